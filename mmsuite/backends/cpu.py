@@ -1,0 +1,110 @@
+"""CPU backend: the C ladder through the cffi extension, and numpy (OpenBLAS) as reference.
+
+Host memory is the device memory here, so h2d and d2h are empty. Each run is
+timed with a monotonic wall clock around the C call; cffi releases the GIL for
+the call's duration.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+
+import numpy as np
+
+from ..catalogue import Kernel
+from ..layout import GemmCall
+from .base import Backend, Execution, RunOptions
+
+
+def _load_extension():
+    try:
+        from .. import _ckernels
+    except ImportError as exc:
+        return None, f"the C extension is not built ({exc}); reinstall with `pip install .`"
+    return _ckernels, ""
+
+
+class CpuBackend(Backend):
+    name = "cpu"
+
+    def __init__(self, options: RunOptions) -> None:
+        super().__init__(options)
+        self._ext, self._reason = _load_extension()
+        if self._ext is not None and options.threads:
+            self._ext.lib.mm_set_threads(options.threads)
+
+    def probe(self) -> str:
+        return ""  # numpy always works; C rungs report their own reason
+
+    def kernel_reason(self, kernel: Kernel) -> str:
+        if kernel.reference:
+            return ""
+        if self._ext is None:
+            return self._reason
+        if not hasattr(self._ext.lib, kernel.entry):
+            return f"{kernel.entry} is not in the built extension; reinstall with `pip install .`"
+        return ""
+
+    @property
+    def threads(self) -> int:
+        if self._ext is None:
+            return self.options.threads or os.cpu_count() or 1
+        return int(self._ext.lib.mm_max_threads())
+
+    def execute(self, kernel: Kernel, call: GemmCall, repeats: int, warmup: int) -> Execution:
+        c = np.empty(call.c_size, dtype=np.float32)
+        launch = self._numpy_launch(call, c) if kernel.reference else self._c_launch(kernel, call, c)
+        samples = []
+        for run in range(warmup + repeats):
+            if call.beta == 0.0:
+                c.fill(np.nan)
+            else:
+                c[:] = call.c0
+            start = time.perf_counter()
+            launch()
+            elapsed = (time.perf_counter() - start) * 1e3
+            if run >= warmup:
+                samples.append(elapsed)
+        return Execution(output=c, kernel_ms=samples, info={"threads": self.threads})
+
+    def _c_launch(self, kernel: Kernel, call: GemmCall, c: np.ndarray):
+        ffi, lib = self._ext.ffi, self._ext.lib
+        fn = getattr(lib, kernel.entry)
+        a = ffi.cast("const float *", ffi.from_buffer(call.a))
+        b = ffi.cast("const float *", ffi.from_buffer(call.b))
+        cp = ffi.cast("float *", ffi.from_buffer(c))
+        args = (call.m, call.n, call.k, call.batch, call.alpha, a, b, call.beta, cp)
+        return lambda: fn(*args)
+
+    @staticmethod
+    def _numpy_launch(call: GemmCall, c: np.ndarray):
+        # numpy's matmul on float32 calls OpenBLAS sgemm; the kernel layout is row-major.
+        shape_a, shape_b = (call.batch, call.m, call.k), (call.batch, call.k, call.n)
+        a, b = call.a.reshape(shape_a), call.b.reshape(shape_b)
+        out = c.reshape(call.batch, call.m, call.n)
+
+        def launch() -> None:
+            if call.beta == 0.0:
+                np.matmul(a, b, out=out)
+                if call.alpha != 1.0:
+                    np.multiply(out, np.float32(call.alpha), out=out)
+            else:
+                product = np.matmul(a, b)
+                product *= np.float32(call.alpha)
+                np.multiply(out, np.float32(call.beta), out=out)
+                np.add(out, product, out=out)
+
+        return launch
+
+    def environment(self) -> dict:
+        env: dict = {"omp_threads": self.threads, "numpy": np.__version__}
+        if self._ext is not None:
+            env["cflags"] = self._ext.ffi.string(self._ext.lib.mm_cflags()).decode()
+        try:
+            config = np.show_config(mode="dicts")
+            blas = config.get("Build Dependencies", {}).get("blas", {})
+            env["blas"] = f"{blas.get('name', '?')} {blas.get('version', '')}".strip()
+        except Exception:  # older numpy has no dict mode
+            pass
+        return env

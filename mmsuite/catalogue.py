@@ -1,0 +1,194 @@
+"""The one catalogue of kernels: every rung of every backend, in ladder order.
+
+A kernel is data plus a source file. Backends read their entries from here;
+the CLI, the tests and the asv suite enumerate them from here. Nothing else
+lists kernels.
+"""
+
+from __future__ import annotations
+
+import difflib
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from types import MappingProxyType
+
+ANY_SIZE = "any M, N, K >= 1; any batch; row and col layouts"
+
+
+@dataclass(frozen=True)
+class Kernel:
+    """One rung of a ladder.
+
+    ``layout`` is the layout the kernel is written for; the adapter serves the
+    other one by swapping operands. ``launch`` is the backend-specific launch
+    geometry (tile sizes, threads per block, ...), read by that backend only.
+    """
+
+    id: str
+    backend: str
+    rung: int
+    parent: str | None
+    adds: str
+    seed: str
+    source: str | None = None
+    entry: str | None = None
+    layout: str = "row"
+    constraints: str = ANY_SIZE
+    reference: bool = False
+    launch: Mapping = field(default_factory=lambda: MappingProxyType({}))
+
+    @property
+    def name(self) -> str:
+        return self.id.split(".", 1)[1]
+
+    @property
+    def available(self) -> bool:
+        return self.reason == ""
+
+    @property
+    def reason(self) -> str:
+        """Why the kernel cannot run here; empty when it can. Never raises."""
+        from .backends import unavailable_reason
+
+        return unavailable_reason(self)
+
+
+def _k(id: str, rung: int, parent: str | None, adds: str, seed: str, **kw) -> Kernel:
+    backend = id.split(".", 1)[0]
+    if "launch" in kw:
+        kw["launch"] = MappingProxyType(dict(kw["launch"]))
+    return Kernel(id=id, backend=backend, rung=rung, parent=parent, adds=adds, seed=seed, **kw)
+
+
+def _c(id: str, rung: int, parent: str | None, adds: str, seed: str, source: str) -> Kernel:
+    return _k(id, rung, parent, adds, seed, source=f"csrc/{source}.c", entry=f"mm_{id[4:]}")
+
+
+# ----------------------------------------------------------------------- CPU
+CPU = [
+    _k("cpu.blas", 0, None, "reference: numpy.matmul (OpenBLAS sgemm)", "reference",
+       reference=True),
+    _c("cpu.seq_naive", 1, None, "textbook i-j-k loop, dot product along k", "001",
+       "01_seq_naive"),
+    _c("cpu.seq_ikj", 2, "cpu.seq_naive", "loop interchange: stride-1 inner loop", "002",
+       "02_seq_ikj"),
+    _c("cpu.seq_tiled", 3, "cpu.seq_ikj", "cache blocking of i, j and k", "002",
+       "03_seq_tiled"),
+    _c("cpu.omp_naive", 4, "cpu.seq_naive", "OpenMP parallel for schedule(dynamic,1) collapse(2)",
+       "001", "04_omp_naive"),
+    _c("cpu.omp_tiled", 5, "cpu.seq_tiled", "cache blocking + OpenMP over tiles", "002",
+       "05_omp_tiled"),
+    _c("cpu.omp_packed", 6, "cpu.omp_tiled",
+       "packed panels + register-blocked micro-kernel the compiler vectorises", "beyond",
+       "06_omp_packed"),
+]
+
+# -------------------------------------------------------------------- OpenCL
+def _cl(id: str, rung: int, parent: str | None, adds: str, seed: str, source: str,
+        **kw) -> Kernel:
+    return _k(id, rung, parent, adds, seed, source=f"cl/{source}.cl", entry=f"mm_{id[7:]}", **kw)
+
+
+OPENCL = [
+    _k("opencl.clblast", 0, None, "reference: CLBlast sgemm (pyclblast)", "reference",
+       reference=True),
+    _cl("opencl.naive", 1, None, "one work-item per element of C", "001", "01_naive"),
+    _cl("opencl.tiled", 2, "opencl.naive", "square tiles of A and B staged in local memory",
+        "001", "02_tiled"),
+    _cl("opencl.more_work", 3, "opencl.tiled",
+        "each work-item computes several elements of a column strip", "beyond", "03_more_work"),
+    _cl("opencl.regblock_vec", 4, "opencl.more_work",
+        "2D register blocking with float4 vector loads", "beyond", "04_regblock_vec"),
+]
+
+# ---------------------------------------------------------------------- CUDA
+def _cu(id: str, rung: int, parent: str | None, adds: str, seed: str, source: str,
+        **kw) -> Kernel:
+    return _k(id, rung, parent, adds, seed, source=f"cuda/{source}.cu", entry=f"mm_{id[5:]}",
+              **kw)
+
+
+CUDA = [
+    _k("cuda.cublas", 0, None, "reference: cuBLAS sgemm via cupy.matmul, TF32 off", "reference",
+       reference=True),
+    # Seed 004: column-major ladder, eleven rungs.
+    _cu("cuda.01_naive", 1, None, "one thread per element of C", "004", "01_naive",
+        layout="col"),
+    _cu("cuda.02_smem_tiles", 2, "cuda.01_naive", "32x32x32 tiles staged in shared memory",
+        "004", "02_smem_tiles", layout="col"),
+    _cu("cuda.03_hoisted_index", 3, "cuda.02_smem_tiles",
+        "thread index hoisted, 1D thread block", "004", "03_hoisted_index", layout="col"),
+    _cu("cuda.04_no_bank_conflicts", 4, "cuda.03_hoisted_index",
+        "B tile transposed in shared memory: no bank conflicts", "004", "04_no_bank_conflicts",
+        layout="col"),
+    _cu("cuda.05_micro_4x1", 5, "cuda.04_no_bank_conflicts", "4x1 micro-kernel per thread",
+        "004", "05_micro_4x1", layout="col"),
+    _cu("cuda.06_float4", 6, "cuda.05_micro_4x1", "float4 global loads and stores", "004",
+        "06_float4", layout="col"),
+    _cu("cuda.07_blocktile_2d", 7, "cuda.06_float4", "64x64x16 block, 4x4 outputs per thread",
+        "004", "07_blocktile_2d", layout="col"),
+    _cu("cuda.08_blocktile_128", 8, "cuda.07_blocktile_2d",
+        "128x128x8 block, 8x8 outputs per thread", "004", "08_blocktile_128", layout="col"),
+    _cu("cuda.09_warptile", 9, "cuda.08_blocktile_128", "warp-level tiling of the block",
+        "004", "09_warptile", layout="col"),
+    _cu("cuda.10_prefetch", 10, "cuda.09_warptile",
+        "next tile prefetched into registers during compute", "004", "10_prefetch",
+        layout="col"),
+    _cu("cuda.11_double_buffer", 11, "cuda.10_prefetch",
+        "double-buffered shared memory: one barrier per k-step", "004", "11_double_buffer",
+        layout="col"),
+    # Seed 000.
+    _cu("cuda.12_tiled16", 12, "cuda.01_naive", "16x16 shared-memory tiles (row-major)", "000",
+        "12_tiled16"),
+    # Seed 002: the strip-mined family, one output per thread along a strip.
+    _cu("cuda.13_strip32", 13, "cuda.01_naive", "one output per thread, 32-wide strips", "002",
+        "13_strip", launch={"width": 32}),
+    _cu("cuda.13_strip64", 13, "cuda.13_strip32", "64-wide strips", "002", "13_strip",
+        launch={"width": 64}),
+    _cu("cuda.13_strip128", 13, "cuda.13_strip64", "128-wide strips", "002", "13_strip",
+        launch={"width": 128}),
+    _cu("cuda.14_strip_smem", 14, "cuda.13_strip64",
+        "right operand's strip cached in shared memory", "002", "14_strip_smem"),
+    _cu("cuda.15_strip_unroll_i", 15, "cuda.14_strip_smem", "i loop unrolled", "002",
+        "15_strip_unroll_i"),
+    _cu("cuda.16_strip_unroll_j2", 16, "cuda.15_strip_unroll_i",
+        "j unrolled by 2 (two partial sums), k unrolled", "002", "16_strip_unroll_j",
+        launch={"unroll_j": 2}),
+    _cu("cuda.16_strip_unroll_j4", 16, "cuda.16_strip_unroll_j2",
+        "j unrolled by 4 (four partial sums), k unrolled", "002", "16_strip_unroll_j",
+        launch={"unroll_j": 4}),
+    _cu("cuda.17_strip_tiled16", 17, "cuda.16_strip_unroll_j4", "16x16 tiles in shared memory",
+        "002", "17_strip_tiled16"),
+    # Seed 003: batched kernel.
+    _cu("cuda.18_batched_tmtn", 18, "cuda.07_blocktile_2d",
+        "batched: TMxTN outputs per thread, BK-deep shared tiles, float4 loads", "003",
+        "18_batched_tmtn"),
+]
+
+CATALOGUE: tuple[Kernel, ...] = tuple(CPU + OPENCL + CUDA)
+BY_ID: Mapping[str, Kernel] = MappingProxyType({k.id: k for k in CATALOGUE})
+BACKENDS: tuple[str, ...] = tuple(dict.fromkeys(k.backend for k in CATALOGUE))
+BASELINE_ID = "cpu.seq_naive"
+
+assert len(BY_ID) == len(CATALOGUE), "duplicate kernel id in the catalogue"
+assert all(k.parent is None or k.parent in BY_ID for k in CATALOGUE), "unknown parent rung"
+
+
+def kernels(backend: str | None = None) -> list[Kernel]:
+    """Every kernel of the catalogue (of one backend if given), in ladder order."""
+    return [k for k in CATALOGUE if backend is None or k.backend == backend]
+
+
+def get(kernel_id: str) -> Kernel:
+    """The kernel with this id; an unknown id raises KeyError naming close matches."""
+    try:
+        return BY_ID[kernel_id]
+    except KeyError:
+        close = difflib.get_close_matches(kernel_id, list(BY_ID), n=3, cutoff=0.5)
+        hint = f"; did you mean {', '.join(close)}?" if close else "; see `mmsuite list`"
+        raise KeyError(f"unknown kernel {kernel_id!r}{hint}") from None
+
+
+def reference_of(backend: str) -> Kernel | None:
+    """The reference (vendor library) row of a backend, if it has one."""
+    return next((k for k in CATALOGUE if k.backend == backend and k.reference), None)

@@ -1,0 +1,150 @@
+"""The problem spec: one SGEMM instance, C = alpha * A @ B + beta * C0, that feeds every backend."""
+
+from __future__ import annotations
+
+import math
+import numbers
+from dataclasses import dataclass
+
+import numpy as np
+
+LAYOUTS = ("row", "col")
+
+
+@dataclass(frozen=True)
+class Problem:
+    """One SGEMM problem: shapes, batch, memory layout, scalars and the input seed.
+
+    A is (batch, m, k), B is (batch, k, n), C is (batch, m, n); the batch axis is
+    dropped when ``batch == 1``. ``layout="row"`` stores every matrix row-major
+    (C order); ``layout="col"`` stores every matrix column-major (F order), with
+    the batch axis outermost.
+    """
+
+    m: int
+    n: int
+    k: int
+    batch: int = 1
+    layout: str = "row"
+    alpha: float = 1.0
+    beta: float = 0.0
+    seed: int = 0
+
+    def __post_init__(self) -> None:
+        for name in ("m", "n", "k", "batch"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, numbers.Integral):
+                raise ValueError(f"{name} must be a positive integer, got {value!r}")
+            if value < 1:
+                raise ValueError(f"{name} must be a positive integer, got {value}")
+            object.__setattr__(self, name, int(value))
+        if self.layout not in LAYOUTS:
+            raise ValueError(f"layout must be one of {LAYOUTS}, got {self.layout!r}")
+        for name in ("alpha", "beta"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, numbers.Real):
+                raise ValueError(f"{name} must be a finite real number, got {value!r}")
+            if not math.isfinite(value):
+                raise ValueError(f"{name} must be finite, got {value}")
+            object.__setattr__(self, name, float(value))
+        if isinstance(self.seed, bool) or not isinstance(self.seed, numbers.Integral):
+            raise ValueError(f"seed must be an integer, got {self.seed!r}")
+
+    # ------------------------------------------------------------------ sizes
+    @property
+    def flops(self) -> int:
+        """Floating-point operations of the product: 2·m·n·k·batch."""
+        return 2 * self.m * self.n * self.k * self.batch
+
+    @property
+    def shape_label(self) -> str:
+        label = f"{self.m}x{self.n}x{self.k}"
+        return f"{self.batch}*{label}" if self.batch > 1 else label
+
+    def logical_shape(self, operand: str) -> tuple[int, ...]:
+        rows, cols = {"A": (self.m, self.k), "B": (self.k, self.n), "C": (self.m, self.n)}[operand]
+        return (rows, cols) if self.batch == 1 else (self.batch, rows, cols)
+
+    @property
+    def nbytes(self) -> int:
+        """Bytes of A, B and C together in float32."""
+        return 4 * self.batch * (self.m * self.k + self.k * self.n + self.m * self.n)
+
+    def with_seed(self, seed: int) -> Problem:
+        return Problem(self.m, self.n, self.k, self.batch, self.layout, self.alpha, self.beta, seed)
+
+    # ----------------------------------------------------------------- inputs
+    def inputs(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Float32 host arrays (A, B, C0), uniform in [-1, 1] without zeros, fixed by the seed."""
+        rng = np.random.default_rng(self.seed)
+        return tuple(self._draw(rng, self.logical_shape(name)) for name in "ABC")  # type: ignore[return-value]
+
+    def _draw(self, rng: np.random.Generator, shape: tuple[int, ...]) -> np.ndarray:
+        values = rng.uniform(-1.0, 1.0, size=shape).astype(np.float32)
+        # Zeros hide unwritten outputs and wrong indexing: nudge them away.
+        values[values == 0.0] = np.float32(0.5)
+        return to_layout(values, self.layout)
+
+    def to_dict(self) -> dict:
+        return {
+            "m": self.m, "n": self.n, "k": self.k, "batch": self.batch, "layout": self.layout,
+            "alpha": self.alpha, "beta": self.beta, "seed": self.seed,
+        }
+
+
+def to_layout(array: np.ndarray, layout: str) -> np.ndarray:
+    """The same logical values stored row-major (C order) or column-major per matrix."""
+    if layout == "row":
+        return np.ascontiguousarray(array)
+    # Column-major per matrix with the batch outermost: transpose the last two
+    # axes, make that contiguous, and view it back with the logical axes.
+    return np.ascontiguousarray(np.swapaxes(array, -1, -2)).swapaxes(-1, -2)
+
+
+def parse_shape(text: str) -> tuple[int, int, int]:
+    """Parse ``MxNxK`` (or a single ``S`` for a cube) into three positive sizes."""
+    parts = text.lower().replace("*", "x").split("x")
+    if len(parts) == 1:
+        parts = parts * 3
+    if len(parts) != 3:
+        raise ValueError(f"shape must look like MxNxK (e.g. 512x512x512), got {text!r}")
+    try:
+        sizes = tuple(int(p) for p in parts)
+    except ValueError:
+        raise ValueError(f"shape must look like MxNxK with integer sizes, got {text!r}") from None
+    if any(s < 1 for s in sizes):
+        raise ValueError(f"shape sizes must be positive, got {text!r}")
+    return sizes  # type: ignore[return-value]
+
+
+# --------------------------------------------------------------------- presets
+SWEEP_SIZES = (128, 256, 512, 1024, 2048, 4096)
+
+PRESETS: dict[str, list[Problem]] = {
+    # Seed 001: a 2000x2000 matrix times a 2000x6000 one.
+    "seed001": [Problem(2000, 6000, 2000)],
+    # Seed 000: square 2048.
+    "seed000": [Problem(2048, 2048, 2048)],
+    # Seed 002: square 4096.
+    "seed002": [Problem(4096, 4096, 4096)],
+    # Seed 003: a batch of 100 products of 1000x1000 matrices.
+    "seed003": [Problem(1000, 1000, 1000, batch=100)],
+    # Square sweep for speedup-vs-size plots.
+    "sweep": [Problem(s, s, s) for s in SWEEP_SIZES],
+}
+
+PRESET_HELP = {
+    "seed001": "2000x2000 by 2000x6000 (seed 001)",
+    "seed000": "2048^3 (seed 000)",
+    "seed002": "4096^3 (seed 002)",
+    "seed003": "batch 100 of 1000^3 (seed 003)",
+    "sweep": "square sweep " + ", ".join(str(s) for s in SWEEP_SIZES),
+}
+
+
+def preset(name: str) -> list[Problem]:
+    """The problems of a named preset (see ``PRESETS``)."""
+    try:
+        return list(PRESETS[name])
+    except KeyError:
+        raise KeyError(f"unknown preset {name!r}; choose from {', '.join(PRESETS)}") from None

@@ -1,0 +1,35 @@
+"""Shared test fixtures: the shape grid every kernel must pass."""
+
+from __future__ import annotations
+
+import pytest
+
+from mmsuite import Problem, kernels
+
+# (m, n, k): unit, odd, primes, non-multiples of every tile (4, 8, 16, 32, 64, 128), round.
+ODD_SHAPES = [
+    (1, 1, 1),
+    (35, 79, 19),
+    (2, 3, 5),
+    (17, 1, 131),
+    (1, 97, 7),
+    (67, 67, 67),
+    (129, 65, 33),
+    (131, 257, 139),
+    (64, 64, 64),
+    (256, 128, 96),
+]
+
+
+def kernel_ids(backend: str | None = None) -> list:
+    """Every catalogue kernel as a pytest param, skipped with its reason where unavailable."""
+    params = []
+    for kernel in kernels(backend):
+        marks = [] if kernel.available else [pytest.mark.skip(reason=kernel.reason)]
+        params.append(pytest.param(kernel.id, id=kernel.id, marks=marks))
+    return params
+
+
+@pytest.fixture
+def small_problem() -> Problem:
+    return Problem(35, 79, 19)
