@@ -1,0 +1,201 @@
+/* Rung 6, omp_packed: packed panels and a register-blocked micro-kernel.
+ * Over omp_tiled: the blocks of A and B a core works on are first copied
+ * ("packed") into contiguous, zero-padded slivers in the exact order the
+ * micro-kernel reads them, so the inner loop streams two small buffers with
+ * stride 1 and never misses the TLB or needs an edge test. The micro-kernel
+ * keeps an MR x NR block of C in vector registers for the whole KC-deep step:
+ * per step of k it loads NR values of B, broadcasts MR values of A and issues
+ * MR*NR/VL fused multiply-adds, where omp_tiled loaded and stored C on every
+ * update. The loop nest is the one of BLIS/GotoBLAS:
+ *
+ *   jc (NC columns)  pc (KC of k: pack B)  ic (MC rows, threads: pack A)
+ *     jr (NR columns)  ir (MR rows)  micro-kernel over KC
+ *
+ * The micro-kernel is plain C on GCC/clang vector types, so it compiles for
+ * any target; the vector width and MR x NR follow the ISA the compiler
+ * targets (AVX-512, AVX/AVX2, else 128-bit vectors). */
+#include <stdlib.h>
+#include <string.h>
+
+#include <omp.h>
+
+#include "ladder.h"
+
+#if defined(__AVX512F__)
+#define VL 16 /* floats per vector: 32 registers of 16 floats */
+#define MR_DEFAULT 12
+#define NV_DEFAULT 2
+#elif defined(__AVX__)
+#define VL 8 /* 16 registers of 8 floats */
+#define MR_DEFAULT 6
+#define NV_DEFAULT 2
+#else
+#define VL 4 /* SSE, NEON, ...: 16 or 32 registers of 4 floats */
+#define MR_DEFAULT 4
+#define NV_DEFAULT 2
+#endif
+
+#ifndef MR
+#define MR MR_DEFAULT /* rows of the register block */
+#endif
+#ifndef NV
+#define NV NV_DEFAULT /* vectors per row of the register block */
+#endif
+#define NR (NV * VL) /* columns of the register block */
+
+/* Cache blocking: a KC x NR sliver of B stays in L1 across the ir loop, the
+ * MC x KC block of A in L2, the KC x NC panel of B in L3. */
+#ifndef KC
+#define KC 256
+#endif
+#ifndef MC
+#define MC (MR * 16)
+#endif
+#ifndef NC
+#define NC (NR * 128)
+#endif
+
+typedef float vf __attribute__((vector_size(VL * sizeof(float))));
+
+static inline vf load(const float *p) {
+    vf v;
+    memcpy(&v, p, sizeof v);
+    return v;
+}
+
+static inline void store(float *p, vf v) { memcpy(p, &v, sizeof v); }
+
+/* acc = sum over kc of (column of the A sliver) x (row of the B sliver). */
+static inline void micro_kernel(long kc, const float *restrict ap, const float *restrict bp,
+                                vf acc[MR][NV]) {
+    vf c[MR][NV];
+    for (int r = 0; r < MR; ++r)
+        for (int v = 0; v < NV; ++v) c[r][v] = (vf){0};
+    for (long l = 0; l < kc; ++l) {
+        vf b[NV];
+        for (int v = 0; v < NV; ++v) b[v] = load(bp + v * VL);
+        for (int r = 0; r < MR; ++r) {
+            const float a = ap[r];
+            for (int v = 0; v < NV; ++v) c[r][v] += a * b[v];
+        }
+        ap += MR;
+        bp += NR;
+    }
+    for (int r = 0; r < MR; ++r)
+        for (int v = 0; v < NV; ++v) acc[r][v] = c[r][v];
+}
+
+/* C block (mr x nr valid of MR x NR) = alpha * acc + beta * C, C unread when beta == 0. */
+static inline void write_back(float *C, long ldc, long mr, long nr, vf acc[MR][NV], float alpha,
+                              float beta) {
+    if (mr == MR && nr == NR) {
+        for (int r = 0; r < MR; ++r)
+            for (int v = 0; v < NV; ++v) {
+                float *dst = C + r * ldc + v * VL;
+                store(dst, beta == 0.0f ? alpha * acc[r][v]
+                                        : alpha * acc[r][v] + beta * load(dst));
+            }
+        return;
+    }
+    float tile[MR][NR];
+    memcpy(tile, acc, sizeof tile);
+    for (long r = 0; r < mr; ++r)
+        for (long j = 0; j < nr; ++j)
+            C[r * ldc + j] = mm_epilogue(tile[r][j], alpha, beta, &C[r * ldc + j]);
+}
+
+/* B[pc : pc+kc, jc : jc+nc] into NR-wide slivers, each kc x NR row-major, zero-padded. */
+static void pack_b(long n, const float *B, long pc, long kc, long jc, long nc, float *bp,
+                   long s0, long s1) {
+    for (long s = s0; s < s1; ++s) {
+        const long j0 = jc + s * NR, w = LADDER_MIN(NR, jc + nc - j0);
+        float *dst = bp + s * kc * NR;
+        for (long l = 0; l < kc; ++l, dst += NR) {
+            const float *src = B + (pc + l) * n + j0;
+            if (w == NR) {
+                memcpy(dst, src, NR * sizeof(float));
+            } else {
+                for (long j = 0; j < w; ++j) dst[j] = src[j];
+                for (long j = w; j < NR; ++j) dst[j] = 0.0f;
+            }
+        }
+    }
+}
+
+/* A[ic : ic+mc, pc : pc+kc] into MR-high slivers, each kc x MR (column by column), zero-padded. */
+static void pack_a(long k, const float *A, long ic, long mc, long pc, long kc, float *ap) {
+    for (long i0 = 0; i0 < mc; i0 += MR, ap += kc * MR) {
+        const long h = LADDER_MIN(MR, mc - i0);
+        const float *src = A + (ic + i0) * k + pc;
+        if (h == MR) {
+            for (long l = 0; l < kc; ++l)
+                for (int r = 0; r < MR; ++r) ap[l * MR + r] = src[r * k + l];
+        } else {
+            for (long l = 0; l < kc; ++l)
+                for (int r = 0; r < MR; ++r) ap[l * MR + r] = r < h ? src[r * k + l] : 0.0f;
+        }
+    }
+}
+
+static float *alloc_floats(size_t count) {
+    size_t bytes = (count * sizeof(float) + 63) / 64 * 64;
+    return aligned_alloc(64, bytes);
+}
+
+void mm_omp_packed(MM_ARGS) {
+    const int threads = omp_get_max_threads();
+    /* Enough row blocks for every thread, but never taller than MC. */
+    long mc_max = (m + threads - 1) / threads;
+    mc_max = LADDER_MIN(MC, (mc_max + MR - 1) / MR * MR);
+    const long nc_max = LADDER_MIN(NC, (n + NR - 1) / NR * NR), kc_max = LADDER_MIN(KC, k);
+    float *bpack = alloc_floats((size_t)kc_max * nc_max);
+    float *apack = alloc_floats((size_t)threads * kc_max * mc_max);
+    if (bpack == NULL || apack == NULL) {
+        /* Out of memory for the packs: fall back to the unpacked tiled loop. */
+        free(bpack);
+        free(apack);
+        for (long p = 0; p < batch; ++p)
+            for (long i0 = 0; i0 < m; i0 += LADDER_TI)
+                for (long j0 = 0; j0 < n; j0 += LADDER_TJ)
+                    ladder_tile(m, n, k, alpha, MM_A(p), MM_B(p), beta, MM_C(p), i0, j0);
+        return;
+    }
+
+#pragma omp parallel num_threads(threads)
+    {
+        float *ap = apack + (size_t)omp_get_thread_num() * kc_max * mc_max;
+        for (long p = 0; p < batch; ++p) {
+            const float *A = MM_A(p), *B = MM_B(p);
+            float *C = MM_C(p);
+            for (long jc = 0; jc < n; jc += NC) {
+                const long nc = LADDER_MIN(NC, n - jc), slivers = (nc + NR - 1) / NR;
+                for (long pc = 0; pc < k; pc += KC) {
+                    const long kc = LADDER_MIN(KC, k - pc);
+                    /* The first k-step applies beta; later ones accumulate. */
+                    const float b_step = pc == 0 ? beta : 1.0f;
+#pragma omp for schedule(static)
+                    for (long s = 0; s < slivers; ++s) pack_b(n, B, pc, kc, jc, nc, bpack, s, s + 1);
+                    /* (implicit barrier: the panel of B is complete) */
+#pragma omp for schedule(dynamic, 1)
+                    for (long ic = 0; ic < m; ic += mc_max) {
+                        const long mc = LADDER_MIN(mc_max, m - ic);
+                        pack_a(k, A, ic, mc, pc, kc, ap);
+                        for (long jr = 0; jr < nc; jr += NR) {
+                            const float *bs = bpack + (jr / NR) * kc * NR;
+                            for (long ir = 0; ir < mc; ir += MR) {
+                                vf acc[MR][NV];
+                                micro_kernel(kc, ap + (ir / MR) * kc * MR, bs, acc);
+                                write_back(C + (ic + ir) * n + jc + jr, n,
+                                           LADDER_MIN(MR, mc - ir), LADDER_MIN(NR, nc - jr), acc,
+                                           alpha, b_step);
+                            }
+                        }
+                    }
+                    /* (implicit barrier: nobody still reads the panel before it is repacked) */
+                }
+            }
+        }
+    }
+    free(bpack);
+    free(apack);
+}
