@@ -16,13 +16,13 @@ from .problem import Problem
 
 
 def storage(array: np.ndarray, layout: str) -> np.ndarray:
-    """The flat float32 storage of a (batched) matrix kept in ``layout``; no copy when it already is."""
+    """The flat float32 storage of a (batched) matrix kept in ``layout``; no copy if it is."""
     matrices = array if layout == "row" else np.swapaxes(array, -1, -2)
     return np.ascontiguousarray(matrices, dtype=np.float32).reshape(-1)
 
 
 def from_storage(flat: np.ndarray, problem: Problem) -> np.ndarray:
-    """The logical C (shape ``problem.logical_shape('C')``) held in ``flat`` in the problem's layout."""
+    """The logical C (``problem.logical_shape('C')``) stored in ``flat`` in the problem's layout."""
     b, m, n = problem.batch, problem.m, problem.n
     if problem.layout == "row":
         logical = flat.reshape(b, m, n)

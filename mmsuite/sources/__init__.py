@@ -18,7 +18,10 @@ def source_path(relative: str) -> Path:
     in_checkout = _CHECKOUT / folder / name
     if in_checkout.is_file():
         return in_checkout
-    packaged = resources.files(f"mmsuite.sources.{folder}") / name
+    try:
+        packaged = resources.files(f"mmsuite.sources.{folder}") / name
+    except ModuleNotFoundError:  # a checkout without that folder
+        return in_checkout
     return Path(str(packaged))
 
 

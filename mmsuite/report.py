@@ -1,0 +1,244 @@
+"""Reports: the ladder table (terminal and Markdown) and plots, from result records.
+
+Everything here works on the JSON records a run writes, so a saved result file
+renders the same table as the run that made it.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import defaultdict
+from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import Path
+
+from .catalogue import BASELINE_ID, BY_ID, CATALOGUE
+
+_ORDER = {k.id: i for i, k in enumerate(CATALOGUE)}
+
+
+@dataclass(frozen=True)
+class Column:
+    key: str
+    title: str
+    justify: str = "right"
+
+
+def _problem_key(record: dict) -> tuple:
+    p = record["problem"]
+    return (p["m"], p["n"], p["k"], p["batch"], p["layout"], p["alpha"], p["beta"])
+
+
+def problem_label(record: dict) -> str:
+    p = record["problem"]
+    label = f"{p['m']}x{p['n']}x{p['k']}"
+    if p["batch"] > 1:
+        label = f"batch {p['batch']} of {label}"
+    extras = [p["layout"] + "-major"]
+    if p["alpha"] != 1.0 or p["beta"] != 0.0:
+        extras.append(f"alpha={p['alpha']:g} beta={p['beta']:g}")
+    return f"{label} ({', '.join(extras)})"
+
+
+def group_by_problem(records: Iterable[dict]) -> dict[tuple, list[dict]]:
+    groups: dict[tuple, list[dict]] = defaultdict(list)
+    for record in records:
+        groups[_problem_key(record)].append(record)
+    for rows in groups.values():
+        rows.sort(key=lambda r: _ORDER.get(r["kernel"], len(_ORDER)))
+    return dict(groups)
+
+
+def _median(record: dict, phase: str) -> float | None:
+    stats = record.get(phase)
+    return stats["median"] if stats else None
+
+
+def _base_id(rows_by_id: dict[str, dict], record: dict) -> str | None:
+    """cpu.seq_naive when measured on this problem, else the backend's rung 1."""
+    if BASELINE_ID in rows_by_id:
+        return BASELINE_ID
+    for kernel in CATALOGUE:
+        if kernel.backend == record["backend"] and kernel.rung == 1 and kernel.id in rows_by_id:
+            return kernel.id
+    return None
+
+
+def _reference_id(record: dict) -> str | None:
+    return next((k.id for k in CATALOGUE if k.backend == record["backend"] and k.reference), None)
+
+
+def _ratio(numer: float | None, denom: float | None) -> float | None:
+    if numer is None or denom is None or denom <= 0 or not math.isfinite(numer):
+        return None
+    return numer / denom
+
+
+def table_rows(records: list[dict]) -> list[dict]:
+    """The ladder table for one problem: one dict per kernel with derived columns."""
+    ok_rows = {r["kernel"]: r for r in records if r["status"] == "ok"}
+    out = []
+    for r in records:
+        row = {"kernel": r["kernel"], "adds": r["adds"], "status": r["status"],
+               "reason": r.get("reason", "")}
+        ms = _median(r, "kernel_ms") if r["status"] in ("ok", "failed") else None
+        row["kernel_ms"] = ms
+        row["gflops"] = r.get("gflops") if ms else None
+        row["host_gflops"] = r.get("host_gflops") if ms else None
+        row["h2d_ms"] = _median(r, "h2d_ms") if ms else None
+        row["d2h_ms"] = _median(r, "d2h_ms") if ms else None
+        row["spread"] = r["kernel_ms"]["spread"] if ms else None
+        row["max_rel_err"] = r.get("max_rel_err")
+        base = _base_id(ok_rows, r)
+        parent, ref = r.get("parent"), _reference_id(r)
+        row["base"] = base
+        row["x_base"] = _ratio(_median(ok_rows[base], "kernel_ms"), ms) if base else None
+        row["x_parent"] = (_ratio(_median(ok_rows[parent], "kernel_ms"), ms)
+                           if parent in ok_rows else None)
+        row["pct_ref"] = (100 * _ratio(_median(ok_rows[ref], "kernel_ms"), ms)
+                          if ref in ok_rows and _ratio(_median(ok_rows[ref], "kernel_ms"), ms)
+                          else None)
+        profile = (r.get("info") or {}).get("profile") or {}
+        row["regs"], row["smem"], row["local"] = (profile.get("registers"),
+                                                  profile.get("shared_bytes"),
+                                                  profile.get("local_bytes"))
+        out.append(row)
+    return out
+
+
+def _columns(rows: list[dict]) -> tuple[list[Column], float]:
+    """The columns worth showing for these rows, and the FLOP/s unit (1 or 1000 GFLOP/s)."""
+    best = max((r["gflops"] or 0.0 for r in rows), default=0.0)
+    scale = 1000.0 if best >= 1000.0 else 1.0
+    unit = "TFLOP/s" if scale > 1 else "GFLOP/s"
+    cols = [Column("kernel", "kernel", "left"), Column("adds", "adds", "left"),
+            Column("kernel_ms", "kernel ms"), Column("spread", "spread"),
+            Column("gflops", unit), Column("host_gflops", f"h2h {unit}"),
+            Column("x_base", "x base"), Column("x_parent", "x parent"),
+            Column("pct_ref", "% ref")]
+    if any(r["h2d_ms"] for r in rows):
+        cols += [Column("h2d_ms", "h2d ms"), Column("d2h_ms", "d2h ms")]
+    if any(r["regs"] is not None for r in rows):
+        cols += [Column("regs", "regs"), Column("smem", "smem B"), Column("local", "spill B")]
+    cols += [Column("max_rel_err", "max rel err"), Column("status", "status", "left")]
+    return cols, scale
+
+
+def _fmt(key: str, value, scale: float) -> str:
+    if value is None:
+        return "-"
+    if key in ("gflops", "host_gflops"):
+        value = value / scale
+        return f"{value:.2f}" if value < 100 else f"{value:.0f}"
+    if key in ("kernel_ms", "h2d_ms", "d2h_ms"):
+        return f"{value:.3f}" if value < 100 else f"{value:.1f}"
+    if key == "spread":
+        return f"{100 * value:.0f}%"
+    if key in ("x_base", "x_parent"):
+        return f"{value:.2f}x" if value < 100 else f"{value:.0f}x"
+    if key == "pct_ref":
+        return f"{value:.0f}%"
+    if key == "max_rel_err":
+        return f"{value:.1e}" if math.isfinite(value) else "inf"
+    return str(value)
+
+
+def _status(row: dict) -> str:
+    return row["status"] if not row["reason"] else f"{row['status']}: {row['reason']}"
+
+
+def _cells(row: dict, cols: list[Column], scale: float) -> list[str]:
+    return [_status(row) if c.key == "status" else _fmt(c.key, row[c.key], scale) for c in cols]
+
+
+def _caption(rows: list[dict]) -> str:
+    bases = sorted({r["base"] for r in rows if r["base"]})
+    return ("x base: speedup over " + ", ".join(bases) + "; x parent: over the parent rung; "
+            "% ref: kernel time of the backend's reference over this kernel's; "
+            "spread: (max-min)/median of the kernel time")
+
+
+def render_rich(records: list[dict], console=None) -> None:
+    """Print one ladder table per problem to the terminal."""
+    from rich.console import Console
+    from rich.table import Table
+
+    console = console or Console()
+    for group in group_by_problem(records).values():
+        rows = table_rows(group)
+        cols, scale = _columns(rows)
+        table = Table(title=problem_label(group[0]), caption=_caption(rows), title_justify="left")
+        for c in cols:
+            table.add_column(c.title, justify=c.justify,
+                             overflow="fold", max_width=48 if c.key in ("adds", "status") else None)
+        for row in rows:
+            style = {"ok": None, "failed": "red", "error": "red", "unavailable": "dim"}
+            table.add_row(*_cells(row, cols, scale), style=style.get(row["status"]))
+        console.print(table)
+
+
+def render_markdown(records: list[dict]) -> str:
+    """The same tables as Markdown, for notes and pull requests."""
+    parts = []
+    for group in group_by_problem(records).values():
+        rows = table_rows(group)
+        cols, scale = _columns(rows)
+        lines = [f"**{problem_label(group[0])}**", "",
+                 "| " + " | ".join(c.title for c in cols) + " |",
+                 "|" + "|".join("---" if c.justify == "left" else "---:" for c in cols) + "|"]
+        lines += ["| " + " | ".join(_cells(r, cols, scale)) + " |" for r in rows]
+        lines += ["", _caption(rows), ""]
+        parts.append("\n".join(lines))
+    return "\n".join(parts)
+
+
+def plot(records: list[dict], out_dir: Path) -> list[Path]:
+    """Bar chart of GFLOP/s per kernel for each problem, and GFLOP/s against size when a run
+    covers several square sizes. Returns the PNG paths written."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    out_dir.mkdir(parents=True, exist_ok=True)
+    written = []
+    colours = {"cpu": "tab:blue", "opencl": "tab:green", "cuda": "tab:red"}
+    for i, group in enumerate(group_by_problem(records).values()):
+        ok = [r for r in group if r["status"] == "ok"]
+        if not ok:
+            continue
+        fig, ax = plt.subplots(figsize=(max(6, 0.45 * len(ok) + 2), 4.5))
+        ax.bar([r["kernel"] for r in ok], [r["gflops"] for r in ok],
+               color=[colours.get(r["backend"], "grey") for r in ok])
+        ax.set_yscale("log")
+        ax.set_ylabel("GFLOP/s (kernel only)")
+        ax.set_title(problem_label(group[0]))
+        ax.tick_params(axis="x", labelrotation=75, labelsize=8)
+        fig.tight_layout()
+        path = out_dir / f"ladder_{i}.png"
+        fig.savefig(path, dpi=120)
+        plt.close(fig)
+        written.append(path)
+
+    series: dict[str, list[tuple[int, float]]] = defaultdict(list)
+    for r in records:
+        p = r["problem"]
+        if r["status"] == "ok" and p["m"] == p["n"] == p["k"] and p["batch"] == 1:
+            series[r["kernel"]].append((p["m"], r["gflops"]))
+    if any(len(points) > 1 for points in series.values()):
+        fig, ax = plt.subplots(figsize=(7, 4.5))
+        for kernel_id, points in sorted(series.items(), key=lambda kv: _ORDER.get(kv[0], 0)):
+            points.sort()
+            style = "--" if BY_ID.get(kernel_id) and BY_ID[kernel_id].reference else "-"
+            ax.plot(*zip(*points), style, marker="o", label=kernel_id)
+        ax.set_xscale("log", base=2)
+        ax.set_yscale("log")
+        ax.set_xlabel("n (square n x n x n)")
+        ax.set_ylabel("GFLOP/s (kernel only)")
+        ax.legend(fontsize=7, ncol=2)
+        fig.tight_layout()
+        path = out_dir / "sweep.png"
+        fig.savefig(path, dpi=120)
+        plt.close(fig)
+        written.append(path)
+    return written

@@ -1,0 +1,57 @@
+"""The catalogue: one list of every kernel, with ladders that hang together."""
+
+from __future__ import annotations
+
+import pytest
+
+import mmsuite
+from mmsuite import catalogue
+from mmsuite.sources import source_path
+
+
+def test_every_backend_has_a_ladder_and_at_most_one_reference() -> None:
+    for backend in ("cpu", "opencl", "cuda"):
+        ladder = catalogue.kernels(backend)
+        assert len([k for k in ladder if not k.reference]) >= 4
+        assert len([k for k in ladder if k.reference]) <= 1
+
+
+def test_ids_are_unique_and_prefixed_by_backend() -> None:
+    ids = [k.id for k in mmsuite.kernels()]
+    assert len(ids) == len(set(ids))
+    assert all(k.id.startswith(k.backend + ".") for k in mmsuite.kernels())
+
+
+def test_parents_are_earlier_rungs_of_the_same_backend() -> None:
+    order = {k.id: i for i, k in enumerate(catalogue.CATALOGUE)}
+    for k in mmsuite.kernels():
+        if k.parent:
+            parent = catalogue.get(k.parent)
+            assert parent.backend == k.backend and order[parent.id] < order[k.id]
+
+
+def test_every_rung_has_a_source_file_that_ships() -> None:
+    for k in mmsuite.kernels():
+        if not k.reference:
+            assert k.source and source_path(k.source).is_file(), k.id
+            assert k.entry and k.adds
+
+
+def test_listing_never_raises_and_explains_unavailability() -> None:
+    for k in mmsuite.kernels():
+        assert isinstance(k.available, bool)
+        assert k.available == (k.reason == "")
+
+
+def test_unknown_id_names_close_matches() -> None:
+    with pytest.raises(KeyError, match="cpu.seq_naive"):
+        catalogue.get("cpu.seq_naiv")
+
+
+def test_unavailable_kernel_raises_with_its_reason() -> None:
+    unavailable = [k for k in mmsuite.kernels() if not k.available]
+    if not unavailable:
+        pytest.skip("every kernel is available on this machine")
+    k = unavailable[0]
+    with pytest.raises(mmsuite.KernelUnavailable, match="unavailable"):
+        mmsuite.run(k.id, mmsuite.Problem(4, 4, 4))

@@ -1,0 +1,87 @@
+"""The problem spec: validation, inputs, flops and presets."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from mmsuite import PRESETS, Problem, preset
+from mmsuite.problem import parse_shape
+
+
+def test_inputs_have_logical_shapes_and_float32() -> None:
+    a, b, c = Problem(3, 5, 7).inputs()
+    assert (a.shape, b.shape, c.shape) == ((3, 7), (7, 5), (3, 5))
+    assert {x.dtype for x in (a, b, c)} == {np.dtype(np.float32)}
+
+
+def test_batch_axis_only_when_batched() -> None:
+    a, b, c = Problem(3, 5, 7, batch=4).inputs()
+    assert (a.shape, b.shape, c.shape) == ((4, 3, 7), (4, 7, 5), (4, 3, 5))
+
+
+def test_row_layout_is_c_order_and_col_layout_is_column_major_per_matrix() -> None:
+    a_row = Problem(3, 5, 7).inputs()[0]
+    a_col = Problem(3, 5, 7, layout="col").inputs()[0]
+    assert a_row.flags.c_contiguous and a_col.flags.f_contiguous
+    np.testing.assert_array_equal(a_row, a_col)  # same values, other storage
+    batched = Problem(3, 5, 7, batch=2, layout="col").inputs()[0]
+    assert batched.strides == (4 * 3 * 7, 4, 4 * 3)  # batch outermost, columns contiguous
+
+
+def test_inputs_are_uniform_nonzero_and_reproducible() -> None:
+    p = Problem(64, 64, 64, seed=3)
+    first, again = p.inputs(), p.inputs()
+    for x, y in zip(first, again):
+        np.testing.assert_array_equal(x, y)
+        assert np.all(x != 0) and x.min() >= -1 and x.max() <= 1
+    other = Problem(64, 64, 64, seed=4).inputs()[0]
+    assert not np.array_equal(first[0], other)
+
+
+def test_flops() -> None:
+    assert Problem(2, 3, 4, batch=5).flops == 2 * 2 * 3 * 4 * 5
+
+
+@pytest.mark.parametrize("kwargs,message", [
+    ({"m": 0}, "m must be a positive integer"),
+    ({"n": -3}, "n must be a positive integer"),
+    ({"k": 2.5}, "k must be a positive integer"),
+    ({"batch": 0}, "batch must be a positive integer"),
+    ({"layout": "diag"}, "layout must be one of"),
+    ({"alpha": math.nan}, "alpha must be finite"),
+    ({"beta": math.inf}, "beta must be finite"),
+    ({"m": True}, "m must be a positive integer"),
+])
+def test_bad_fields_raise_clear_value_errors(kwargs: dict, message: str) -> None:
+    fields = {"m": 4, "n": 4, "k": 4} | kwargs
+    with pytest.raises(ValueError, match=message):
+        Problem(**fields)
+
+
+def test_numpy_integers_are_accepted() -> None:
+    assert Problem(np.int64(4), 4, 4).m == 4
+
+
+def test_presets_cover_the_seed_experiments() -> None:
+    assert preset("seed001") == [Problem(2000, 6000, 2000)]
+    assert preset("seed000") == [Problem(2048, 2048, 2048)]
+    assert preset("seed002") == [Problem(4096, 4096, 4096)]
+    assert preset("seed003") == [Problem(1000, 1000, 1000, batch=100)]
+    assert len(preset("sweep")) > 3 and set(PRESETS) >= {"sweep"}
+    with pytest.raises(KeyError, match="unknown preset"):
+        preset("nope")
+
+
+@pytest.mark.parametrize("text,expected", [("4x5x6", (4, 5, 6)), ("128", (128, 128, 128)),
+                                           ("2X3x4", (2, 3, 4))])
+def test_parse_shape(text: str, expected: tuple) -> None:
+    assert parse_shape(text) == expected
+
+
+@pytest.mark.parametrize("text", ["4x5", "axbxc", "0x1x1", "1x2x3x4"])
+def test_parse_shape_rejects_bad_text(text: str) -> None:
+    with pytest.raises(ValueError):
+        parse_shape(text)

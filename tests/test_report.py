@@ -1,0 +1,53 @@
+"""The ladder table's derived columns, from synthetic records with known times."""
+
+from __future__ import annotations
+
+import math
+
+from mmsuite import Problem
+from mmsuite.report import render_markdown, table_rows
+
+
+def _record(kernel: str, backend: str, parent: str | None, ms: float | None,
+            status: str = "ok", h2d: float = 0.0) -> dict:
+    p = Problem(100, 100, 100)
+    rec = {"kernel": kernel, "backend": backend, "parent": parent, "adds": "x",
+           "problem": p.to_dict(), "status": status, "reason": "" if status == "ok" else "why"}
+    if ms is not None:
+        stats = {"median": ms, "min": ms, "max": ms, "spread": 0.0, "samples": [ms]}
+        transfer = {**stats, "median": h2d}
+        rec.update(kernel_ms=stats, h2d_ms=transfer, d2h_ms=transfer,
+                   gflops=p.flops / (ms * 1e6), host_gflops=p.flops / ((ms + 2 * h2d) * 1e6),
+                   max_rel_err=1e-7)
+    return rec
+
+
+def test_speedups_against_baseline_parent_and_reference() -> None:
+    rows = table_rows([
+        _record("cpu.blas", "cpu", None, 1.0),
+        _record("cpu.seq_naive", "cpu", None, 100.0),
+        _record("cpu.seq_ikj", "cpu", "cpu.seq_naive", 10.0),
+        _record("cpu.seq_tiled", "cpu", "cpu.seq_ikj", 5.0),
+    ])
+    by_id = {r["kernel"]: r for r in rows}
+    tiled = by_id["cpu.seq_tiled"]
+    assert math.isclose(tiled["x_base"], 20.0) and math.isclose(tiled["x_parent"], 2.0)
+    assert math.isclose(tiled["pct_ref"], 20.0)
+    assert by_id["cpu.seq_naive"]["x_parent"] is None
+
+
+def test_gpu_rows_fall_back_to_their_rung_one_and_show_transfers() -> None:
+    records = [_record("cuda.cublas", "cuda", None, 1.0, h2d=3.0),
+               _record("cuda.01_naive", "cuda", None, 40.0, h2d=3.0),
+               _record("cuda.02_smem_tiles", "cuda", "cuda.01_naive", 10.0, h2d=3.0)]
+    rows = {r["kernel"]: r for r in table_rows(records)}
+    assert rows["cuda.02_smem_tiles"]["base"] == "cuda.01_naive"
+    assert math.isclose(rows["cuda.02_smem_tiles"]["x_base"], 4.0)
+    md = render_markdown(records)
+    assert "h2d ms" in md and "% ref" in md
+
+
+def test_failed_and_unavailable_rows_keep_their_reason() -> None:
+    records = [_record("cpu.seq_naive", "cpu", None, None, status="unavailable")]
+    md = render_markdown(records)
+    assert "unavailable: why" in md
