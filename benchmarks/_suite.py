@@ -1,0 +1,153 @@
+"""Machinery shared by the per-backend asv suites.
+
+Kernels come from ``mmsuite.kernels(backend)`` and sizes from the ``sweep``
+preset: this package holds no second list of kernels. A kernel added to the
+catalogue is benchmarked on the next run; one that cannot run on the machine
+(no GPU, no OpenCL platform, rung missing from the built extension) is skipped
+by asv, with the catalogue's reason printed.
+
+Each (kernel, size) is measured once per benchmarked commit. asv runs every
+``track_`` method of every parameter combination in a fresh interpreter (launch
+method "spawn"), so the first ``track_`` method that needs a measurement calls
+``mmsuite.run`` and writes the figures into the class's ``setup_cache``
+directory, which asv shares between all benchmarks of that class for one
+commit and deletes afterwards; the remaining ``track_`` methods read them back.
+
+Timings are the medians reported by ``mmsuite.run``: a monotonic wall clock
+around the C call on the CPU, device events for the GPU backends (CUDA events,
+OpenCL profiling events) recorded on the stream and synchronised by the
+adapter before they are read. Nothing here adds a clock of its own.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+from pathlib import Path
+from typing import Any
+
+import mmsuite
+
+#: Square sizes per backend, each taken from the ``sweep`` preset. The CPU set
+#: stays small so that ``asv run`` over a few commits takes minutes on two cores.
+SIZES: dict[str, tuple[int, ...]] = {
+    "cpu": (256, 512),
+    "opencl": (256, 512),
+    "cuda": (1024, 4096),
+}
+
+#: (timed repeats, untimed warm-up runs) per backend. asv keeps one number per
+#: benchmark: the median of the repeats.
+RUNS: dict[str, tuple[int, int]] = {
+    "cpu": (3, 1),
+    "opencl": (3, 1),
+    "cuda": (10, 2),
+}
+
+
+def problems(backend: str) -> dict[int, mmsuite.Problem]:
+    """The problems benchmarked for ``backend``, keyed by their size, from the sweep preset."""
+    sweep = {p.m: p for p in mmsuite.preset("sweep") if p.m == p.n == p.k and p.batch == 1}
+    missing = [s for s in SIZES[backend] if s not in sweep]
+    if missing:
+        raise ValueError(f"sizes {missing} of the {backend} suite are not in the sweep preset")
+    return {s: sweep[s] for s in SIZES[backend]}
+
+
+def params(backend: str) -> list[list[Any]]:
+    """asv parameters: every catalogue kernel of ``backend`` crossed with its sizes."""
+    return [[k.id for k in mmsuite.kernels(backend)], list(problems(backend))]
+
+
+def _record_path(cache_dir: str, kernel_id: str, size: int) -> Path:
+    return Path(cache_dir) / f"{kernel_id}-{size}.json"
+
+
+def measure(backend: str, kernel_id: str, size: int) -> dict[str, Any]:
+    """Run one kernel once through ``mmsuite.run`` and return its figures (or why not)."""
+    kernel = mmsuite.get(kernel_id)
+    if not kernel.available:
+        return {"skip": kernel.reason}
+    repeats, warmup = RUNS[backend]
+    try:
+        m = mmsuite.run(kernel_id, problems(backend)[size], repeats=repeats, warmup=warmup)
+    except mmsuite.KernelUnavailable as exc:
+        return {"skip": str(exc)}
+    except Exception as exc:  # recorded so that every track_ method fails the same way
+        return {"error": f"{type(exc).__name__}: {exc}"}
+    if not m.ok:
+        return {"error": f"{kernel_id} at {size}^3 failed verification: {m.verdict.reason} "
+                         f"(max relative error {m.max_rel_err:.3g})"}
+    figures = {
+        "kernel_ms": m.kernel_ms.median,
+        "h2d_ms": m.h2d_ms.median,
+        "d2h_ms": m.d2h_ms.median,
+        "host_to_host_ms": m.host_to_host_ms,
+    }
+    if not all(math.isfinite(v) for v in figures.values()):
+        return {"error": f"{kernel_id} at {size}^3 returned a non-finite time: {figures}"}
+    return figures
+
+
+def figures(cache_dir: str, backend: str, kernel_id: str, size: int) -> dict[str, float]:
+    """The figures of (kernel, size) for this commit, measured on first use.
+
+    Raises NotImplementedError (asv: skipped) for a kernel that cannot run here
+    and RuntimeError (asv: failed) for an error or a failed verification, so
+    that no number is recorded for a wrong result.
+    """
+    path = _record_path(cache_dir, kernel_id, size)
+    if path.exists():
+        record = json.loads(path.read_text())
+    else:
+        record = measure(backend, kernel_id, size)
+        tmp = path.with_suffix(f".{os.getpid()}.tmp")
+        tmp.write_text(json.dumps(record))
+        tmp.replace(path)
+    if "skip" in record:
+        raise NotImplementedError(record["skip"])
+    if "error" in record:
+        raise RuntimeError(record["error"])
+    return record
+
+
+def new_cache_dir() -> str:
+    """What ``setup_cache`` returns: the directory asv runs this class's benchmarks in."""
+    return os.getcwd()
+
+
+class _KernelSuite:
+    """Kernel-only and host-to-host time of every kernel of one backend, in ms.
+
+    Subclasses set ``backend``, ``params``, ``version`` and define their own
+    ``setup_cache`` (asv keys the cache by where that method is defined).
+    """
+
+    backend = ""
+    param_names = ["kernel", "size"]
+    unit = "ms"
+    timeout = 900
+
+    def setup(self, cache_dir: str, kernel_id: str, size: int) -> None:
+        self.figures = figures(cache_dir, self.backend, kernel_id, size)
+
+    def track_kernel_ms(self, cache_dir: str, kernel_id: str, size: int) -> float:
+        """Kernel-only time (median of the repeats), ms."""
+        return self.figures["kernel_ms"]
+
+    def track_host_to_host_ms(self, cache_dir: str, kernel_id: str, size: int) -> float:
+        """h2d + kernel + d2h (medians), ms; equal to the kernel time on the CPU."""
+        return self.figures["host_to_host_ms"]
+
+
+class _DeviceSuite(_KernelSuite):
+    """A GPU backend: transfers are tracked on their own as well."""
+
+    def track_h2d_ms(self, cache_dir: str, kernel_id: str, size: int) -> float:
+        """Host-to-device copy of A and B (median), ms."""
+        return self.figures["h2d_ms"]
+
+    def track_d2h_ms(self, cache_dir: str, kernel_id: str, size: int) -> float:
+        """Device-to-host copy of C (median), ms."""
+        return self.figures["d2h_ms"]

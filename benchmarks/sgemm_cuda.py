@@ -1,0 +1,16 @@
+"""CUDA ladder and the cuBLAS reference: ``asv run --bench cuda``."""
+
+from __future__ import annotations
+
+from . import _suite
+
+
+class CudaKernels(_suite._DeviceSuite):
+    """Every ``cuda.*`` kernel of the catalogue; times from CUDA events."""
+
+    version = "1"
+    backend = "cuda"
+    params = _suite.params("cuda")
+
+    def setup_cache(self) -> str:
+        return _suite.new_cache_dir()

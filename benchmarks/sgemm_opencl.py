@@ -1,0 +1,16 @@
+"""OpenCL ladder (PoCL on a CPU, the vendor driver on a GPU): ``asv run --bench opencl``."""
+
+from __future__ import annotations
+
+from . import _suite
+
+
+class OpenclKernels(_suite._DeviceSuite):
+    """Every ``opencl.*`` kernel of the catalogue; times from OpenCL profiling events."""
+
+    version = "1"
+    backend = "opencl"
+    params = _suite.params("opencl")
+
+    def setup_cache(self) -> str:
+        return _suite.new_cache_dir()
