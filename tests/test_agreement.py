@@ -46,3 +46,20 @@ def test_batch_layout_and_scalars(kernel_id: str, batch: int, layout: str, alpha
 @pytest.mark.parametrize("kernel_id", ALL)
 def test_round_shape(kernel_id: str) -> None:
     _assert_ok(kernel_id, Problem(512, 256, 384, seed=5))
+
+
+@pytest.mark.parametrize("kernel_id", kernel_ids("cpu"))
+def test_random_problems_on_the_cpu_ladder(kernel_id: str) -> None:
+    hypothesis = pytest.importorskip("hypothesis")
+    st = hypothesis.strategies
+
+    @hypothesis.settings(max_examples=20, deadline=None, derandomize=True)
+    @hypothesis.given(m=st.integers(1, 70), n=st.integers(1, 70), k=st.integers(1, 70),
+                      batch=st.integers(1, 3), layout=st.sampled_from(["row", "col"]),
+                      alpha=st.sampled_from([1.0, -2.0, 0.25]),
+                      beta=st.sampled_from([0.0, 1.0, -0.5]),
+                      seed=st.integers(0, 2**31))
+    def check(m, n, k, batch, layout, alpha, beta, seed):
+        _assert_ok(kernel_id, Problem(m, n, k, batch, layout, alpha, beta, seed))
+
+    check()
