@@ -85,23 +85,31 @@ static inline void micro_kernel(long kc, const float *restrict ap, const float *
         for (int v = 0; v < NV; ++v) acc[r][v] = c[r][v];
 }
 
-/* C block (mr x nr valid of MR x NR) = alpha * acc + beta * C, C unread when beta == 0. */
+/* One vector of the block: alpha * acc + beta * C, C unread when beta == 0. */
+static inline vf epilogue(vf acc, const float *c, float alpha, float beta) {
+    return beta == 0.0f ? alpha * acc : alpha * acc + beta * load(c);
+}
+
+/* The block of C at C (mr x nr of it valid, row stride ldc) = alpha * acc + beta * C.
+ * Edge blocks go through a full-size scratch block with the same vector
+ * arithmetic, so an element's value never depends on where the blocks fall. */
 static inline void write_back(float *C, long ldc, long mr, long nr, vf acc[MR][NV], float alpha,
                               float beta) {
     if (mr == MR && nr == NR) {
         for (int r = 0; r < MR; ++r)
-            for (int v = 0; v < NV; ++v) {
-                float *dst = C + r * ldc + v * VL;
-                store(dst, beta == 0.0f ? alpha * acc[r][v]
-                                        : alpha * acc[r][v] + beta * load(dst));
-            }
+            for (int v = 0; v < NV; ++v)
+                store(C + r * ldc + v * VL, epilogue(acc[r][v], C + r * ldc + v * VL, alpha, beta));
         return;
     }
-    float tile[MR][NR];
-    memcpy(tile, acc, sizeof tile);
-    for (long r = 0; r < mr; ++r)
-        for (long j = 0; j < nr; ++j)
-            C[r * ldc + j] = mm_epilogue(tile[r][j], alpha, beta, &C[r * ldc + j]);
+    float scratch[MR][NR];
+    if (beta != 0.0f) {
+        memset(scratch, 0, sizeof scratch);
+        for (long r = 0; r < mr; ++r) memcpy(scratch[r], C + r * ldc, nr * sizeof(float));
+    }
+    for (int r = 0; r < MR; ++r)
+        for (int v = 0; v < NV; ++v)
+            store(&scratch[r][v * VL], epilogue(acc[r][v], &scratch[r][v * VL], alpha, beta));
+    for (long r = 0; r < mr; ++r) memcpy(C + r * ldc, scratch[r], nr * sizeof(float));
 }
 
 /* B[pc : pc+kc, jc : jc+nc] into NR-wide slivers, each kc x NR row-major, zero-padded. */

@@ -3,10 +3,15 @@
 Host memory is the device memory here, so h2d and d2h are empty. Each run is
 timed with a monotonic wall clock around the C call; cffi releases the GIL for
 the call's duration.
+
+OpenMP's thread count is per calling thread and sticks once set, so the adapter
+sets it before every execution (``RunOptions.threads``, else the count OpenMP
+chose at load time) in the thread that launches, and records the count it used.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 import time
 
@@ -16,23 +21,44 @@ from ..catalogue import Kernel
 from ..layout import GemmCall
 from .base import Backend, Execution, RunOptions
 
+_DEFAULT_THREADS: int | None = None  # OpenMP's own choice, read before anyone changes it
+
 
 def _load_extension():
+    global _DEFAULT_THREADS
     try:
         from .. import _ckernels
     except ImportError as exc:
         return None, f"the C extension is not built ({exc}); reinstall with `pip install .`"
+    if _DEFAULT_THREADS is None:
+        _DEFAULT_THREADS = int(_ckernels.lib.mm_max_threads())
     return _ckernels, ""
+
+
+def _blas_limiter(threads: int | None):
+    """A context capping numpy's BLAS at ``threads``, and the count it runs with.
+
+    Needs threadpoolctl; without it BLAS keeps its own setting and the count is
+    reported as None (unknown).
+    """
+    try:
+        from threadpoolctl import threadpool_info, threadpool_limits
+    except ImportError:
+        return contextlib.nullcontext(), None
+    if threads:
+        return threadpool_limits(limits=threads, user_api="blas"), threads
+    pools = [p for p in threadpool_info() if p.get("user_api") == "blas"]
+    return contextlib.nullcontext(), (pools[0]["num_threads"] if pools else None)
 
 
 class CpuBackend(Backend):
     name = "cpu"
 
     def __init__(self, options: RunOptions) -> None:
+        if options.threads is not None and options.threads < 1:
+            raise ValueError(f"threads must be >= 1, got {options.threads}")
         super().__init__(options)
         self._ext, self._reason = _load_extension()
-        if self._ext is not None and options.threads:
-            self._ext.lib.mm_set_threads(options.threads)
 
     def probe(self) -> str:
         return ""  # numpy always works; C rungs report their own reason
@@ -48,25 +74,32 @@ class CpuBackend(Backend):
 
     @property
     def threads(self) -> int:
-        if self._ext is None:
-            return self.options.threads or os.cpu_count() or 1
-        return int(self._ext.lib.mm_max_threads())
+        """The OpenMP threads the C rungs run with under these options."""
+        return self.options.threads or _DEFAULT_THREADS or os.cpu_count() or 1
 
     def execute(self, kernel: Kernel, call: GemmCall, repeats: int, warmup: int) -> Execution:
         c = np.empty(call.c_size, dtype=np.float32)
-        launch = self._numpy_launch(call, c) if kernel.reference else self._c_launch(kernel, call, c)
+        if kernel.reference:
+            launch = self._numpy_launch(call, c)
+            limiter, threads = _blas_limiter(self.options.threads)
+        else:
+            launch = self._c_launch(kernel, call, c)
+            # Set in this thread, right before the runs: the setting is per thread.
+            self._ext.lib.mm_set_threads(self.threads)
+            limiter, threads = contextlib.nullcontext(), int(self._ext.lib.mm_max_threads())
         samples = []
-        for run in range(warmup + repeats):
-            if call.beta == 0.0:
-                c.fill(np.nan)
-            else:
-                c[:] = call.c0
-            start = time.perf_counter()
-            launch()
-            elapsed = (time.perf_counter() - start) * 1e3
-            if run >= warmup:
-                samples.append(elapsed)
-        return Execution(output=c, kernel_ms=samples, info={"threads": self.threads})
+        with limiter:
+            for run in range(warmup + repeats):
+                if call.beta == 0.0:
+                    c.fill(np.nan)
+                else:
+                    c[:] = call.c0
+                start = time.perf_counter()
+                launch()
+                elapsed = (time.perf_counter() - start) * 1e3
+                if run >= warmup:
+                    samples.append(elapsed)
+        return Execution(output=c, kernel_ms=samples, info={"threads": threads})
 
     def _c_launch(self, kernel: Kernel, call: GemmCall, c: np.ndarray):
         ffi, lib = self._ext.ffi, self._ext.lib

@@ -1,0 +1,118 @@
+"""CPU backend behaviour beyond agreement: threads, determinism, the GIL, block edges."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import numpy as np
+import pytest
+
+import mmsuite
+from mmsuite import Problem, RunOptions
+from mmsuite.backends import cpu
+
+from ..conftest import kernel_ids
+
+C_RUNGS = [p for p in kernel_ids("cpu") if p.values[0] != "cpu.blas"]
+OMP_RUNGS = [p for p in C_RUNGS if ".omp_" in p.values[0]]
+
+
+def _needs_extension() -> None:
+    if mmsuite.get("cpu.seq_naive").reason:
+        pytest.skip(mmsuite.get("cpu.seq_naive").reason)
+
+
+@pytest.mark.parametrize("kernel_id", OMP_RUNGS)
+def test_thread_option_is_honoured_and_recorded(kernel_id: str) -> None:
+    p = Problem(35, 79, 19)
+    for threads in (1, 2, 3):
+        m = mmsuite.run(kernel_id, p, repeats=1, options=RunOptions(threads=threads))
+        assert m.ok and m.info["threads"] == threads
+
+
+def test_thread_option_does_not_leak_into_later_runs() -> None:
+    _needs_extension()
+    p = Problem(16, 16, 16)
+    assert mmsuite.run("cpu.omp_packed", p, options=RunOptions(threads=1)).info["threads"] == 1
+    default = mmsuite.run("cpu.omp_packed", p).info["threads"]
+    assert default == cpu._DEFAULT_THREADS and default >= 1
+
+
+def test_thread_option_holds_in_any_calling_thread() -> None:
+    # OpenMP's thread count is per calling thread: the adapter must set it where it launches.
+    _needs_extension()
+    seen: list[int] = []
+
+    def work() -> None:
+        m = mmsuite.run("cpu.omp_packed", Problem(16, 16, 16), options=RunOptions(threads=1))
+        seen.append(m.info["threads"])
+
+    worker = threading.Thread(target=work)
+    worker.start()
+    worker.join()
+    assert seen == [1]
+
+
+def test_bad_thread_count_is_refused() -> None:
+    with pytest.raises(mmsuite.KernelUnavailable, match="threads must be >= 1"):
+        mmsuite.run("cpu.omp_packed", Problem(4, 4, 4), options=RunOptions(threads=0))
+
+
+@pytest.mark.parametrize("kernel_id", OMP_RUNGS)
+@pytest.mark.parametrize("problem", [
+    Problem(35, 79, 19, seed=1),
+    Problem(131, 257, 300, batch=2, alpha=-0.75, beta=1.5, seed=2),
+    Problem(300, 67, 45, layout="col", seed=3),
+], ids=lambda p: f"{p.shape_label}-{p.layout}-beta{p.beta:g}")
+def test_omp_rungs_agree_with_one_and_two_threads(kernel_id: str, problem: Problem) -> None:
+    # Every element is computed by one thread in a fixed order, whatever the
+    # thread count, so the results are identical, not just close.
+    one = mmsuite.run(kernel_id, problem, repeats=1, options=RunOptions(threads=1))
+    two = mmsuite.run(kernel_id, problem, repeats=1, options=RunOptions(threads=2))
+    assert one.ok and two.ok, (one.verdict.reason, two.verdict.reason)
+    np.testing.assert_array_equal(one.output, two.output)
+
+
+@pytest.mark.parametrize("kernel_id", C_RUNGS)
+def test_shapes_crossing_every_block_boundary(kernel_id: str) -> None:
+    # Wider than one NC panel of omp_packed, deeper than two of its KC steps,
+    # and not a multiple of any tile of the tiled rungs.
+    for seed, shape in enumerate([(13, 4133, 531), (203, 37, 1031)]):
+        m = mmsuite.run(kernel_id, Problem(*shape, beta=0.5, seed=seed), repeats=1, warmup=0)
+        assert m.ok, f"{kernel_id} on {shape}: {m.verdict.reason}"
+
+
+def test_c_call_releases_the_gil() -> None:
+    # A Python thread keeps ticking while a long C call runs in another thread.
+    # Were the GIL held, no tick could land inside the call; the check only
+    # counts ticks in the middle half of the call, whatever its length.
+    _needs_extension()
+    ffi, lib = cpu._load_extension()[0].ffi, cpu._load_extension()[0].lib
+    size = 640
+    a = np.ones(size * size, dtype=np.float32)
+    b = np.ones(size * size, dtype=np.float32)
+    c = np.empty(size * size, dtype=np.float32)
+    ptr = {name: ffi.cast("float *", ffi.from_buffer(x)) for name, x in zip("abc", (a, b, c))}
+    ticks: list[float] = []
+    stop = threading.Event()
+
+    def ticker() -> None:
+        while not stop.is_set():
+            ticks.append(time.perf_counter())
+
+    thread = threading.Thread(target=ticker)
+    thread.start()
+    try:
+        while not ticks:  # the ticker is running before the call starts
+            time.sleep(0.001)
+        start = time.perf_counter()
+        lib.mm_seq_naive(size, size, size, 1, 1.0, ptr["a"], ptr["b"], 0.0, ptr["c"])
+        end = time.perf_counter()
+    finally:
+        stop.set()
+        thread.join()
+    assert np.all(c == size)
+    quarter = (end - start) / 4
+    inside = [t for t in ticks if start + quarter < t < end - quarter]
+    assert inside, f"no Python progress during a {1e3 * (end - start):.0f} ms C call"
