@@ -40,7 +40,7 @@ SIZES: dict[str, tuple[int, ...]] = {
 #: (timed repeats, untimed warm-up runs) per backend. asv keeps one number per
 #: benchmark: the median of the repeats.
 RUNS: dict[str, tuple[int, int]] = {
-    "cpu": (3, 1),
+    "cpu": (5, 1),
     "opencl": (3, 1),
     "cuda": (10, 2),
 }

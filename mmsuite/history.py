@@ -1,0 +1,294 @@
+"""Per-commit history of every benchmark, read from airspeed velocity's results directory.
+
+asv stores one file per (machine, commit, environment) under
+``<results_dir>/<machine>/<commit[:8]>-<env>.json`` and a description of every
+benchmark (parameters, unit, version) in ``<results_dir>/benchmarks.json``.
+:func:`load_history` turns them into one series of (commit, date, value) per
+benchmark, parameter combination, machine and environment, ordered by commit
+date; :func:`plot_history` draws the series of some kernels to a PNG.
+
+Only results whose benchmark version matches the one in ``benchmarks.json``
+are kept, as ``asv publish`` does: a new version means the numbers measure
+something else. Failed runs (asv stores ``null``) are listed in
+:attr:`Series.failed`; skipped ones (``NaN``: kernel unavailable there) are
+left out.
+"""
+
+from __future__ import annotations
+
+import ast
+import itertools
+import json
+import math
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any, NamedTuple
+
+RESULTS_API_VERSION = 2
+
+
+@dataclass(frozen=True)
+class Point:
+    """One measured value: the commit, its date (UTC) and the number asv recorded."""
+
+    commit: str
+    date: datetime
+    value: float
+
+
+class SeriesKey(NamedTuple):
+    """What one series is the history of."""
+
+    benchmark: str  # e.g. "sgemm_cpu.CpuKernels.track_kernel_ms"
+    params: tuple[str, ...]  # parameter values, in the benchmark's param_names order
+    machine: str
+    env: str
+
+
+@dataclass
+class Series:
+    """The history of one benchmark with one parameter combination on one machine and env."""
+
+    key: SeriesKey
+    param_names: tuple[str, ...] = ()
+    unit: str = ""
+    points: list[Point] = field(default_factory=list)
+    failed: list[tuple[str, datetime]] = field(default_factory=list)
+
+    @property
+    def params(self) -> dict[str, str]:
+        """Parameter name -> value, e.g. {"kernel": "cpu.seq_naive", "size": "512"}."""
+        return dict(zip(self.param_names, self.key.params))
+
+    @property
+    def kernel(self) -> str | None:
+        """The kernel id of a kernel benchmark, else None."""
+        return self.params.get("kernel")
+
+    @property
+    def metric(self) -> str:
+        """The measured quantity: the method name without its asv prefix (``kernel_ms``)."""
+        name = self.key.benchmark.rsplit(".", 1)[-1]
+        for prefix in ("track_", "time_", "peakmem_", "mem_", "timeraw_"):
+            if name.startswith(prefix):
+                return name[len(prefix):]
+        return name
+
+    @property
+    def commits(self) -> list[str]:
+        return [p.commit for p in self.points]
+
+    @property
+    def values(self) -> list[float]:
+        return [p.value for p in self.points]
+
+
+History = dict[SeriesKey, Series]
+
+
+def _unquote(value: Any) -> str:
+    """asv stores parameter values as their repr: "'cpu.blas'" -> "cpu.blas", "512" -> "512"."""
+    text = str(value)
+    try:
+        parsed = ast.literal_eval(text)
+    except (ValueError, SyntaxError):
+        return text
+    return str(parsed) if isinstance(parsed, (str, int, float)) else text
+
+
+def _load_json(path: Path) -> Any:
+    with path.open(encoding="utf-8") as fd:
+        return json.load(fd)
+
+
+def _benchmarks_meta(results_dir: Path) -> dict[str, Mapping[str, Any]]:
+    path = results_dir / "benchmarks.json"
+    if not path.is_file():
+        return {}
+    data = _load_json(path)
+    return {name: meta for name, meta in data.items() if isinstance(meta, Mapping)}
+
+
+def _date(ms: Any) -> datetime:
+    return datetime.fromtimestamp(float(ms) / 1000.0, tz=timezone.utc)
+
+
+def _result_files(results_dir: Path, machine: str | None) -> Iterable[Path]:
+    for machine_dir in sorted(p for p in results_dir.iterdir() if p.is_dir()):
+        if machine is not None and machine_dir.name != machine:
+            continue
+        for path in sorted(machine_dir.glob("*.json")):
+            if path.name != "machine.json":
+                yield path
+
+
+def load_history(results_dir: str | Path, machine: str | None = None,
+                 any_version: bool = False) -> History:
+    """Read an asv results directory into one :class:`Series` per benchmark and parameters.
+
+    ``results_dir`` is asv's ``results_dir`` (``.asv/results``). ``machine``
+    keeps one machine's results only. With ``any_version`` results of every
+    benchmark version are kept, else only those matching ``benchmarks.json``.
+    Points are ordered by commit date. Raises FileNotFoundError if the
+    directory does not exist; files that are not asv results are ignored.
+    """
+    root = Path(results_dir)
+    if not root.is_dir():
+        raise FileNotFoundError(f"no asv results directory at {root}; run `asv run` first")
+    meta = _benchmarks_meta(root)
+    history: History = {}
+    for path in _result_files(root, machine):
+        try:
+            data = _load_json(path)
+        except (OSError, ValueError):
+            continue
+        if not isinstance(data, dict) or data.get("version") != RESULTS_API_VERSION:
+            continue
+        if "results" not in data or "commit_hash" not in data:
+            continue
+        commit = str(data["commit_hash"])
+        date = _date(data.get("date", 0))
+        env = str(data.get("env_name", ""))
+        machine_name = str(data.get("params", {}).get("machine", path.parent.name))
+        columns = list(data.get("result_columns", ["result", "params", "version"]))
+        for name, row in data["results"].items():
+            _add_result(history, meta.get(name, {}), name, dict(zip(columns, row)),
+                        machine_name, env, commit, date, any_version)
+    for series in history.values():
+        series.points.sort(key=lambda p: (p.date, p.commit))
+        series.failed.sort(key=lambda f: (f[1], f[0]))
+    return history
+
+
+def _add_result(history: History, meta: Mapping[str, Any], name: str, row: Mapping[str, Any],
+                machine: str, env: str, commit: str, date: datetime, any_version: bool) -> None:
+    if not any_version and meta.get("version") is not None \
+            and row.get("version") is not None and row["version"] != meta["version"]:
+        return
+    params = row.get("params") or meta.get("params") or []
+    param_names = tuple(meta.get("param_names") or (f"param{i + 1}" for i in range(len(params))))
+    combos = [tuple(_unquote(v) for v in combo) for combo in itertools.product(*params)]
+    values = row.get("result")
+    if not params:
+        combos, values = [()], [values]
+    elif not isinstance(values, list):
+        values = [values] * len(combos)
+    for combo, value in zip(combos, values):
+        key = SeriesKey(name, combo, machine, env)
+        series = history.get(key)
+        if series is None:
+            series = history[key] = Series(key, param_names, str(meta.get("unit", "")))
+        if value is None:
+            series.failed.append((commit, date))
+            continue
+        try:
+            number = float(value)
+        except (TypeError, ValueError):
+            continue
+        if math.isfinite(number):
+            series.points.append(Point(commit, date, number))
+
+
+def select(history: History, kernel_ids: Iterable[str] | None = None,
+           metric: str | None = None, machine: str | None = None) -> list[Series]:
+    """The series with points of the given kernels, metric and machine (None: any)."""
+    wanted = set(kernel_ids) if kernel_ids is not None else None
+    return [
+        s for s in history.values()
+        if s.points
+        and (wanted is None or s.kernel in wanted)
+        and (metric is None or s.metric == metric)
+        and (machine is None or s.key.machine == machine)
+    ]
+
+
+def plot_history(history: History, kernel_ids: Iterable[str], out_png: str | Path,
+                 metric: str = "kernel_ms", machine: str | None = None) -> Path:
+    """Draw each kernel's ``metric`` across commits to a PNG, one panel per problem size.
+
+    The x axis lists the commits in date order (short hashes); a kernel that
+    was not measured at some commit has a gap there. Returns the PNG's path.
+    Raises ValueError when none of ``kernel_ids`` has a point for ``metric``.
+    """
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
+    kernel_ids = list(kernel_ids)
+    chosen = select(history, kernel_ids, metric, machine)
+    if not chosen:
+        raise ValueError(f"no {metric} history for {', '.join(kernel_ids) or 'no kernels'}"
+                         + (f" on machine {machine}" if machine else ""))
+
+    commits: dict[str, datetime] = {}
+    for series in chosen:
+        for point in series.points:
+            commits.setdefault(point.commit, point.date)
+    order = sorted(commits, key=lambda c: (commits[c], c))
+    position = {c: i for i, c in enumerate(order)}
+
+    def panel_of(series: Series) -> str:
+        rest = [f"{n}={v}" for n, v in series.params.items() if n != "kernel"]
+        return ", ".join(rest) or "all"
+
+    panels: dict[str, list[Series]] = {}
+    for series in sorted(chosen, key=lambda s: (kernel_ids.index(s.kernel) if s.kernel in
+                                                  kernel_ids else 0, s.key)):
+        panels.setdefault(panel_of(series), []).append(series)
+    several_machines = len({s.key.machine for s in chosen}) > 1
+    several_envs = len({s.key.env for s in chosen}) > 1
+
+    width = max(6.0, min(16.0, 2.0 + 0.5 * len(order)))
+    fig = Figure(figsize=(width, 3.2 * len(panels)), layout="constrained")
+    FigureCanvasAgg(fig)
+    axes = fig.subplots(len(panels), 1, sharex=True, squeeze=False)[:, 0]
+    for ax, (panel, members) in zip(axes, sorted(panels.items(), key=_panel_sort_key)):
+        values = []
+        for series in members:
+            label = series.kernel or series.key.benchmark
+            if several_machines:
+                label += f" [{series.key.machine}]"
+            if several_envs:
+                label += f" ({series.key.env})"
+            xs = [position[p.commit] for p in series.points]
+            ys = [p.value for p in series.points]
+            values.extend(ys)
+            ax.plot(xs, ys, marker="o", label=label)
+        unit = members[0].unit or ""
+        ax.set_ylabel(f"{metric} ({unit})" if unit and unit not in metric else metric)
+        ax.set_title(panel, fontsize="medium")
+        positive = [v for v in values if v > 0]
+        if positive and max(positive) / min(positive) > 20:
+            ax.set_yscale("log")
+        ax.grid(True, alpha=0.3)
+        ax.legend(fontsize="small", loc="best")
+    axes[-1].set_xticks(range(len(order)))
+    axes[-1].set_xticklabels([c[:8] for c in order], rotation=45, ha="right",
+                             fontsize="small")
+    axes[-1].set_xlabel("commit (by date)")
+    if len(order) == 1:
+        axes[-1].set_xlim(-0.5, 0.5)
+    fig.suptitle(f"{metric} across commits (lower is better)")
+
+    out = Path(out_png)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(out, dpi=110)
+    return out
+
+
+def _panel_sort_key(item: tuple[str, list[Series]]) -> tuple:
+    """Panels in numeric order of their parameters (size=256 before size=1024)."""
+    parts = []
+    for part in item[0].split(", "):
+        value = part.split("=", 1)[-1]
+        parts.append((0, float(value), "") if _is_number(value) else (1, 0.0, value))
+    return tuple(parts)
+
+
+def _is_number(text: str) -> bool:
+    try:
+        float(text)
+    except ValueError:
+        return False
+    return True

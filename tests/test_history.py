@@ -1,0 +1,148 @@
+"""mmsuite.history on a small results directory written here in asv 0.6's format."""
+
+from __future__ import annotations
+
+import json
+import math
+from datetime import datetime, timezone
+from pathlib import Path
+
+import pytest
+
+from mmsuite.history import SeriesKey, load_history, plot_history, select
+
+KERNEL_MS = "sgemm_cpu.CpuKernels.track_kernel_ms"
+H2D_MS = "sgemm_cuda.CudaKernels.track_h2d_ms"
+PLAIN = "misc.track_plain"
+COLUMNS = ["result", "params", "version", "started_at", "duration"]
+CPU_PARAMS = [["'cpu.blas'", "'cpu.seq_naive'"], ["256", "512"]]
+CUDA_PARAMS = [["'cuda.cublas'"], ["1024"]]
+ENV = "virtualenv-py3.11-cffi-numpy-setuptools-wheel"
+
+
+def _benchmarks_json() -> dict:
+    def entry(name: str, params: list, version: str) -> dict:
+        return {"name": name, "type": "track", "unit": "ms", "version": version,
+                "param_names": ["kernel", "size"] if params else [], "params": params}
+
+    return {
+        KERNEL_MS: entry(KERNEL_MS, CPU_PARAMS, "1"),
+        H2D_MS: entry(H2D_MS, CUDA_PARAMS, "1"),
+        PLAIN: entry(PLAIN, [], "7"),
+        "version": 2,
+    }
+
+
+def _result_file(commit: str, date: datetime, results: dict, machine: str = "box",
+                 env: str = ENV) -> dict:
+    return {
+        "commit_hash": commit, "env_name": env, "date": int(date.timestamp() * 1000),
+        "params": {"machine": machine, "python": "3.11"}, "python": "3.11",
+        "requirements": {}, "env_vars": {}, "result_columns": COLUMNS,
+        "results": results, "durations": {}, "version": 2,
+    }
+
+
+def _write(results_dir: Path, machine: str, commit: str, data: dict, env: str = ENV) -> None:
+    folder = results_dir / machine
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "machine.json").write_text(json.dumps({"machine": machine, "version": 1}))
+    (folder / f"{commit[:8]}-{env}.json").write_text(json.dumps(data))
+
+
+C1, C2, C3 = "a" * 40, "b" * 40, "c" * 40
+D1 = datetime(2026, 11, 20, 10, tzinfo=timezone.utc)
+D2 = datetime(2026, 11, 21, 10, tzinfo=timezone.utc)
+D3 = datetime(2026, 11, 22, 10, tzinfo=timezone.utc)
+
+
+@pytest.fixture
+def results_dir(tmp_path: Path) -> Path:
+    root = tmp_path / "results"
+    root.mkdir()
+    (root / "benchmarks.json").write_text(json.dumps(_benchmarks_json()))
+    # Written out of date order on purpose: the newest commit first.
+    _write(root, "box", C3, _result_file(C3, D3, {
+        # blas 256, blas 512, naive 256 (failed: null), naive 512 (skipped: NaN)
+        KERNEL_MS: [[0.30, 2.0, None, math.nan], CPU_PARAMS, "1", 0, 1.0],
+        PLAIN: [5.0, [], "7", 0, 1.0],
+    }))
+    _write(root, "box", C1, _result_file(C1, D1, {
+        KERNEL_MS: [[0.25, 1.5, 14.0, 280.0], CPU_PARAMS, "1", 0, 1.0],
+        PLAIN: [4.0, [], "7", 0, 1.0],
+    }))
+    _write(root, "box", C2, _result_file(C2, D2, {
+        KERNEL_MS: [[0.20, 1.4, 13.0, 270.0], CPU_PARAMS, "1", 0, 1.0],
+        # An older version of the benchmark: other units of measure, not history.
+        PLAIN: [999.0, [], "6", 0, 1.0],
+    }))
+    _write(root, "gpu", C3, _result_file(C3, D3, {
+        H2D_MS: [[0.9], CUDA_PARAMS, "1", 0, 1.0],
+    }, machine="gpu", env="existing-py_python3"), env="existing-py_python3")
+    (root / "box" / "notes.json").write_text("not asv")
+    return root
+
+
+def test_load_history_orders_each_series_by_commit_date(results_dir: Path) -> None:
+    history = load_history(results_dir)
+    blas = history[SeriesKey(KERNEL_MS, ("cpu.blas", "256"), "box", ENV)]
+    assert blas.commits == [C1, C2, C3]
+    assert blas.values == [0.25, 0.20, 0.30]
+    assert [p.date for p in blas.points] == [D1, D2, D3]
+    assert blas.kernel == "cpu.blas"
+    assert blas.params == {"kernel": "cpu.blas", "size": "256"}
+    assert blas.metric == "kernel_ms"
+    assert blas.unit == "ms"
+
+
+def test_failed_and_skipped_results_are_not_points(results_dir: Path) -> None:
+    history = load_history(results_dir)
+    naive256 = history[SeriesKey(KERNEL_MS, ("cpu.seq_naive", "256"), "box", ENV)]
+    assert naive256.values == [14.0, 13.0]
+    assert naive256.failed == [(C3, D3)]
+    naive512 = history[SeriesKey(KERNEL_MS, ("cpu.seq_naive", "512"), "box", ENV)]
+    assert naive512.values == [280.0, 270.0]
+    assert naive512.failed == []
+
+
+def test_other_versions_are_dropped_unless_asked(results_dir: Path) -> None:
+    plain = load_history(results_dir)[SeriesKey(PLAIN, (), "box", ENV)]
+    assert plain.values == [4.0, 5.0]
+    assert plain.kernel is None and plain.metric == "plain"
+    everything = load_history(results_dir, any_version=True)[SeriesKey(PLAIN, (), "box", ENV)]
+    assert everything.values == [4.0, 999.0, 5.0]
+
+
+def test_machines_are_kept_apart(results_dir: Path) -> None:
+    history = load_history(results_dir)
+    gpu = history[SeriesKey(H2D_MS, ("cuda.cublas", "1024"), "gpu", "existing-py_python3")]
+    assert gpu.values == [0.9] and gpu.metric == "h2d_ms"
+    only_box = load_history(results_dir, machine="box")
+    assert {k.machine for k in only_box} == {"box"}
+    assert [s.key.machine for s in select(history, ["cuda.cublas"])] == ["gpu"]
+    assert len(select(history, ["cpu.blas", "cpu.seq_naive"], metric="kernel_ms")) == 4
+
+
+def test_missing_results_dir_is_a_clear_error(tmp_path: Path) -> None:
+    with pytest.raises(FileNotFoundError, match="asv run"):
+        load_history(tmp_path / "nowhere")
+
+
+def test_plot_history_writes_a_png(results_dir: Path, tmp_path: Path) -> None:
+    history = load_history(results_dir)
+    out = plot_history(history, ["cpu.blas", "cpu.seq_naive"], tmp_path / "plots" / "h.png")
+    data = out.read_bytes()
+    assert data[:8] == b"\x89PNG\r\n\x1a\n"
+    assert len(data) > 5000
+
+
+def test_plot_history_of_a_single_commit(results_dir: Path, tmp_path: Path) -> None:
+    history = load_history(results_dir)
+    out = plot_history(history, ["cuda.cublas"], tmp_path / "gpu.png", metric="h2d_ms")
+    assert out.read_bytes()[:4] == b"\x89PNG"
+
+
+def test_plot_history_without_data_raises(results_dir: Path, tmp_path: Path) -> None:
+    with pytest.raises(ValueError, match="no kernel_ms history"):
+        plot_history(load_history(results_dir), ["cuda.99_none"], tmp_path / "x.png")
+    assert not (tmp_path / "x.png").exists()
