@@ -204,6 +204,21 @@ def select(history: History, kernel_ids: Iterable[str] | None = None,
     ]
 
 
+def kernel_ids(history: History, metric: str | None = None) -> list[str]:
+    """Kernel ids that have at least one point (of ``metric`` if given).
+
+    In catalogue (ladder) order; ids the catalogue no longer lists come last.
+    """
+    from .catalogue import CATALOGUE
+
+    rank = {k.id: i for i, k in enumerate(CATALOGUE)}
+    seen: dict[str, None] = {}
+    for series in select(history, metric=metric):
+        if series.kernel is not None:
+            seen.setdefault(series.kernel, None)
+    return sorted(seen, key=lambda kid: (rank.get(kid, len(rank)), kid))
+
+
 def plot_history(history: History, kernel_ids: Iterable[str], out_png: str | Path,
                  metric: str = "kernel_ms", machine: str | None = None) -> Path:
     """Draw each kernel's ``metric`` across commits to a PNG, one panel per problem size.

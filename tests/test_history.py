@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from mmsuite.history import SeriesKey, load_history, plot_history, select
+from mmsuite.history import SeriesKey, kernel_ids, load_history, plot_history, select
 
 KERNEL_MS = "sgemm_cpu.CpuKernels.track_kernel_ms"
 H2D_MS = "sgemm_cuda.CudaKernels.track_h2d_ms"
@@ -121,6 +121,8 @@ def test_machines_are_kept_apart(results_dir: Path) -> None:
     assert {k.machine for k in only_box} == {"box"}
     assert [s.key.machine for s in select(history, ["cuda.cublas"])] == ["gpu"]
     assert len(select(history, ["cpu.blas", "cpu.seq_naive"], metric="kernel_ms")) == 4
+    assert kernel_ids(history) == ["cpu.blas", "cpu.seq_naive", "cuda.cublas"]
+    assert kernel_ids(history, metric="h2d_ms") == ["cuda.cublas"]
 
 
 def test_missing_results_dir_is_a_clear_error(tmp_path: Path) -> None:
