@@ -112,20 +112,18 @@ static inline void write_back(float *C, long ldc, long mr, long nr, vf acc[MR][N
     for (long r = 0; r < mr; ++r) memcpy(C + r * ldc, scratch[r], nr * sizeof(float));
 }
 
-/* B[pc : pc+kc, jc : jc+nc] into NR-wide slivers, each kc x NR row-major, zero-padded. */
-static void pack_b(long n, const float *B, long pc, long kc, long jc, long nc, float *bp,
-                   long s0, long s1) {
-    for (long s = s0; s < s1; ++s) {
-        const long j0 = jc + s * NR, w = LADDER_MIN(NR, jc + nc - j0);
-        float *dst = bp + s * kc * NR;
-        for (long l = 0; l < kc; ++l, dst += NR) {
-            const float *src = B + (pc + l) * n + j0;
-            if (w == NR) {
-                memcpy(dst, src, NR * sizeof(float));
-            } else {
-                for (long j = 0; j < w; ++j) dst[j] = src[j];
-                for (long j = w; j < NR; ++j) dst[j] = 0.0f;
-            }
+/* Sliver s of the panel B[pc : pc+kc, jc : jc+nc]: kc rows of NR columns, zero-padded past n. */
+static void pack_b_sliver(long n, const float *B, long pc, long kc, long jc, long nc, long s,
+                          float *bp) {
+    const long j0 = jc + s * NR, w = LADDER_MIN(NR, jc + nc - j0);
+    float *dst = bp + s * kc * NR;
+    for (long l = 0; l < kc; ++l, dst += NR) {
+        const float *src = B + (pc + l) * n + j0;
+        if (w == NR) {
+            memcpy(dst, src, NR * sizeof(float));
+        } else {
+            for (long j = 0; j < w; ++j) dst[j] = src[j];
+            for (long j = w; j < NR; ++j) dst[j] = 0.0f;
         }
     }
 }
@@ -152,10 +150,15 @@ static float *alloc_floats(size_t count) {
 
 void mm_omp_packed(MM_ARGS) {
     const int threads = omp_get_max_threads();
-    /* Enough row blocks for every thread, but never taller than MC. */
-    long mc_max = (m + threads - 1) / threads;
-    mc_max = LADDER_MIN(MC, (mc_max + MR - 1) / MR * MR);
-    const long nc_max = LADDER_MIN(NC, (n + NR - 1) / NR * NR), kc_max = LADDER_MIN(KC, k);
+    /* Row blocks: at most MC rows each, a multiple of the thread count in number
+     * (while there are enough MR-row strips), and equal to within one strip, so
+     * that every thread gets the same work. The k-steps are evened out likewise. */
+    const long strips = (m + MR - 1) / MR;
+    long blocks = (strips + MC / MR - 1) / (MC / MR);
+    blocks = LADDER_MIN(strips, (blocks + threads - 1) / threads * threads);
+    const long mc_max = (strips + blocks - 1) / blocks * MR;
+    const long ksteps = (k + KC - 1) / KC, kc_max = (k + ksteps - 1) / ksteps;
+    const long nc_max = LADDER_MIN(NC, (n + NR - 1) / NR * NR);
     float *bpack = alloc_floats((size_t)kc_max * nc_max);
     float *apack = alloc_floats((size_t)threads * kc_max * mc_max);
     if (bpack == NULL || apack == NULL) {
@@ -177,16 +180,17 @@ void mm_omp_packed(MM_ARGS) {
             float *C = MM_C(p);
             for (long jc = 0; jc < n; jc += NC) {
                 const long nc = LADDER_MIN(NC, n - jc), slivers = (nc + NR - 1) / NR;
-                for (long pc = 0; pc < k; pc += KC) {
-                    const long kc = LADDER_MIN(KC, k - pc);
+                for (long pc = 0; pc < k; pc += kc_max) {
+                    const long kc = LADDER_MIN(kc_max, k - pc);
                     /* The first k-step applies beta; later ones accumulate. */
                     const float b_step = pc == 0 ? beta : 1.0f;
 #pragma omp for schedule(static)
-                    for (long s = 0; s < slivers; ++s) pack_b(n, B, pc, kc, jc, nc, bpack, s, s + 1);
+                    for (long s = 0; s < slivers; ++s) pack_b_sliver(n, B, pc, kc, jc, nc, s, bpack);
                     /* (implicit barrier: the panel of B is complete) */
 #pragma omp for schedule(dynamic, 1)
-                    for (long ic = 0; ic < m; ic += mc_max) {
-                        const long mc = LADDER_MIN(mc_max, m - ic);
+                    for (long blk = 0; blk < blocks; ++blk) {
+                        const long ic = blk * strips / blocks * MR;
+                        const long mc = LADDER_MIN(m, (blk + 1) * strips / blocks * MR) - ic;
                         pack_a(k, A, ic, mc, pc, kc, ap);
                         for (long jr = 0; jr < nc; jr += NR) {
                             const float *bs = bpack + (jr / NR) * kc * NR;
