@@ -1,0 +1,114 @@
+// Rung 10 (seed 004), column-major: the next tile prefetched into registers.
+// Adds over rung 9: the global loads of tile k+1 are issued into registers
+// right after tile k is in shared memory, before the FMAs on tile k start, and
+// written to shared memory only after those FMAs. The 400-800 cycles of global
+// latency now overlap with 512 FMAs per thread instead of stalling every warp
+// at the top of each step (software pipelining of the global loads).
+#include "common.cuh"
+
+#define BM 128
+#define BN 128
+#define BK 8
+#define LDB (BN + 4)
+#define WM 64
+#define WN 32
+
+__device__ __forceinline__ float4 load4(const float* p, int left, bool vec) {
+    if (vec && left >= 4) return *reinterpret_cast<const float4*>(p);
+    float4 v;
+    v.x = left > 0 ? p[0] : 0.0f;
+    v.y = left > 1 ? p[1] : 0.0f;
+    v.z = left > 2 ? p[2] : 0.0f;
+    v.w = left > 3 ? p[3] : 0.0f;
+    return v;
+}
+
+__device__ __forceinline__ void store4(float* p, float4 acc, int left, bool vec, float alpha,
+                                       float beta) {
+    if (vec && left >= 4) {
+        float4 out;
+        if (beta == 0.0f) {
+            out = make_float4(alpha * acc.x, alpha * acc.y, alpha * acc.z, alpha * acc.w);
+        } else {
+            const float4 old = *reinterpret_cast<const float4*>(p);
+            out = make_float4(alpha * acc.x + beta * old.x, alpha * acc.y + beta * old.y,
+                              alpha * acc.z + beta * old.z, alpha * acc.w + beta * old.w);
+        }
+        *reinterpret_cast<float4*>(p) = out;
+        return;
+    }
+    if (left > 0) mm_store(p, acc.x, alpha, beta);
+    if (left > 1) mm_store(p + 1, acc.y, alpha, beta);
+    if (left > 2) mm_store(p + 2, acc.z, alpha, beta);
+    if (left > 3) mm_store(p + 3, acc.w, alpha, beta);
+}
+
+
+extern "C" __global__ void __launch_bounds__(256)
+mm_10_prefetch(int M, int N, int K, float alpha, const float* A, const float* B, float beta,
+               float* C) {
+    MM_BATCH_OFFSET(M, N, K, A, B, C);
+    __shared__ __align__(16) float sa[BK * BM];   // sa[k * BM + i]
+    __shared__ __align__(16) float sb[BK * LDB];  // sb[k * LDB + j]
+    const int tid = threadIdx.x;
+    const int i0 = blockIdx.x * BM, j0 = blockIdx.y * BN;
+    const bool vec_m = (M & 3) == 0, vec_k = (K & 3) == 0;
+    // Tile loads: A(i0 + la_i .. +3, k0 + la_k), B(k0 + lb_k .. +3, j0 + lb_j).
+    const int la_i = (tid & 31) << 2, la_k = tid >> 5;
+    const int lb_k = (tid & 1) << 2, lb_j = tid >> 1;
+    const float* a = A + i0 + la_i + (size_t)la_k * M;
+    const float* b = B + lb_k + (size_t)(j0 + lb_j) * K;
+    const size_t a_step = (size_t)BK * M;
+    const int a_left = M - i0 - la_i;
+    const bool b_col = j0 + lb_j < N;
+    const int warp = tid >> 5, lane = tid & 31;
+    const int tr = (warp & 1) * WM + (lane & 7) * 4;
+    const int tc = (warp >> 1) * WN + (lane >> 3) * 4;
+    float acc[8][8] = {};
+    float4 av = load4(a, la_k < K ? a_left : 0, vec_m);
+    float4 bv = load4(b, b_col ? K - lb_k : 0, vec_k);
+    for (int k0 = 0; k0 < K; k0 += BK) {
+        *reinterpret_cast<float4*>(sa + la_k * BM + la_i) = av;
+        sb[(lb_k + 0) * LDB + lb_j] = bv.x;
+        sb[(lb_k + 1) * LDB + lb_j] = bv.y;
+        sb[(lb_k + 2) * LDB + lb_j] = bv.z;
+        sb[(lb_k + 3) * LDB + lb_j] = bv.w;
+        __syncthreads();
+        const int k1 = k0 + BK;
+        if (k1 < K) {  // prefetch the next tile; it lands while the FMAs below run
+            a += a_step;
+            b += BK;
+            av = load4(a, k1 + la_k < K ? a_left : 0, vec_m);
+            bv = load4(b, b_col ? K - k1 - lb_k : 0, vec_k);
+        }
+#pragma unroll
+        for (int kk = 0; kk < BK; ++kk) {
+            float ar[8], br[8];
+            *reinterpret_cast<float4*>(ar) = *reinterpret_cast<const float4*>(sa + kk * BM + tr);
+            *reinterpret_cast<float4*>(ar + 4) =
+                *reinterpret_cast<const float4*>(sa + kk * BM + tr + 32);
+            *reinterpret_cast<float4*>(br) = *reinterpret_cast<const float4*>(sb + kk * LDB + tc);
+            *reinterpret_cast<float4*>(br + 4) =
+                *reinterpret_cast<const float4*>(sb + kk * LDB + tc + 16);
+#pragma unroll
+            for (int x = 0; x < 8; ++x)
+#pragma unroll
+                for (int y = 0; y < 8; ++y) acc[x][y] += ar[x] * br[y];
+        }
+        __syncthreads();
+    }
+    // Columns tc + {0..3, 16..19}, rows tr + {0..3} and tr + 32 + {0..3}.
+#pragma unroll
+    for (int y = 0; y < 8; ++y) {
+        const int j = j0 + tc + (y < 4 ? y : 12 + y);
+        if (j >= N) continue;
+#pragma unroll
+        for (int g = 0; g < 2; ++g) {
+            const int i = i0 + tr + 32 * g;
+            store4(C + i + (size_t)j * M,
+                   make_float4(acc[4 * g][y], acc[4 * g + 1][y], acc[4 * g + 2][y],
+                               acc[4 * g + 3][y]),
+                   M - i, vec_m, alpha, beta);
+        }
+    }
+}
