@@ -1,0 +1,646 @@
+"""OpenCL backend: the cl/ ladder through pyopencl, and CLBlast (pyclblast) as reference.
+
+Devices. Every device of every platform is usable. They are numbered in one flat
+list, platform by platform in the order the ICD loader reports them; that order
+(and so every index) stays the same for a given installation. A device is chosen
+by ``RunOptions.cl_device`` (an index into that list, or a case-insensitive
+substring of the platform or device name), else by ``PYOPENCL_CTX`` (pyopencl's
+``platform[:device]`` syntax, each part an index or a name substring), else the
+first GPU, else the first CPU. A selector that matches nothing raises a
+ValueError listing the devices.
+
+Timing. Every transfer and launch is an OpenCL command with profiling on: h2d is
+the sum of the copies of A and B (and C0 when beta != 0), d2h the copy of C back,
+kernel the NDRange alone. C is reset on the device before every run (NaN fill
+when beta == 0; the C0 copy otherwise).
+
+Tuning. Tile sizes are build options (-D). For each rung and device type the
+adapter holds a list of geometries, best first, and uses the first that the
+device accepts: work-group size, work-item sizes and local memory against the
+device limits before the build, against the built kernel's limits (registers)
+after it. Builds are cached per (context, source, options). PoCL compiles a
+kernel again for each local size at its first launch, so every geometry gets one
+untimed single-work-group launch before it is timed, whatever ``warmup`` is.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+import os
+import re
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from ..catalogue import Kernel
+from ..layout import GemmCall
+from ..sources import read_source
+from .base import Backend, Execution, KernelUnavailable, RunOptions
+
+INSTALL_HINT = "pip install 'mmsuite[opencl]'"
+
+# Where NVIDIA's driver puts its OpenCL library (distribution packages, containers).
+NVIDIA_OPENCL_LIBS = (
+    "/usr/lib/x86_64-linux-gnu/libnvidia-opencl.so.1",
+    "/usr/lib64/libnvidia-opencl.so.1",
+    "/usr/lib/libnvidia-opencl.so.1",
+    "/usr/local/nvidia/lib64/libnvidia-opencl.so.1",
+    "/usr/lib/aarch64-linux-gnu/libnvidia-opencl.so.1",
+)
+DEFAULT_ICD_DIR = "/etc/OpenCL/vendors"
+
+
+# --------------------------------------------------------------------------- import
+def _import_pyopencl():
+    try:
+        import pyopencl
+    except ImportError as exc:
+        return None, f"pyopencl is not installed ({exc}); {INSTALL_HINT} brings it with PoCL"
+    return pyopencl, ""
+
+
+# -------------------------------------------------------------------------- devices
+@dataclass(frozen=True)
+class DeviceEntry:
+    """One OpenCL device and its stable index in the flat list of all devices."""
+
+    index: int
+    platform: object  # pyopencl.Platform
+    device: object  # pyopencl.Device
+
+    @property
+    def name(self) -> str:
+        return self.device.name.strip()
+
+    @property
+    def platform_name(self) -> str:
+        return self.platform.name.strip()
+
+    @property
+    def type_name(self) -> str:
+        import pyopencl as cl
+
+        kind = self.device.type
+        for bit in ("GPU", "ACCELERATOR", "CPU", "CUSTOM"):
+            if kind & getattr(cl.device_type, bit, 0):
+                return bit
+        return "OTHER"
+
+    @property
+    def label(self) -> str:
+        return f"{self.index}: {self.name} [{self.platform_name}, {self.type_name}]"
+
+    def matches(self, text: str) -> bool:
+        needle = text.strip().lower()
+        haystack = " ".join((self.name, self.platform_name, self.platform.vendor,
+                             self.device.vendor)).lower()
+        return bool(needle) and needle in haystack
+
+
+def nvidia_icd_hint(icd_dirs: Sequence[str] | None = None,
+                    libs: Sequence[str] = NVIDIA_OPENCL_LIBS) -> str:
+    """Why NVIDIA's OpenCL is invisible: its library is installed but no ICD file names it.
+
+    Empty when there is no such library or when it is registered.
+    """
+    lib = next((p for p in libs if os.path.exists(p)), None)
+    if lib is None:
+        return ""
+    if icd_dirs is None:
+        vendors = os.environ.get("OCL_ICD_VENDORS")
+        icd_dirs = [vendors] if vendors else [DEFAULT_ICD_DIR]
+    for entry in icd_dirs:
+        path = Path(entry)
+        files = [path] if path.is_file() else sorted(path.glob("*.icd")) if path.is_dir() else []
+        for icd in files:
+            try:
+                if "nvidia" in icd.read_text().lower():
+                    return ""
+            except OSError:
+                continue
+    where = ", ".join(icd_dirs)
+    return (f"NVIDIA's OpenCL driver {lib} is installed but no ICD file in {where} names it; "
+            f"register it with `mkdir -p ~/icd && cp {DEFAULT_ICD_DIR}/*.icd ~/icd/; "
+            f"echo {lib} > ~/icd/nvidia.icd; export OCL_ICD_VENDORS=~/icd`")
+
+
+def _platforms(cl) -> list:
+    try:
+        return list(cl.get_platforms())
+    except cl.Error:  # PLATFORM_NOT_FOUND_KHR from the ICD loader
+        return []
+
+
+def list_devices() -> list[DeviceEntry]:
+    """Every OpenCL device of every platform, numbered in one flat list (empty if none)."""
+    cl, _ = _import_pyopencl()
+    if cl is None:
+        return []
+    entries: list[DeviceEntry] = []
+    for platform in _platforms(cl):
+        try:
+            devices = platform.get_devices()
+        except cl.Error:  # a platform with no device
+            continue
+        for device in devices:
+            entries.append(DeviceEntry(len(entries), platform, device))
+    return entries
+
+
+def no_platform_reason() -> str:
+    """The reason given when no OpenCL device is found at all."""
+    reason = f"no OpenCL platform found; {INSTALL_HINT} brings PoCL, a CPU OpenCL platform"
+    hint = nvidia_icd_hint()
+    return f"{reason}; {hint}" if hint else reason
+
+
+def _listing(entries: Sequence[DeviceEntry]) -> str:
+    return "; ".join(e.label for e in entries) if entries else "none"
+
+
+def _pick(entries: list[DeviceEntry], text: str) -> list[DeviceEntry]:
+    text = text.strip()
+    if re.fullmatch(r"\d+", text):
+        index = int(text)
+        return [entries[index]] if index < len(entries) else []
+    return [e for e in entries if e.matches(text)]
+
+
+def select_device(selector: str | int | None = None,
+                  entries: list[DeviceEntry] | None = None) -> DeviceEntry:
+    """The device named by ``selector``, else by PYOPENCL_CTX, else the first GPU, else a CPU.
+
+    ``selector`` is an index into ``list_devices()`` or a case-insensitive substring of
+    a device's or platform's name. Raises ValueError (listing the devices) when it
+    matches nothing, LookupError when there is no device at all.
+    """
+    entries = list_devices() if entries is None else entries
+    if not entries:
+        raise LookupError(no_platform_reason())
+    if selector is not None and str(selector).strip() != "":
+        found = _pick(entries, str(selector))
+        if not found:
+            hint = nvidia_icd_hint()
+            extra = f" ({hint})" if hint and "nvidia" in str(selector).lower() else ""
+            raise ValueError(f"no OpenCL device matches {str(selector)!r}{extra}; "
+                             f"devices: {_listing(entries)}")
+        return found[0]
+    ctx_env = os.environ.get("PYOPENCL_CTX", "").strip()
+    if ctx_env:
+        return _select_pyopencl_ctx(ctx_env, entries)
+    for wanted in ("GPU", "ACCELERATOR", "CPU"):
+        for entry in entries:
+            if entry.type_name == wanted:
+                return entry
+    return entries[0]
+
+
+def _select_pyopencl_ctx(value: str, entries: list[DeviceEntry]) -> DeviceEntry:
+    platform_part, _, device_part = value.partition(":")
+    platforms: list = []
+    for e in entries:
+        if e.platform not in platforms:
+            platforms.append(e.platform)
+    if re.fullmatch(r"\d+", platform_part.strip()):
+        index = int(platform_part)
+        chosen = [platforms[index]] if index < len(platforms) else []
+    else:
+        needle = platform_part.strip().lower()
+        chosen = [p for p in platforms if needle in p.name.lower()]
+    candidates = [e for e in entries if chosen and e.platform == chosen[0]]
+    if candidates and device_part.strip():
+        part = device_part.strip()
+        if re.fullmatch(r"\d+", part):
+            index = int(part)
+            candidates = [candidates[index]] if index < len(candidates) else []
+        else:
+            candidates = [e for e in candidates if part.lower() in e.name.lower()]
+    if not candidates:
+        raise ValueError(f"PYOPENCL_CTX={value!r} matches no OpenCL device; "
+                         f"devices: {_listing(entries)}")
+    return candidates[0]
+
+
+# ------------------------------------------------------------------------ geometry
+@dataclass(frozen=True)
+class Geometry:
+    """How one rung is built and launched: -D options, local size, C block per work-group."""
+
+    defines: tuple[tuple[str, int], ...]
+    local: tuple[int, int]
+    block: tuple[int, int]  # (columns, rows) of C per work-group
+    local_mem: int = 0  # bytes of local memory the kernel declares
+
+    @property
+    def options(self) -> list[str]:
+        return [f"-D{name}={value}" for name, value in self.defines]
+
+    @property
+    def work_group_size(self) -> int:
+        return self.local[0] * self.local[1]
+
+    def global_size(self, call: GemmCall) -> tuple[int, int, int]:
+        groups_x = -(-call.n // self.block[0])
+        groups_y = -(-call.m // self.block[1])
+        return (groups_x * self.local[0], groups_y * self.local[1], call.batch)
+
+    def describe(self) -> str:
+        defs = " ".join(f"{n}={v}" for n, v in self.defines)
+        return f"local {self.local[0]}x{self.local[1]}" + (f", {defs}" if defs else "")
+
+
+def naive_geometry(lx: int, ly: int) -> Geometry:
+    return Geometry((), (lx, ly), (lx, ly))
+
+
+def tiled_geometry(ts: int) -> Geometry:
+    return Geometry((("TS", ts),), (ts, ts), (ts, ts), 2 * ts * ts * 4)
+
+
+def more_work_geometry(ts: int, wpt: int) -> Geometry:
+    return Geometry((("TS", ts), ("WPT", wpt)), (ts, ts // wpt), (ts, ts), 2 * ts * ts * 4)
+
+
+def regblock_geometry(bm: int, bn: int, bk: int, tm: int, tn: int, pad: int = 4,
+                      vec: int = 0) -> Geometry:
+    defines = (("BM", bm), ("BN", bn), ("BK", bk), ("TM", tm), ("TN", tn), ("PAD", pad),
+               ("VEC", vec))
+    local_mem = 2 * bk * (bm + pad) * 4 + 2 * bk * bn * 4
+    return Geometry(defines, (bn // tn, bm // tm), (bn, bm), local_mem)
+
+
+# Geometries per rung and device type, best first; the first the device accepts is used.
+# GPU entries were tuned on an H100 through NVIDIA's driver, CPU entries on PoCL (x86-64).
+TUNING: dict[str, dict[str, list[Geometry]]] = {
+    "naive": {
+        "GPU": [naive_geometry(32, 8), naive_geometry(16, 16), naive_geometry(8, 8),
+                naive_geometry(1, 1)],
+        "CPU": [naive_geometry(64, 4), naive_geometry(16, 16), naive_geometry(8, 8),
+                naive_geometry(1, 1)],
+    },
+    "tiled": {
+        "GPU": [tiled_geometry(32), tiled_geometry(16), tiled_geometry(8), tiled_geometry(4)],
+        "CPU": [tiled_geometry(32), tiled_geometry(16), tiled_geometry(8), tiled_geometry(4)],
+    },
+    "more_work": {
+        "GPU": [more_work_geometry(32, 8), more_work_geometry(32, 4), more_work_geometry(16, 4),
+                more_work_geometry(8, 2)],
+        "CPU": [more_work_geometry(32, 8), more_work_geometry(16, 4), more_work_geometry(8, 2)],
+    },
+    "regblock_vec": {
+        "GPU": [regblock_geometry(128, 128, 16, 8, 8), regblock_geometry(128, 128, 8, 8, 8),
+                regblock_geometry(64, 64, 16, 8, 8), regblock_geometry(64, 64, 16, 4, 4),
+                regblock_geometry(32, 32, 8, 4, 4)],
+        "CPU": [regblock_geometry(64, 64, 16, 8, 8), regblock_geometry(32, 32, 8, 4, 4),
+                regblock_geometry(16, 16, 8, 4, 4)],
+    },
+}
+
+
+def _with_vec(geometry: Geometry, vec: int) -> Geometry:
+    defines = tuple((n, vec if n == "VEC" else v) for n, v in geometry.defines)
+    return Geometry(defines, geometry.local, geometry.block, geometry.local_mem)
+
+
+def vec_ok(call: GemmCall) -> bool:
+    """Whether float4 global access is safe: K and N multiples of 4 keep every float4
+    aligned and wholly inside or outside the matrix."""
+    return call.k % 4 == 0 and call.n % 4 == 0
+
+
+# ------------------------------------------------------------------- program cache
+_PROGRAMS: dict[tuple[int, str, str], object] = {}
+
+
+def build_program(context, source: str, options: Sequence[str]):
+    """A built program, cached per (context, source, options) for the life of the process."""
+    import pyopencl as cl
+
+    key = (context.int_ptr, hashlib.sha1(source.encode()).hexdigest(), " ".join(options))
+    program = _PROGRAMS.get(key)
+    if program is None:
+        program = cl.Program(context, source).build(options=list(options))
+        _PROGRAMS[key] = program
+    return program
+
+
+@dataclass
+class _Prepared:
+    geometry: Geometry
+    kernel: object  # pyopencl.Kernel
+    primed: set = field(default_factory=set)
+
+
+# -------------------------------------------------------------------------- adapter
+class OpenCLBackend(Backend):
+    name = "opencl"
+
+    def __init__(self, options: RunOptions) -> None:
+        super().__init__(options)
+        self._cl, self._import_reason = _import_pyopencl()
+        self._entry: DeviceEntry | None = None
+        self._context = None
+        self._queue = None
+        self._prepared: dict[tuple[str, int], _Prepared] = {}
+
+    # ------------------------------------------------------------ device, context
+    @property
+    def entry(self) -> DeviceEntry:
+        """The selected device (ValueError for a selector that matches nothing)."""
+        if self._cl is None:
+            raise KernelUnavailable(self._import_reason)
+        if self._entry is None:
+            try:
+                self._entry = select_device(self.options.cl_device)
+            except LookupError as exc:
+                raise KernelUnavailable(str(exc)) from None
+        return self._entry
+
+    @property
+    def device(self):
+        return self.entry.device
+
+    @property
+    def device_type(self) -> str:
+        kind = self.entry.type_name
+        return "GPU" if kind in ("GPU", "ACCELERATOR") else "CPU"
+
+    @property
+    def queue(self):
+        if self._queue is None:
+            cl = self._cl
+            self._context = cl.Context([self.device])
+            self._queue = cl.CommandQueue(
+                self._context, self.device,
+                properties=cl.command_queue_properties.PROFILING_ENABLE)
+        return self._queue
+
+    @property
+    def context(self):
+        _ = self.queue
+        return self._context
+
+    def probe(self) -> str:
+        if self._cl is None:
+            return self._import_reason
+        try:
+            _ = self.entry
+        except KernelUnavailable as exc:
+            return str(exc)
+        return ""
+
+    # --------------------------------------------------------------- geometries
+    def _fits(self, geometry: Geometry) -> str:
+        dev = self.device
+        sizes = dev.max_work_item_sizes
+        if geometry.work_group_size > dev.max_work_group_size:
+            return (f"work-group of {geometry.work_group_size} > device maximum "
+                    f"{dev.max_work_group_size}")
+        for axis, (want, limit) in enumerate(zip(geometry.local, sizes)):
+            if want > limit:
+                return f"local size {want} on axis {axis} > device maximum {limit}"
+        if geometry.local_mem > dev.local_mem_size:
+            return (f"needs {geometry.local_mem} B of local memory, device has "
+                    f"{dev.local_mem_size} B")
+        return ""
+
+    def candidates(self, kernel: Kernel) -> list[Geometry]:
+        table = TUNING.get(kernel.name)
+        if table is None:
+            return []
+        return list(table.get(self.device_type, table["GPU"]))
+
+    def kernel_reason(self, kernel: Kernel) -> str:
+        if kernel.reference:
+            return _clblast_reason()
+        try:
+            read_source(kernel.source)
+        except OSError as exc:
+            return f"kernel source {kernel.source} is missing ({exc})"
+        refusals = [self._fits(g) for g in self.candidates(kernel)]
+        if not refusals:
+            return f"no geometry is defined for {kernel.id}"
+        if all(refusals):
+            return f"{self.entry.name} refuses every geometry of {kernel.id}: {refusals[-1]}"
+        return ""
+
+    def prepare(self, kernel: Kernel, vec: bool = False,
+                geometries: Sequence[Geometry] | None = None) -> _Prepared:
+        """Build ``kernel`` with the first geometry the device accepts (cached)."""
+        key = (kernel.id, int(vec)) if geometries is None else (
+            kernel.id, hash(tuple(geometries)))
+        if key in self._prepared:
+            return self._prepared[key]
+        cl = self._cl
+        source = read_source(kernel.source)
+        refusals = []
+        for geometry in geometries or self.candidates(kernel):
+            if "VEC" in dict(geometry.defines) and geometries is None:
+                geometry = _with_vec(geometry, int(vec))
+            why = self._fits(geometry)
+            if why:
+                refusals.append(why)
+                continue
+            try:
+                program = build_program(self.context, source, geometry.options)
+            except cl.Error as exc:
+                refusals.append(f"build with {geometry.describe()} failed: "
+                                f"{str(exc).splitlines()[0]}")
+                continue
+            knl = cl.Kernel(program, kernel.entry)
+            info = cl.kernel_work_group_info
+            limit = knl.get_work_group_info(info.WORK_GROUP_SIZE, self.device)
+            if geometry.work_group_size > limit:
+                refusals.append(f"built kernel allows {limit} work-items, "
+                                f"{geometry.describe()} needs {geometry.work_group_size}")
+                continue
+            prepared = _Prepared(geometry, knl)
+            self._prepared[key] = prepared
+            return prepared
+        raise KernelUnavailable(f"{kernel.id} cannot run on {self.entry.name}: "
+                                + "; ".join(refusals))
+
+    # ---------------------------------------------------------------- execution
+    def execute(self, kernel: Kernel, call: GemmCall, repeats: int, warmup: int) -> Execution:
+        if kernel.reference:
+            return self._execute_clblast(call, repeats, warmup)
+        prepared = self.prepare(kernel, vec=vec_ok(call))
+        return self.execute_prepared(prepared, call, repeats, warmup)
+
+    def execute_prepared(self, prepared: _Prepared, call: GemmCall, repeats: int,
+                         warmup: int) -> Execution:
+        """Time one prepared kernel (a tuning script may pass its own via ``prepare``)."""
+        cl = self._cl
+        geometry, knl = prepared.geometry, prepared.kernel
+        buffers = self._buffers(call)
+        a_buf, b_buf, c_buf = buffers.device
+        knl.set_args(np.int32(call.m), np.int32(call.n), np.int32(call.k),
+                     np.float32(call.alpha), a_buf, b_buf, np.float32(call.beta), c_buf)
+        global_size = geometry.global_size(call)
+        local_size = (*geometry.local, 1)
+
+        def launch():
+            return cl.enqueue_nd_range_kernel(self.queue, knl, global_size, local_size)
+
+        if local_size not in prepared.primed:
+            # One work-group: PoCL compiles the work-group function for this local size here.
+            cl.enqueue_nd_range_kernel(self.queue, knl, local_size, local_size).wait()
+            prepared.primed.add(local_size)
+        execution = self._timed_runs(call, buffers, launch, repeats, warmup)
+        execution.info.update({"geometry": geometry.describe(),
+                               "global_size": list(global_size)})
+        return execution
+
+    def _buffers(self, call: GemmCall) -> _Buffers:
+        cl = self._cl
+        mf = cl.mem_flags
+        ctx = self.context
+        device = tuple(cl.Buffer(ctx, flags, max(array.nbytes, 4)) for flags, array in (
+            (mf.READ_ONLY, call.a), (mf.READ_ONLY, call.b), (mf.READ_WRITE, call.c0)))
+        if self.options.pinned:
+            hosts = [self._pinned(array.size) for array in (call.a, call.b, call.c0)]
+            for host, array in zip(hosts, (call.a, call.b, call.c0)):
+                host[:] = array
+            return _Buffers(device, *hosts, self._pinned(call.c_size))
+        return _Buffers(device, call.a, call.b, call.c0, np.empty(call.c_size, np.float32))
+
+    def _pinned(self, size: int) -> np.ndarray:
+        # Page-locked host memory the OpenCL way: a host-allocated buffer, mapped.
+        cl = self._cl
+        buf = cl.Buffer(self.context, cl.mem_flags.ALLOC_HOST_PTR, max(4 * size, 4))
+        array, _ = cl.enqueue_map_buffer(self.queue, buf, cl.map_flags.READ | cl.map_flags.WRITE,
+                                         0, (size,), np.float32)
+        return array  # the mapping (array.base) keeps the buffer alive
+
+    def _timed_runs(self, call: GemmCall, buffers: _Buffers, launch: Callable, repeats: int,
+                    warmup: int) -> Execution:
+        cl, queue = self._cl, self.queue
+        a_buf, b_buf, c_buf = buffers.device
+        nan = np.float32(np.nan)
+        kernel_ms, h2d_ms, d2h_ms = [], [], []
+        for run in range(warmup + repeats):
+            copies = [cl.enqueue_copy(queue, a_buf, buffers.a, is_blocking=False),
+                      cl.enqueue_copy(queue, b_buf, buffers.b, is_blocking=False)]
+            if call.beta != 0.0:
+                copies.append(cl.enqueue_copy(queue, c_buf, buffers.c0, is_blocking=False))
+            else:
+                cl.enqueue_fill_buffer(queue, c_buf, nan, 0, 4 * call.c_size)
+            kernel_event = launch()
+            back = cl.enqueue_copy(queue, buffers.c, c_buf, is_blocking=True)
+            if run >= warmup:
+                h2d_ms.append(sum(_ms(e) for e in copies))
+                kernel_ms.append(_ms(kernel_event))
+                d2h_ms.append(_ms(back))
+        output = buffers.c if not self.options.pinned else np.array(buffers.c)
+        return Execution(output=output, kernel_ms=kernel_ms, h2d_ms=h2d_ms, d2h_ms=d2h_ms,
+                         info={"device": self.entry.label, "pinned": self.options.pinned})
+
+    # ---------------------------------------------------------------- reference
+    def _execute_clblast(self, call: GemmCall, repeats: int, warmup: int) -> Execution:
+        reason = _clblast_reason()
+        if reason:
+            raise KernelUnavailable(reason)
+        import pyclblast
+        from pyopencl.array import Array
+
+        buffers = self._buffers(call)
+        a_buf, b_buf, c_buf = buffers.device
+        queue = self.queue
+        m, n, k, batch = call.m, call.n, call.k, call.batch
+        a = Array(queue, (batch * m, k), np.float32, data=a_buf)
+        b = Array(queue, (batch * k, n), np.float32, data=b_buf)
+        c = Array(queue, (batch * m, n), np.float32, data=c_buf)
+
+        class _Events:
+            def __init__(self, events: list) -> None:
+                self.events = events
+
+        def launch():
+            events = [pyclblast.gemm(queue, m, n, k, a, b, c, a_ld=k, b_ld=n, c_ld=n,
+                                     alpha=call.alpha, beta=call.beta, a_offset=i * m * k,
+                                     b_offset=i * k * n, c_offset=i * m * n)
+                      for i in range(batch)]
+            return _Events(events)
+
+        execution = self._timed_runs(call, buffers, launch, repeats, warmup)
+        execution.info["geometry"] = "CLBlast"
+        return execution
+
+    # -------------------------------------------------------------- environment
+    def environment(self) -> dict:
+        if self._cl is None:
+            return {"opencl": self._import_reason}
+        env: dict = {"pyopencl": self._cl.VERSION_TEXT}
+        entries = list_devices()
+        env["opencl_devices"] = [e.label for e in entries]
+        hint = nvidia_icd_hint()
+        if hint:
+            env["opencl_note"] = hint
+        try:
+            entry = self.entry
+        except (KernelUnavailable, ValueError) as exc:
+            env["opencl"] = str(exc)
+            return env
+        dev, platform = entry.device, entry.platform
+        env.update({
+            "opencl_platform": entry.platform_name,
+            "opencl_platform_version": platform.version.strip(),
+            "opencl_device": entry.name,
+            "opencl_device_index": entry.index,
+            "opencl_device_type": entry.type_name,
+            "opencl_device_version": dev.version.strip(),
+            "opencl_c_version": dev.opencl_c_version.strip(),
+            "opencl_driver": dev.driver_version.strip(),
+            "compute_units": dev.max_compute_units,
+            "max_clock_mhz": dev.max_clock_frequency,
+            "max_work_group_size": dev.max_work_group_size,
+            "local_mem_bytes": dev.local_mem_size,
+            "global_mem_bytes": dev.global_mem_size,
+        })
+        pocl = re.search(r"PoCL\s+([0-9][^\s]*)", platform.version, re.IGNORECASE)
+        if pocl:
+            env["pocl"] = pocl.group(1)
+            try:
+                from importlib.metadata import version
+
+                env["pocl_binary_distribution"] = version("pocl-binary-distribution")
+            except Exception:
+                pass
+        try:
+            from importlib.metadata import version
+
+            import pyclblast  # noqa: F401
+
+            env["pyclblast"] = version("pyclblast")
+        except Exception:
+            pass
+        return env
+
+
+@dataclass
+class _Buffers:
+    device: tuple
+    a: np.ndarray
+    b: np.ndarray
+    c0: np.ndarray
+    c: np.ndarray
+
+
+def _ms(event) -> float:
+    """Device time of an OpenCL command (or of several, for a batched library call), in ms."""
+    events = getattr(event, "events", None)
+    if events is not None:
+        return sum(_ms(e) for e in events) if all(e is not None for e in events) else math.nan
+    event.wait()
+    return (event.profile.end - event.profile.start) * 1e-6
+
+
+def _clblast_reason() -> str:
+    try:
+        import pyclblast  # noqa: F401
+    except ImportError:
+        return "pyclblast is not installed (optional: `pip install pyclblast`, needs CLBlast)"
+    return ""

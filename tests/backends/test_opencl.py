@@ -1,0 +1,202 @@
+"""The OpenCL adapter: device selection, failure reasons, environment and timing samples.
+
+Runs wherever an OpenCL platform exists (PoCL on any CPU, NVIDIA's driver on a
+GPU host); the parts that need a device skip with a reason elsewhere. The
+numerical agreement of the ladder is covered by tests/test_agreement.py.
+"""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+import pytest
+
+import mmsuite
+from mmsuite import Problem, RunOptions
+from mmsuite.backends import unavailable_reason
+from mmsuite.sources import read_source
+
+cl = pytest.importorskip("pyopencl", reason="pyopencl is not installed")
+
+from mmsuite.backends import opencl  # noqa: E402
+
+DEVICES = opencl.list_devices()
+needs_device = pytest.mark.skipif(not DEVICES, reason="no OpenCL device here")
+
+
+def _fake_entry(index: int, kind: int, name: str, **limits) -> opencl.DeviceEntry:
+    device = SimpleNamespace(
+        name=name, vendor="Vendor", type=kind,
+        max_work_group_size=limits.get("max_work_group_size", 1024),
+        max_work_item_sizes=limits.get("max_work_item_sizes", [1024, 1024, 64]),
+        local_mem_size=limits.get("local_mem_size", 48 * 1024))
+    platform = SimpleNamespace(name="Fake Platform", vendor="Fake")
+    return opencl.DeviceEntry(index, platform, device)
+
+
+FAKES = [_fake_entry(0, cl.device_type.CPU, "Some CPU"),
+         _fake_entry(1, cl.device_type.GPU, "Some GPU 80GB"),
+         _fake_entry(2, cl.device_type.GPU, "Other GPU")]
+
+
+# ------------------------------------------------------------------ selection
+def test_default_prefers_a_gpu_then_a_cpu(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("PYOPENCL_CTX", raising=False)
+    assert opencl.select_device(None, FAKES).name == "Some GPU 80GB"
+    assert opencl.select_device(None, FAKES[:1]).name == "Some CPU"
+
+
+def test_selection_by_index_into_the_flat_list() -> None:
+    assert opencl.select_device("2", FAKES) is FAKES[2]
+    assert opencl.select_device(0, FAKES) is FAKES[0]
+
+
+def test_selection_by_case_insensitive_name_substring() -> None:
+    assert opencl.select_device("gpu 80", FAKES) is FAKES[1]
+    assert opencl.select_device("OTHER", FAKES) is FAKES[2]
+
+
+def test_a_selector_matching_nothing_lists_the_devices() -> None:
+    with pytest.raises(ValueError) as err:
+        opencl.select_device("no-such-device", FAKES)
+    message = str(err.value)
+    assert "\n" not in message
+    assert "'no-such-device'" in message
+    for entry in FAKES:
+        assert entry.label in message
+    with pytest.raises(ValueError):
+        opencl.select_device("7", FAKES)
+
+
+def test_pyopencl_ctx_is_honoured(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("PYOPENCL_CTX", "0:2")
+    assert opencl.select_device(None, FAKES) is FAKES[2]
+    monkeypatch.setenv("PYOPENCL_CTX", "fake:other")
+    assert opencl.select_device(None, FAKES) is FAKES[2]
+    monkeypatch.setenv("PYOPENCL_CTX", "5")
+    with pytest.raises(ValueError, match="PYOPENCL_CTX"):
+        opencl.select_device(None, FAKES)
+
+
+@needs_device
+def test_real_devices_keep_their_indices() -> None:
+    again = opencl.list_devices()
+    assert [e.label for e in again] == [e.label for e in DEVICES]
+    assert [e.index for e in again] == list(range(len(again)))
+
+
+@needs_device
+def test_backend_selects_by_index_and_by_name() -> None:
+    last = DEVICES[-1]
+    by_index = opencl.OpenCLBackend(RunOptions(cl_device=str(last.index)))
+    assert by_index.entry.label == last.label
+    by_name = opencl.OpenCLBackend(RunOptions(cl_device=last.name.upper()))
+    assert by_name.entry.name == last.name
+
+
+@needs_device
+def test_bad_selector_makes_every_kernel_unavailable_with_the_listing() -> None:
+    options = RunOptions(cl_device="no-such-device")
+    with pytest.raises(ValueError, match="devices: 0: "):
+        opencl.OpenCLBackend(options).probe()
+    reason = unavailable_reason(mmsuite.get("opencl.naive"), options)
+    assert "no OpenCL device matches 'no-such-device'" in reason
+    assert DEVICES[0].label in reason
+
+
+# ------------------------------------------------------------ missing drivers
+def test_no_platform_reason_names_the_extra(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(opencl, "_platforms", lambda cl: [])
+    backend = opencl.OpenCLBackend(RunOptions())
+    reason = backend.probe()
+    assert "no OpenCL platform" in reason
+    assert "pip install 'mmsuite[opencl]'" in reason and "PoCL" in reason
+
+
+def test_missing_pyopencl_reason_names_the_extra(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(opencl, "_import_pyopencl", lambda: (None, "pyopencl is not installed; "
+                                                             + opencl.INSTALL_HINT))
+    assert "pip install 'mmsuite[opencl]'" in opencl.OpenCLBackend(RunOptions()).probe()
+
+
+def test_unregistered_nvidia_driver_is_explained(tmp_path) -> None:
+    lib = tmp_path / "libnvidia-opencl.so.1"
+    lib.write_text("")
+    vendors = tmp_path / "vendors"
+    vendors.mkdir()
+    (vendors / "pocl.icd").write_text("libpocl.so.2\n")
+    hint = opencl.nvidia_icd_hint([str(vendors)], libs=[str(lib)])
+    assert str(lib) in hint and "OCL_ICD_VENDORS" in hint and "no ICD file" in hint
+    (vendors / "nvidia.icd").write_text(f"{lib}\n")
+    assert opencl.nvidia_icd_hint([str(vendors)], libs=[str(lib)]) == ""
+    assert opencl.nvidia_icd_hint([str(vendors)], libs=[str(tmp_path / "absent.so")]) == ""
+
+
+def test_no_platform_reason_mentions_an_unregistered_nvidia_driver(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(opencl, "_platforms", lambda cl: [])
+    monkeypatch.setattr(opencl, "nvidia_icd_hint", lambda: "NVIDIA's OpenCL driver X is "
+                        "installed but no ICD file names it; ... OCL_ICD_VENDORS")
+    reason = opencl.OpenCLBackend(RunOptions()).probe()
+    assert "pip install 'mmsuite[opencl]'" in reason and "OCL_ICD_VENDORS" in reason
+
+
+def test_clblast_reference_is_optional() -> None:
+    reason = opencl._clblast_reason()
+    try:
+        import pyclblast  # noqa: F401
+    except ImportError:
+        assert "pyclblast" in reason
+    else:
+        assert reason == ""
+
+
+# ---------------------------------------------------------- device limits
+def test_geometries_respect_device_limits() -> None:
+    backend = opencl.OpenCLBackend(RunOptions())
+    backend._entry = _fake_entry(0, cl.device_type.GPU, "Tiny", max_work_group_size=64,
+                                 max_work_item_sizes=[64, 8, 1], local_mem_size=2048)
+    assert "work-group of 1024" in backend._fits(opencl.tiled_geometry(32))
+    assert "axis 1" in backend._fits(opencl.naive_geometry(4, 16))
+    assert "local memory" in backend._fits(opencl.regblock_geometry(32, 32, 8, 4, 4))
+    assert backend._fits(opencl.tiled_geometry(8)) == ""
+    assert backend.kernel_reason(mmsuite.get("opencl.tiled")) == ""
+    reason = backend.kernel_reason(mmsuite.get("opencl.regblock_vec"))
+    assert "refuses every geometry" in reason and "local memory" in reason
+
+
+# ------------------------------------------------------- running on a device
+@needs_device
+def test_environment_is_recorded() -> None:
+    env = opencl.OpenCLBackend(RunOptions()).environment()
+    for key in ("opencl_platform", "opencl_platform_version", "opencl_device",
+                "opencl_device_version", "opencl_driver", "opencl_c_version", "pyopencl"):
+        assert env[key], key
+    if "pocl" in env["opencl_platform_version"].lower():
+        assert env["pocl"]
+
+
+@needs_device
+@pytest.mark.parametrize("beta", [0.0, 0.5])
+def test_transfers_and_kernel_are_timed_apart(beta: float) -> None:
+    m = mmsuite.run("opencl.naive", Problem(40, 24, 16, beta=beta), repeats=2, warmup=1)
+    assert m.ok
+    for phase in (m.h2d_ms, m.kernel_ms, m.d2h_ms):
+        assert len(phase.samples) == 2
+        assert all(s > 0 for s in phase.samples)
+    assert m.info["geometry"].startswith("local ")
+
+
+@needs_device
+def test_builds_are_cached() -> None:
+    backend = opencl.OpenCLBackend(RunOptions())
+    kernel = mmsuite.get("opencl.tiled")
+    first = backend.prepare(kernel)
+    programs = len(opencl._PROGRAMS)
+    assert backend.prepare(kernel) is first
+    other = opencl.OpenCLBackend(RunOptions())  # same device, new context: one new build
+    other.prepare(kernel)
+    assert len(opencl._PROGRAMS) == programs + 1
+    source = read_source(kernel.source)
+    program = opencl.build_program(backend.context, source, first.geometry.options)
+    assert opencl.build_program(backend.context, source, first.geometry.options) is program
