@@ -192,11 +192,14 @@ def test_builds_are_cached() -> None:
     backend = opencl.OpenCLBackend(RunOptions())
     kernel = mmsuite.get("opencl.tiled")
     first = backend.prepare(kernel)
-    programs = len(opencl._PROGRAMS)
     assert backend.prepare(kernel) is first
-    other = opencl.OpenCLBackend(RunOptions())  # same device, new context: one new build
-    other.prepare(kernel)
-    assert len(opencl._PROGRAMS) == programs + 1
     source = read_source(kernel.source)
     program = opencl.build_program(backend.context, source, first.geometry.options)
     assert opencl.build_program(backend.context, source, first.geometry.options) is program
+    # A program belongs to its context: a second context builds its own, once.
+    other = opencl.OpenCLBackend(RunOptions())
+    other.prepare(kernel)
+    mine = [key for key in opencl._PROGRAMS if key[0] == other.context.int_ptr]
+    other.prepare(kernel)
+    assert [key for key in opencl._PROGRAMS if key[0] == other.context.int_ptr] == mine
+    assert opencl.build_program(other.context, source, first.geometry.options) is not program
