@@ -108,6 +108,13 @@ def _cu(id: str, rung: int, parent: str | None, adds: str, seed: str, source: st
               **kw)
 
 
+def _async_launch(bk: int, stages: int) -> dict:
+    """Launch of the cp.async pipeline rung: 128x128 tiles, ``stages`` x (A + padded B) tiles."""
+    smem = 4 * stages * (bk * 128 + 128 * (bk + 4))
+    return {"block": (256, 1), "tile": (128, 128), "grid_x": "rows", "smem": smem,
+            "defines": {"BK": bk, "STAGES": stages}}
+
+
 CUDA = [
     _k("cuda.cublas", 0, None, "reference: cuBLAS sgemm via cupy.matmul, TF32 off", "reference",
        reference=True),
@@ -171,6 +178,10 @@ CUDA = [
     _cu("cuda.18_batched_tmtn", 18, "cuda.07_blocktile_2d",
         "batched: TMxTN outputs per thread, BK-deep shared tiles, float4 loads", "003",
         "18_batched_tmtn"),
+    # Beyond the seeds: closing on cuBLAS on Hopper (column-major, like seed 004).
+    _cu("cuda.19_async_pipeline", 19, "cuda.11_double_buffer",
+        "cp.async multi-stage pipeline (3 stages, 128x128x16), zero-fill edges", "beyond",
+        "19_async_pipeline", layout="col", launch=_async_launch(bk=16, stages=3)),
 ]
 
 CATALOGUE: tuple[Kernel, ...] = tuple(CPU + OPENCL + CUDA)
