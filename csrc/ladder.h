@@ -32,17 +32,18 @@ static inline void ladder_scale(float *C, long ldc, long i0, long i1, long j0, l
     }
 }
 
-/* Cache-blocking tile sizes of seq_tiled and omp_tiled. One TK x TJ block of
- * B (128 KiB) stays in L2 while the rows of a TI x TJ block of C and the
- * matching row pieces of A are reused from L1. */
+/* Cache-blocking tile sizes of seq_tiled and omp_tiled: a TK x TJ block of B
+ * (128 KiB) and a TI x TJ tile of C (128 KiB) stay in L2 while the tile is
+ * updated; the one row of B and the one row of C in use at a time (4 KiB each)
+ * stay in L1. */
 #ifndef LADDER_TI
-#define LADDER_TI 64
+#define LADDER_TI 32
 #endif
 #ifndef LADDER_TJ
-#define LADDER_TJ 256
+#define LADDER_TJ 1024
 #endif
 #ifndef LADDER_TK
-#define LADDER_TK 128
+#define LADDER_TK 32
 #endif
 
 /* One tile of C = alpha * A * B + beta * C: rows [i0, i0 + TI) and columns
