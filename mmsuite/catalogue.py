@@ -104,8 +104,14 @@ OPENCL = [
 # ---------------------------------------------------------------------- CUDA
 def _cu(id: str, rung: int, parent: str | None, adds: str, seed: str, source: str,
         **kw) -> Kernel:
-    return _k(id, rung, parent, adds, seed, source=f"cuda/{source}.cu", entry=f"mm_{id[5:]}",
-              **kw)
+    kw.setdefault("entry", f"mm_{id[5:]}")
+    return _k(id, rung, parent, adds, seed, source=f"cuda/{source}.cu", **kw)
+
+
+def _strip(width: int, tile: tuple[int, int] | None = None, defines: dict | None = None) -> dict:
+    """Launch of a seed-002 strip kernel: ``width`` threads per block along the rows of C."""
+    return {"block": (width, 1), "tile": tile or (width, 1), "grid_x": "rows",
+            "defines": {"WIDTH": width, **(defines or {})}}
 
 
 def _async_launch(bk: int, stages: int) -> dict:
@@ -154,30 +160,39 @@ CUDA = [
         layout="col", launch={"block": (256, 1), "tile": (128, 128), "grid_x": "rows"}),
     # Seed 000.
     _cu("cuda.12_tiled16", 12, "cuda.01_naive", "16x16 shared-memory tiles (row-major)", "000",
-        "12_tiled16"),
-    # Seed 002: the strip-mined family, one output per thread along a strip.
-    _cu("cuda.13_strip32", 13, "cuda.01_naive", "one output per thread, 32-wide strips", "002",
-        "13_strip", launch={"width": 32}),
-    _cu("cuda.13_strip64", 13, "cuda.13_strip32", "64-wide strips", "002", "13_strip",
-        launch={"width": 64}),
-    _cu("cuda.13_strip128", 13, "cuda.13_strip64", "128-wide strips", "002", "13_strip",
-        launch={"width": 128}),
+        "12_tiled16", launch={"block": (16, 16), "tile": (16, 16), "grid_x": "cols"}),
+    # Seed 002: the strip-mined family, column-major like the seed's loop nest.
+    _cu("cuda.13_strip32", 13, "cuda.01_naive",
+        "one output per thread along a 32-row strip, one column per block", "002", "13_strip",
+        entry="mm_strip", layout="col", launch=_strip(32)),
+    _cu("cuda.13_strip64", 13, "cuda.13_strip32", "64-row strips: two warps per block",
+        "002", "13_strip", entry="mm_strip", layout="col", launch=_strip(64)),
+    _cu("cuda.13_strip128", 13, "cuda.13_strip64", "128-row strips: four warps per block",
+        "002", "13_strip", entry="mm_strip", layout="col", launch=_strip(128)),
     _cu("cuda.14_strip_smem", 14, "cuda.13_strip64",
-        "right operand's strip cached in shared memory", "002", "14_strip_smem"),
-    _cu("cuda.15_strip_unroll_i", 15, "cuda.14_strip_smem", "i loop unrolled", "002",
-        "15_strip_unroll_i"),
-    _cu("cuda.16_strip_unroll_j2", 16, "cuda.15_strip_unroll_i",
-        "j unrolled by 2 (two partial sums), k unrolled", "002", "16_strip_unroll_j",
-        launch={"unroll_j": 2}),
+        "right operand's column strip cached in shared memory (64 wide)", "002",
+        "14_strip_smem", layout="col", launch=_strip(64)),
+    _cu("cuda.15_strip_unroll_i", 15, "cuda.14_strip_smem",
+        "i loop unrolled: two rows per thread, 128 rows per 64-thread block", "002",
+        "15_strip_unroll_i", layout="col",
+        launch=_strip(64, tile=(128, 1), defines={"UNROLL_I": 2})),
+    _cu("cuda.16_strip_unroll_j2", 16, "cuda.14_strip_smem",
+        "j unrolled by 2 (two partial sums share each A load), k unrolled by 4, 128 wide",
+        "002", "16_strip_unroll_j", entry="mm_strip_unroll_j", layout="col",
+        launch=_strip(128, tile=(128, 2), defines={"UNROLL_J": 2})),
     _cu("cuda.16_strip_unroll_j4", 16, "cuda.16_strip_unroll_j2",
-        "j unrolled by 4 (four partial sums), k unrolled", "002", "16_strip_unroll_j",
-        launch={"unroll_j": 4}),
-    _cu("cuda.17_strip_tiled16", 17, "cuda.16_strip_unroll_j4", "16x16 tiles in shared memory",
-        "002", "17_strip_tiled16"),
+        "j unrolled by 4 (four partial sums), k unrolled by 4, 128 wide", "002",
+        "16_strip_unroll_j", entry="mm_strip_unroll_j", layout="col",
+        launch=_strip(128, tile=(128, 4), defines={"UNROLL_J": 4})),
+    _cu("cuda.17_strip_tiled16", 17, "cuda.16_strip_unroll_j4",
+        "16x16 tiles of both operands in shared memory, one output per thread", "002",
+        "17_strip_tiled16", layout="col",
+        launch={"block": (16, 16), "tile": (16, 16), "grid_x": "rows"}),
     # Seed 003: batched kernel.
     _cu("cuda.18_batched_tmtn", 18, "cuda.07_blocktile_2d",
-        "batched: TMxTN outputs per thread, BK-deep shared tiles, float4 loads", "003",
-        "18_batched_tmtn"),
+        "batched fast path: 8x8 outputs per thread, 128x128x16 shared tiles, float4 loads",
+        "003", "18_batched_tmtn",
+        launch={"block": (256, 1), "tile": (128, 128), "grid_x": "cols"}),
     # Beyond the seeds: closing on cuBLAS on Hopper (column-major, like seed 004).
     _cu("cuda.19_async_pipeline", 19, "cuda.11_double_buffer",
         "cp.async multi-stage pipeline (3 stages, 128x128x16), zero-fill edges", "beyond",
