@@ -11,6 +11,18 @@
 // is the batch, matrices stored one after another. C is read only when
 // beta != 0 (it may hold NaN poison otherwise).
 
+// fma() is exact but PoCL's CPU compiler calls a slow library routine for it; with
+// -D FAST_MAD=1 (set by the host for CPU devices, with -cl-mad-enable) the kernel
+// writes a * b + c, which the compiler contracts to a hardware FMA.
+#ifndef FAST_MAD
+#define FAST_MAD 0
+#endif
+#if FAST_MAD
+#define MAD(a, b, c) ((a) * (b) + (c))
+#else
+#define MAD(a, b, c) fma((a), (b), (c))
+#endif
+
 __kernel void mm_naive(const int M, const int N, const int K, const float alpha,
                        __global const float* restrict A, __global const float* restrict B,
                        const float beta, __global float* restrict C)
@@ -28,11 +40,11 @@ __kernel void mm_naive(const int M, const int N, const int K, const float alpha,
     const __global float* b = B + col;
     float acc = 0.0f;
     for (int p = 0; p < K; ++p)
-        acc = fma(a[p], b[(size_t)p * N], acc);
+        acc = MAD(a[p], b[(size_t)p * N], acc);
 
     const size_t at = (size_t)row * N + col;
     float out = alpha * acc;
     if (beta != 0.0f)
-        out = fma(beta, C[at], out);
+        out = MAD(beta, C[at], out);
     C[at] = out;
 }

@@ -12,6 +12,18 @@
 // M, N, K >= 1 works. Work-items outside C still take part in the loads and
 // barriers. Build option: -D TS=<tile width>; local size (TS, TS, 1).
 
+// fma() is exact but PoCL's CPU compiler calls a slow library routine for it; with
+// -D FAST_MAD=1 (set by the host for CPU devices, with -cl-mad-enable) the kernel
+// writes a * b + c, which the compiler contracts to a hardware FMA.
+#ifndef FAST_MAD
+#define FAST_MAD 0
+#endif
+#if FAST_MAD
+#define MAD(a, b, c) ((a) * (b) + (c))
+#else
+#define MAD(a, b, c) fma((a), (b), (c))
+#endif
+
 #ifndef TS
 #define TS 16
 #endif
@@ -42,7 +54,7 @@ __kernel void mm_tiled(const int M, const int N, const int K, const float alpha,
         barrier(CLK_LOCAL_MEM_FENCE);
         #pragma unroll
         for (int p = 0; p < TS; ++p)
-            acc = fma(Asub[ty][p], Bsub[p][tx], acc);
+            acc = MAD(Asub[ty][p], Bsub[p][tx], acc);
         barrier(CLK_LOCAL_MEM_FENCE);
     }
 
@@ -50,7 +62,7 @@ __kernel void mm_tiled(const int M, const int N, const int K, const float alpha,
         const size_t at = (size_t)row * N + col;
         float out = alpha * acc;
         if (beta != 0.0f)
-            out = fma(beta, C[at], out);
+            out = MAD(beta, C[at], out);
         C[at] = out;
     }
 }

@@ -12,6 +12,18 @@
 // -D TS=<tile width> -D WPT=<outputs per work-item> (TS % WPT == 0);
 // local size (TS, TS / WPT, 1).
 
+// fma() is exact but PoCL's CPU compiler calls a slow library routine for it; with
+// -D FAST_MAD=1 (set by the host for CPU devices, with -cl-mad-enable) the kernel
+// writes a * b + c, which the compiler contracts to a hardware FMA.
+#ifndef FAST_MAD
+#define FAST_MAD 0
+#endif
+#if FAST_MAD
+#define MAD(a, b, c) ((a) * (b) + (c))
+#else
+#define MAD(a, b, c) fma((a), (b), (c))
+#endif
+
 #ifndef TS
 #define TS 32
 #endif
@@ -56,7 +68,7 @@ __kernel void mm_more_work(const int M, const int N, const int K, const float al
             const float b = Bsub[p][tx];
             #pragma unroll
             for (int w = 0; w < WPT; ++w)
-                acc[w] = fma(Asub[ty + w * RTS][p], b, acc[w]);
+                acc[w] = MAD(Asub[ty + w * RTS][p], b, acc[w]);
         }
         barrier(CLK_LOCAL_MEM_FENCE);
     }
@@ -69,7 +81,7 @@ __kernel void mm_more_work(const int M, const int N, const int K, const float al
                 const size_t at = (size_t)row * N + col;
                 float out = alpha * acc[w];
                 if (beta != 0.0f)
-                    out = fma(beta, C[at], out);
+                    out = MAD(beta, C[at], out);
                 C[at] = out;
             }
         }

@@ -1,31 +1,48 @@
 // Rung 4 - 2D register blocking with float4 vector loads.
 //
 // Adds over rung 3:
-// - A 2D block of TM x TN outputs per work-item (8 x 8 by default) instead of a
+// - A 2D block of TM x TN outputs per work-item (8 x 8 on a GPU) instead of a
 //   1D strip. Per step along k a work-item reads TM values of A and TN values of
-//   B from local memory and does TM*TN multiply-adds with them: local-memory
-//   reads per multiply-add fall from about 1 to (TM + TN) / (TM * TN), 1/4 at
-//   8 x 8, which is what lifts the kernel from local-memory-bound to
-//   arithmetic-bound.
-// - A BM x BN block of C per work-group (128 x 128 by default) with BK-deep
+//   B and does TM*TN multiply-adds with them: reads per multiply-add fall from
+//   about 1 to (TM + TN) / (TM * TN), 1/4 at 8 x 8, which is what turns the
+//   kernel from bound by local-memory traffic into bound by arithmetic.
+// - A BM x BN block of C per work-group (64 x 128 on a GPU) with BK-deep
 //   slices of A and B, so each global element is read once per BM (or BN)
 //   outputs.
-// - float4 everywhere it pays: 16-byte global loads of A and B and 16-byte
-//   stores of C (with -D VEC=1, chosen by the host when K and N are multiples of
-//   4 so that every float4 is aligned and lies wholly inside or outside the
-//   matrix), and 16-byte local-memory reads. A work-item's TM rows and TN columns
-//   are split into groups of 4 spaced WY*4 and WX*4 apart, so that neighbouring
+// - float4 where it pays: 16-byte global loads of A and B and 16-byte stores of
+//   C (with -D VEC=1, chosen by the host when K and N are multiples of 4 so that
+//   every float4 is aligned and lies wholly inside or outside the matrix), and
+//   16-byte local-memory reads. A work-item's TM rows and TN columns are split
+//   into groups of 4 spaced WY*4 and WX*4 apart, so that neighbouring
 //   work-items read neighbouring float4s: no bank conflicts.
 // - The A slice is stored transposed (k-major) in local memory, padded by PAD
 //   floats per row so that the transposing stores do not collide in one bank.
 // - Double-buffered local memory with a register prefetch: the next slice is
 //   loaded from global memory into registers while the current one is consumed,
 //   then written to the other buffer; one barrier per slice.
+// - -D STAGE=0 (the host's choice on CPUs) skips local memory: there it is
+//   plain cached RAM, and each barrier would force every work-item's
+//   accumulators out to memory (PoCL keeps state that lives across a barrier in
+//   per-work-item arrays). The register block then streams A and B through the
+//   caches, and the work-group loop vectorises.
 //
-// Edges: out-of-range loads give zeros and stores are guarded (per float4 with
-// VEC=1, per element with VEC=0), so any M, N, K >= 1 works.
-// Build options: -D BM -D BN -D BK -D TM -D TN -D PAD -D VEC. TM, TN, BK are
-// multiples of 4; local size (BN/TN, BM/TM, 1).
+// Edges: out-of-range loads give zeros (or are clamped to a valid element whose
+// result is discarded) and stores are guarded (per float4 with VEC=1, per
+// element with VEC=0), so any M, N, K >= 1 works.
+// Build options: -D BM -D BN -D BK -D TM -D TN -D PAD -D VEC -D STAGE. TM, TN,
+// BK are multiples of 4; local size (BN/TN, BM/TM, 1).
+
+// fma() is exact but PoCL's CPU compiler calls a slow library routine for it; with
+// -D FAST_MAD=1 (set by the host for CPU devices, with -cl-mad-enable) the kernel
+// writes a * b + c, which the compiler contracts to a hardware FMA.
+#ifndef FAST_MAD
+#define FAST_MAD 0
+#endif
+#if FAST_MAD
+#define MAD(a, b, c) ((a) * (b) + (c))
+#else
+#define MAD(a, b, c) fma((a), (b), (c))
+#endif
 
 #ifndef BM
 #define BM 128
@@ -48,6 +65,9 @@
 #ifndef VEC
 #define VEC 0
 #endif
+#ifndef STAGE
+#define STAGE 1
+#endif
 
 #define WX (BN / TN)             // work-items along the columns of the block
 #define WY (BM / TM)             // work-items along the rows of the block
@@ -56,6 +76,7 @@
 #define GM (TM / 4)              // float4 groups per work-item along rows
 #define GN (TN / 4)              // float4 groups per work-item along columns
 
+#if STAGE
 #if VEC
 #define A_LOADS (BM * BK / 4 / NT)
 #define B_LOADS (BK * BN / 4 / NT)
@@ -69,15 +90,13 @@
 #error "each work-item must load a whole number of elements of the A and B slices"
 #endif
 #endif
+#endif
 
 __kernel __attribute__((reqd_work_group_size(WX, WY, 1)))
 void mm_regblock_vec(const int M, const int N, const int K, const float alpha,
                      __global const float* restrict A, __global const float* restrict B,
                      const float beta, __global float* restrict C)
 {
-    __local float4 As[2][BK][LDA / 4];
-    __local float4 Bs[2][BK][BN / 4];
-
     const int tx = get_local_id(0);
     const int ty = get_local_id(1);
     const int tid = ty * WX + tx;
@@ -88,59 +107,63 @@ void mm_regblock_vec(const int M, const int N, const int K, const float alpha,
     B += batch * (size_t)K * (size_t)N;
     C += batch * (size_t)M * (size_t)N;
 
-#if VEC
-    float4 ra[A_LOADS], rb[B_LOADS];
-#define LOAD_SLICE(k0)                                                                  \
-    for (int l = 0; l < A_LOADS; ++l) {                               \
-        const int idx = tid + l * NT, r = idx / (BK / 4), c = (idx % (BK / 4)) * 4;     \
-        ra[l] = (m0 + r < M && (k0) + c < K)                                            \
-            ? *(const __global float4*)(A + (size_t)(m0 + r) * K + (k0) + c)            \
-            : (float4)(0.0f);                                                           \
-    }                                                                                   \
-    for (int l = 0; l < B_LOADS; ++l) {                               \
-        const int idx = tid + l * NT, r = idx / (BN / 4), c = (idx % (BN / 4)) * 4;     \
-        rb[l] = ((k0) + r < K && n0 + c < N)                                            \
-            ? *(const __global float4*)(B + (size_t)((k0) + r) * N + n0 + c)            \
-            : (float4)(0.0f);                                                           \
-    }
-#define STORE_SLICE(buf)                                                                \
-    for (int l = 0; l < A_LOADS; ++l) {                               \
-        const int idx = tid + l * NT, r = idx / (BK / 4), c = (idx % (BK / 4)) * 4;     \
-        __local float* at = (__local float*)As[buf] + c * LDA + r;                      \
-        at[0] = ra[l].x; at[LDA] = ra[l].y; at[2 * LDA] = ra[l].z; at[3 * LDA] = ra[l].w; \
-    }                                                                                   \
-    for (int l = 0; l < B_LOADS; ++l) {                               \
-        const int idx = tid + l * NT, r = idx / (BN / 4), c = idx % (BN / 4);           \
-        Bs[buf][r][c] = rb[l];                                                          \
-    }
-#else
-    float ra[A_LOADS], rb[B_LOADS];
-#define LOAD_SLICE(k0)                                                                  \
-    for (int l = 0; l < A_LOADS; ++l) {                               \
-        const int idx = tid + l * NT, r = idx / BK, c = idx % BK;                       \
-        ra[l] = (m0 + r < M && (k0) + c < K) ? A[(size_t)(m0 + r) * K + (k0) + c] : 0.0f; \
-    }                                                                                   \
-    for (int l = 0; l < B_LOADS; ++l) {                               \
-        const int idx = tid + l * NT, r = idx / BN, c = idx % BN;                       \
-        rb[l] = ((k0) + r < K && n0 + c < N) ? B[(size_t)((k0) + r) * N + n0 + c] : 0.0f; \
-    }
-#define STORE_SLICE(buf)                                                                \
-    for (int l = 0; l < A_LOADS; ++l) {                               \
-        const int idx = tid + l * NT, r = idx / BK, c = idx % BK;                       \
-        ((__local float*)As[buf])[c * LDA + r] = ra[l];                                 \
-    }                                                                                   \
-    for (int l = 0; l < B_LOADS; ++l) {                               \
-        const int idx = tid + l * NT, r = idx / BN, c = idx % BN;                       \
-        ((__local float*)Bs[buf])[r * BN + c] = rb[l];                                  \
-    }
-#endif
-
     float4 acc[TM][GN];
     #pragma unroll
     for (int i = 0; i < TM; ++i)
         #pragma unroll
         for (int j = 0; j < GN; ++j)
             acc[i][j] = (float4)(0.0f);
+
+#if STAGE
+    __local float4 As[2][BK][LDA / 4];
+    __local float4 Bs[2][BK][BN / 4];
+
+#if VEC
+    float4 ra[A_LOADS], rb[B_LOADS];
+#define LOAD_SLICE(k0)                                                                  \
+    for (int l = 0; l < A_LOADS; ++l) {                                                 \
+        const int idx = tid + l * NT, r = idx / (BK / 4), c = (idx % (BK / 4)) * 4;     \
+        ra[l] = (m0 + r < M && (k0) + c < K)                                            \
+            ? *(const __global float4*)(A + (size_t)(m0 + r) * K + (k0) + c)            \
+            : (float4)(0.0f);                                                           \
+    }                                                                                   \
+    for (int l = 0; l < B_LOADS; ++l) {                                                 \
+        const int idx = tid + l * NT, r = idx / (BN / 4), c = (idx % (BN / 4)) * 4;     \
+        rb[l] = ((k0) + r < K && n0 + c < N)                                            \
+            ? *(const __global float4*)(B + (size_t)((k0) + r) * N + n0 + c)            \
+            : (float4)(0.0f);                                                           \
+    }
+#define STORE_SLICE(buf)                                                                \
+    for (int l = 0; l < A_LOADS; ++l) {                                                 \
+        const int idx = tid + l * NT, r = idx / (BK / 4), c = (idx % (BK / 4)) * 4;     \
+        __local float* at = (__local float*)As[buf] + c * LDA + r;                      \
+        at[0] = ra[l].x; at[LDA] = ra[l].y; at[2 * LDA] = ra[l].z; at[3 * LDA] = ra[l].w; \
+    }                                                                                   \
+    for (int l = 0; l < B_LOADS; ++l) {                                                 \
+        const int idx = tid + l * NT, r = idx / (BN / 4), c = idx % (BN / 4);           \
+        Bs[buf][r][c] = rb[l];                                                          \
+    }
+#else
+    float ra[A_LOADS], rb[B_LOADS];
+#define LOAD_SLICE(k0)                                                                  \
+    for (int l = 0; l < A_LOADS; ++l) {                                                 \
+        const int idx = tid + l * NT, r = idx / BK, c = idx % BK;                       \
+        ra[l] = (m0 + r < M && (k0) + c < K) ? A[(size_t)(m0 + r) * K + (k0) + c] : 0.0f; \
+    }                                                                                   \
+    for (int l = 0; l < B_LOADS; ++l) {                                                 \
+        const int idx = tid + l * NT, r = idx / BN, c = idx % BN;                       \
+        rb[l] = ((k0) + r < K && n0 + c < N) ? B[(size_t)((k0) + r) * N + n0 + c] : 0.0f; \
+    }
+#define STORE_SLICE(buf)                                                                \
+    for (int l = 0; l < A_LOADS; ++l) {                                                 \
+        const int idx = tid + l * NT, r = idx / BK, c = idx % BK;                       \
+        ((__local float*)As[buf])[c * LDA + r] = ra[l];                                 \
+    }                                                                                   \
+    for (int l = 0; l < B_LOADS; ++l) {                                                 \
+        const int idx = tid + l * NT, r = idx / BN, c = idx % BN;                       \
+        ((__local float*)Bs[buf])[r * BN + c] = rb[l];                                  \
+    }
+#endif
 
     const int tiles = (K + BK - 1) / BK;
     LOAD_SLICE(0)
@@ -166,10 +189,10 @@ void mm_regblock_vec(const int M, const int N, const int K, const float alpha,
             for (int g = 0; g < GM; ++g) {
                 #pragma unroll
                 for (int h = 0; h < GN; ++h) {
-                    acc[4 * g + 0][h] = fma((float4)(av[g].x), bv[h], acc[4 * g + 0][h]);
-                    acc[4 * g + 1][h] = fma((float4)(av[g].y), bv[h], acc[4 * g + 1][h]);
-                    acc[4 * g + 2][h] = fma((float4)(av[g].z), bv[h], acc[4 * g + 2][h]);
-                    acc[4 * g + 3][h] = fma((float4)(av[g].w), bv[h], acc[4 * g + 3][h]);
+                    acc[4 * g + 0][h] = MAD((float4)(av[g].x), bv[h], acc[4 * g + 0][h]);
+                    acc[4 * g + 1][h] = MAD((float4)(av[g].y), bv[h], acc[4 * g + 1][h]);
+                    acc[4 * g + 2][h] = MAD((float4)(av[g].z), bv[h], acc[4 * g + 2][h]);
+                    acc[4 * g + 3][h] = MAD((float4)(av[g].w), bv[h], acc[4 * g + 3][h]);
                 }
             }
         }
@@ -178,6 +201,38 @@ void mm_regblock_vec(const int M, const int N, const int K, const float alpha,
         }
         barrier(CLK_LOCAL_MEM_FENCE);
     }
+#else
+    // No staging: each work-item streams its TM rows of A and TN columns of B from
+    // global memory (through the caches). Rows and columns past the edge are
+    // clamped to the last valid one; their results are never stored.
+    const __global float* arow[TM];
+    #pragma unroll
+    for (int g = 0; g < GM; ++g)
+        #pragma unroll
+        for (int i = 0; i < 4; ++i)
+            arow[4 * g + i] = A + (size_t)min(m0 + g * 4 * WY + ty * 4 + i, M - 1) * K;
+    // Scalar loads here even with VEC=1: PoCL vectorises them across work-items
+    // better than it handles vload4 (2.5x faster at 1024^3 on an x86-64 CPU).
+    int bcol[TN];
+    #pragma unroll
+    for (int j = 0; j < TN; ++j)
+        bcol[j] = min(n0 + (j / 4) * 4 * WX + tx * 4 + j % 4, N - 1);
+    for (int p = 0; p < K; ++p) {
+        const __global float* brow = B + (size_t)p * N;
+        float4 bv[GN];
+        #pragma unroll
+        for (int h = 0; h < GN; ++h)
+            bv[h] = (float4)(brow[bcol[4 * h]], brow[bcol[4 * h + 1]], brow[bcol[4 * h + 2]],
+                             brow[bcol[4 * h + 3]]);
+        #pragma unroll
+        for (int i = 0; i < TM; ++i) {
+            const float a = arow[i][p];
+            #pragma unroll
+            for (int h = 0; h < GN; ++h)
+                acc[i][h] = MAD((float4)(a), bv[h], acc[i][h]);
+        }
+    }
+#endif
 
     #pragma unroll
     for (int g = 0; g < GM; ++g) {
@@ -194,7 +249,7 @@ void mm_regblock_vec(const int M, const int N, const int K, const float alpha,
                     if (col < N) {
                         __global float4* cp = (__global float4*)(crow + col);
                         if (beta != 0.0f)
-                            *cp = fma((float4)(beta), *cp, v);
+                            *cp = MAD((float4)(beta), *cp, v);
                         else
                             *cp = v;
                     }
@@ -204,7 +259,7 @@ void mm_regblock_vec(const int M, const int N, const int K, const float alpha,
                     for (int q = 0; q < 4; ++q) {
                         if (col + q < N) {
                             if (beta != 0.0f)
-                                crow[col + q] = fma(beta, crow[col + q], vs[q]);
+                                crow[col + q] = MAD(beta, crow[col + q], vs[q]);
                             else
                                 crow[col + q] = vs[q];
                         }
