@@ -254,7 +254,7 @@ def plot_history(history: History, kernel_ids: Iterable[str], out_png: str | Pat
     several_machines = len({s.key.machine for s in chosen}) > 1
     several_envs = len({s.key.env for s in chosen}) > 1
 
-    width = max(6.0, min(16.0, 2.0 + 0.5 * len(order)))
+    width = max(9.0, min(20.0, 5.0 + 0.5 * len(order)))
     fig = Figure(figsize=(width, 3.2 * len(panels)), layout="constrained")
     FigureCanvasAgg(fig)
     axes = fig.subplots(len(panels), 1, sharex=True, squeeze=False)[:, 0]
@@ -277,7 +277,7 @@ def plot_history(history: History, kernel_ids: Iterable[str], out_png: str | Pat
         if positive and max(positive) / min(positive) > 20:
             ax.set_yscale("log")
         ax.grid(True, alpha=0.3)
-        ax.legend(fontsize="small", loc="best")
+        ax.legend(fontsize="small", loc="upper left", bbox_to_anchor=(1.01, 1.0))
     axes[-1].set_xticks(range(len(order)))
     axes[-1].set_xticklabels([c[:8] for c in order], rotation=45, ha="right",
                              fontsize="small")
