@@ -165,6 +165,22 @@ def test_geometries_respect_device_limits() -> None:
     assert "refuses every geometry" in reason and "local memory" in reason
 
 
+def test_cpu_builds_avoid_slow_fma_and_gpu_builds_keep_it() -> None:
+    backend = opencl.OpenCLBackend(RunOptions())
+    backend._entry = FAKES[0]
+    assert "-DFAST_MAD=1" in backend.device_options
+    assert all("STAGE=0" in " ".join(g.options)
+               for g in backend.candidates(mmsuite.get("opencl.regblock_vec")))
+    backend._entry = FAKES[1]
+    assert backend.device_options == []
+
+
+def test_rung4_slices_must_split_evenly() -> None:
+    assert opencl.regblock_geometry(64, 64, 8, 4, 4, vec=1).shape_error()
+    assert opencl.regblock_geometry(64, 64, 8, 4, 4, vec=0).shape_error() == ""
+    assert opencl.regblock_geometry(64, 64, 8, 4, 4, vec=1, stage=0).shape_error() == ""
+
+
 # ------------------------------------------------------- running on a device
 @needs_device
 def test_environment_is_recorded() -> None:
@@ -185,6 +201,17 @@ def test_transfers_and_kernel_are_timed_apart(beta: float) -> None:
         assert len(phase.samples) == 2
         assert all(s > 0 for s in phase.samples)
     assert m.info["geometry"].startswith("local ")
+
+
+@needs_device
+def test_pinned_host_buffers_give_the_same_result() -> None:
+    problem = Problem(33, 20, 12, beta=0.25)
+    plain = mmsuite.run("opencl.more_work", problem, repeats=1, warmup=0)
+    pinned = mmsuite.run("opencl.more_work", problem, repeats=2, warmup=0,
+                         options=RunOptions(pinned=True))
+    assert pinned.ok and pinned.info["pinned"] is True
+    assert len(pinned.h2d_ms.samples) == len(pinned.d2h_ms.samples) == 2
+    assert (pinned.output == plain.output).all()
 
 
 @needs_device
