@@ -364,6 +364,12 @@ class OpenCLBackend(Backend):
         self._context = None
         self._queue = None
         self._prepared: dict[tuple[str, int], _Prepared] = {}
+        self._missing = ""
+        if self._cl is not None:
+            try:  # a selector matching nothing fails here, as a ValueError listing the devices
+                self._entry = select_device(options.cl_device)
+            except LookupError as exc:  # no device at all: reported by probe()
+                self._missing = str(exc)
 
     # ------------------------------------------------------------ device, context
     @property
@@ -372,10 +378,7 @@ class OpenCLBackend(Backend):
         if self._cl is None:
             raise KernelUnavailable(self._import_reason)
         if self._entry is None:
-            try:
-                self._entry = select_device(self.options.cl_device)
-            except LookupError as exc:
-                raise KernelUnavailable(str(exc)) from None
+            raise KernelUnavailable(self._missing or no_platform_reason())
         return self._entry
 
     @property

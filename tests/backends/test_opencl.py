@@ -98,7 +98,7 @@ def test_backend_selects_by_index_and_by_name() -> None:
 def test_bad_selector_makes_every_kernel_unavailable_with_the_listing() -> None:
     options = RunOptions(cl_device="no-such-device")
     with pytest.raises(ValueError, match="devices: 0: "):
-        opencl.OpenCLBackend(options).probe()
+        opencl.OpenCLBackend(options)
     reason = unavailable_reason(mmsuite.get("opencl.naive"), options)
     assert "no OpenCL device matches 'no-such-device'" in reason
     assert DEVICES[0].label in reason
