@@ -33,6 +33,7 @@ import warnings
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -69,8 +70,8 @@ class DeviceEntry:
     """One OpenCL device and its stable index in the flat list of all devices."""
 
     index: int
-    platform: object  # pyopencl.Platform
-    device: object  # pyopencl.Device
+    platform: Any  # pyopencl.Platform
+    device: Any  # pyopencl.Device
 
     @property
     def name(self) -> str:
@@ -328,10 +329,10 @@ def vec_ok(call: GemmCall) -> bool:
 
 
 # ------------------------------------------------------------------- program cache
-_PROGRAMS: dict[tuple[int, str, str], object] = {}
+_PROGRAMS: dict[tuple[int, str, str], Any] = {}
 
 
-def build_program(context, source: str, options: Sequence[str]):
+def build_program(context: Any, source: str, options: Sequence[str]) -> Any:
     """A built program, cached per (context, source, options) for the life of the process."""
     import pyopencl as cl
 
@@ -347,9 +348,11 @@ def build_program(context, source: str, options: Sequence[str]):
 
 
 @dataclass
-class _Prepared:
+class Prepared:
+    """A kernel built for one geometry, and the local sizes already launched once."""
+
     geometry: Geometry
-    kernel: object  # pyopencl.Kernel
+    kernel: Any  # pyopencl.Kernel
     primed: set = field(default_factory=set)
 
 
@@ -363,7 +366,7 @@ class OpenCLBackend(Backend):
         self._entry: DeviceEntry | None = None
         self._context = None
         self._queue = None
-        self._prepared: dict[tuple[str, int], _Prepared] = {}
+        self._prepared: dict[tuple[str, int], Prepared] = {}
         self._missing = ""
         if self._cl is not None:
             try:  # a selector matching nothing fails here, as a ValueError listing the devices
@@ -374,7 +377,7 @@ class OpenCLBackend(Backend):
     # ------------------------------------------------------------ device, context
     @property
     def entry(self) -> DeviceEntry:
-        """The selected device (ValueError for a selector that matches nothing)."""
+        """The selected device; KernelUnavailable when pyopencl or every device is missing."""
         if self._cl is None:
             raise KernelUnavailable(self._import_reason)
         if self._entry is None:
@@ -382,7 +385,8 @@ class OpenCLBackend(Backend):
         return self._entry
 
     @property
-    def device(self):
+    def device(self) -> Any:
+        """The selected pyopencl.Device."""
         return self.entry.device
 
     @property
@@ -391,7 +395,8 @@ class OpenCLBackend(Backend):
         return "GPU" if kind in ("GPU", "ACCELERATOR") else "CPU"
 
     @property
-    def queue(self):
+    def queue(self) -> Any:
+        """A profiling command queue on the selected device (created on first use)."""
         if self._queue is None:
             cl = self._cl
             self._context = cl.Context([self.device])
@@ -401,7 +406,7 @@ class OpenCLBackend(Backend):
         return self._queue
 
     @property
-    def context(self):
+    def context(self) -> Any:
         _ = self.queue
         return self._context
 
@@ -461,7 +466,7 @@ class OpenCLBackend(Backend):
         return ""
 
     def prepare(self, kernel: Kernel, vec: bool = False,
-                geometries: Sequence[Geometry] | None = None) -> _Prepared:
+                geometries: Sequence[Geometry] | None = None) -> Prepared:
         """Build ``kernel`` with the first geometry the device accepts (cached)."""
         key = (kernel.id, int(vec)) if geometries is None else (
             kernel.id, hash(tuple(geometries)))
@@ -491,7 +496,7 @@ class OpenCLBackend(Backend):
                 refusals.append(f"built kernel allows {limit} work-items, "
                                 f"{geometry.describe()} needs {geometry.work_group_size}")
                 continue
-            prepared = _Prepared(geometry, knl)
+            prepared = Prepared(geometry, knl)
             self._prepared[key] = prepared
             return prepared
         raise KernelUnavailable(f"{kernel.id} cannot run on {self.entry.name}: "
@@ -504,7 +509,7 @@ class OpenCLBackend(Backend):
         prepared = self.prepare(kernel, vec=vec_ok(call))
         return self.execute_prepared(prepared, call, repeats, warmup)
 
-    def execute_prepared(self, prepared: _Prepared, call: GemmCall, repeats: int,
+    def execute_prepared(self, prepared: Prepared, call: GemmCall, repeats: int,
                          warmup: int) -> Execution:
         """Time one prepared kernel (a tuning script may pass its own via ``prepare``)."""
         cl = self._cl
@@ -657,6 +662,8 @@ class OpenCLBackend(Backend):
 
 @dataclass
 class _Buffers:
+    """Device buffers (A, B, C) and the host arrays the transfers use."""
+
     device: tuple
     a: np.ndarray
     b: np.ndarray
