@@ -229,6 +229,7 @@ def plot_history(history: History, kernel_ids: Iterable[str], out_png: str | Pat
     """
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
+    from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
 
     kernel_ids = list(kernel_ids)
     chosen = select(history, kernel_ids, metric, machine)
@@ -255,12 +256,16 @@ def plot_history(history: History, kernel_ids: Iterable[str], out_png: str | Pat
     several_envs = len({s.key.env for s in chosen}) > 1
 
     width = max(9.0, min(20.0, 5.0 + 0.5 * len(order)))
-    fig = Figure(figsize=(width, 3.2 * len(panels)), layout="constrained")
+    # Each panel is tall enough for its legend (one line per series).
+    ordered = sorted(panels.items(), key=_panel_sort_key)
+    heights = [max(3.2, 0.8 + 0.22 * len(members)) for _, members in ordered]
+    fig = Figure(figsize=(width, sum(heights)), layout="constrained")
     FigureCanvasAgg(fig)
-    axes = fig.subplots(len(panels), 1, sharex=True, squeeze=False)[:, 0]
-    for ax, (panel, members) in zip(axes, sorted(panels.items(), key=_panel_sort_key)):
+    axes = fig.subplots(len(panels), 1, sharex=True, squeeze=False,
+                        gridspec_kw={"height_ratios": heights})[:, 0]
+    for ax, (panel, members) in zip(axes, ordered):
         values = []
-        for series in members:
+        for index, series in enumerate(members):
             label = series.kernel or series.key.benchmark
             if several_machines:
                 label += f" [{series.key.machine}]"
@@ -269,13 +274,17 @@ def plot_history(history: History, kernel_ids: Iterable[str], out_png: str | Pat
             xs = [position[p.commit] for p in series.points]
             ys = [p.value for p in series.points]
             values.extend(ys)
-            ax.plot(xs, ys, marker="o", label=label)
+            # Ten colours cycle; the marker changes with each cycle.
+            ax.plot(xs, ys, marker=_MARKERS[index // 10 % len(_MARKERS)], label=label)
         unit = members[0].unit or ""
         ax.set_ylabel(f"{metric} ({unit})" if unit and unit not in metric else metric)
         ax.set_title(panel, fontsize="medium")
         positive = [v for v in values if v > 0]
         if positive and max(positive) / min(positive) > 20:
             ax.set_yscale("log")
+            ax.yaxis.set_major_locator(LogLocator(base=10, subs=(1.0, 2.0, 5.0)))
+            ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
+            ax.yaxis.set_minor_formatter(NullFormatter())
         ax.grid(True, alpha=0.3)
         ax.legend(fontsize="small", loc="upper left", bbox_to_anchor=(1.01, 1.0))
     axes[-1].set_xticks(range(len(order)))
@@ -290,6 +299,9 @@ def plot_history(history: History, kernel_ids: Iterable[str], out_png: str | Pat
     out.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(out, dpi=110)
     return out
+
+
+_MARKERS = ("o", "s", "^", "D", "v", "P", "X")
 
 
 def _panel_sort_key(item: tuple[str, list[Series]]) -> tuple:
