@@ -142,6 +142,8 @@ def two_commit_clone(tmp_path: Path) -> tuple[Path, list[str]]:
     """A clone of the repository with this checkout's asv files and two more commits."""
     if shutil.which("git") is None:
         pytest.skip("git is not installed")
+    if not (ROOT / ".git").exists():
+        pytest.skip("the project is not a git checkout: nothing to clone")
     clone = tmp_path / "repo"
     subprocess.run(["git", "clone", "--quiet", "--no-hardlinks", str(ROOT), str(clone)],
                    check=True, capture_output=True)
