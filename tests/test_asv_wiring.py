@@ -91,14 +91,19 @@ def test_config_matches_the_layout() -> None:
     assert {"setuptools", "wheel", "cffi"} <= set(conf["matrix"]["req"])
 
 
+def _import_benchmarks():
+    sys.path.insert(0, str(ROOT))
+    try:
+        from benchmarks import _suite, sgemm_cpu, sgemm_cuda, sgemm_opencl
+    finally:
+        sys.path.remove(str(ROOT))
+    return _suite, sgemm_cpu, sgemm_opencl, sgemm_cuda
+
+
 def test_suites_cover_the_catalogue() -> None:
     import mmsuite
 
-    sys.path.insert(0, str(ROOT))
-    try:
-        from benchmarks import sgemm_cpu, sgemm_cuda, sgemm_opencl
-    finally:
-        sys.path.remove(str(ROOT))
+    _, sgemm_cpu, sgemm_opencl, sgemm_cuda = _import_benchmarks()
     for module, cls, backend in ((sgemm_cpu, "CpuKernels", "cpu"),
                                  (sgemm_opencl, "OpenclKernels", "opencl"),
                                  (sgemm_cuda, "CudaKernels", "cuda")):
@@ -111,6 +116,39 @@ def test_suites_cover_the_catalogue() -> None:
         if backend != "cpu":
             expected |= {"track_h2d_ms", "track_d2h_ms"}
         assert methods == expected
+
+
+def test_suite_measures_once_and_refuses_wrong_results(tmp_path: Path, monkeypatch) -> None:
+    import mmsuite
+
+    _suite = _import_benchmarks()[0]
+    good = _suite.figures(str(tmp_path), "cpu", "cpu.blas", 256)
+    assert good["kernel_ms"] > 0 and good["host_to_host_ms"] >= good["kernel_ms"]
+
+    calls = []
+
+    class Wrong:
+        ok = False
+        max_rel_err = 0.5
+        verdict = type("Verdict", (), {"reason": "error above tolerance"})()
+
+    def wrong_run(kernel_id, problem, repeats, warmup):
+        calls.append(kernel_id)
+        return Wrong()
+
+    monkeypatch.setattr(mmsuite, "run", wrong_run)
+    for _ in range(3):  # every track_ method fails, the kernel runs once
+        with pytest.raises(RuntimeError, match="failed verification"):
+            _suite.figures(str(tmp_path), "cpu", "cpu.blas", 512)
+    assert calls == ["cpu.blas"]
+
+    def unavailable_run(kernel_id, problem, repeats, warmup):
+        raise mmsuite.KernelUnavailable("no device here")
+
+    monkeypatch.setattr(mmsuite, "run", unavailable_run)
+    (tmp_path / "other").mkdir()
+    with pytest.raises(NotImplementedError, match="no device here"):
+        _suite.figures(str(tmp_path / "other"), "cpu", "cpu.blas", 256)
 
 
 def test_asv_check(tmp_path: Path, asv_env: dict[str, str]) -> None:
