@@ -12,7 +12,9 @@
 // both operands makes each global element serve 16 multiply-adds: 1/8 of a
 // global load per multiply-add against about 1/4 for the 4-column strip. The
 // price is two shared-memory reads per multiply-add and 256-thread blocks,
-// which is why on the seed's GTX 280 this rung lost to the strip kernel.
+// which is why on the seed's GTX 280 this rung lost to the strip kernel. It
+// loses on an H100 too: 6.3 TFLOP/s at 4096^3 against 15.5 for the 4-column
+// strip, whose second operand comes from a register, and 8.2 for 12_tiled16.
 //
 // Differs from 12_tiled16 (the same blocking, row-major, seed 000) in how the
 // tiles sit in shared memory: the A tile is kept k-contiguous as bt[i][k], as
