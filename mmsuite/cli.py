@@ -226,7 +226,7 @@ def cmd_history(args: argparse.Namespace, console: Console) -> int:
     if not args.results_dir.is_dir():
         raise UsageError(f"no asv results at {args.results_dir}; run `asv run` first")
     series = history.load_history(args.results_dir)
-    ids = sorted({key for key in history.kernel_ids(series)})
+    ids = history.kernel_ids(series)  # ladder order
     if args.kernel:
         ids = [i for i in ids if any(fnmatch.fnmatchcase(i, g) for g in args.kernel)]
     if not ids:
