@@ -17,7 +17,12 @@
 #include <stdlib.h>
 #include <string.h>
 
+#ifdef _OPENMP
 #include <omp.h>
+#else /* built without OpenMP: one thread */
+static inline int omp_get_max_threads(void) { return 1; }
+static inline int omp_get_thread_num(void) { return 0; }
+#endif
 
 #include "ladder.h"
 
@@ -31,7 +36,7 @@
 #define NV_DEFAULT 2
 #else
 #define VL 4 /* SSE, NEON, ...: 16 or 32 registers of 4 floats */
-#define MR_DEFAULT 4
+#define MR_DEFAULT 6
 #define NV_DEFAULT 2
 #endif
 
