@@ -1,9 +1,15 @@
 // Rung 11 (seed 004), column-major: double-buffered shared memory.
 // Adds over rung 10: two shared buffers per operand. While the block computes
-// on buffer t % 2, the prefetched registers of tile t+1 are written into the
-// other buffer, so the barrier that protected the single buffer before the
+// on one buffer, the prefetched registers of the next tile are written into
+// the other, so the barrier that protected the single buffer before the
 // stores (rung 10's second __syncthreads) is gone: one barrier per k-step,
 // and warps that finish their FMAs early go on storing instead of waiting.
+// The k loop is unrolled by two so that both buffers are compile-time
+// addresses (indexing them with a run-time 0/1 measured 5% slower).
+// On the H100 at 4096^3 this rung measured about 43 TFLOP/s, slightly below
+// rung 10 (44.6): with two blocks of 256 threads per SM the barrier was not
+// the limit there, and the stores now wait on the prefetch right after the
+// FMAs instead of one barrier later.
 #include "common.cuh"
 
 #define BM 128
@@ -48,8 +54,8 @@ extern "C" __global__ void __launch_bounds__(256, 2)
 mm_11_double_buffer(int M, int N, int K, float alpha, const float* A, const float* B,
                     float beta, float* C) {
     MM_BATCH_OFFSET(M, N, K, A, B, C);
-    __shared__ __align__(16) float sa_buf[2][BK * BM];   // sa[k * BM + i]
-    __shared__ __align__(16) float sb_buf[2][BK * LDB];  // sb[k * LDB + j]
+    __shared__ __align__(16) float sa0[BK * BM], sa1[BK * BM];    // sa[k * BM + i]
+    __shared__ __align__(16) float sb0[BK * LDB], sb1[BK * LDB];  // sb[k * LDB + j]
     const int tid = threadIdx.x;
     const int i0 = blockIdx.x * BM, j0 = blockIdx.y * BN;
     const bool vec_m = (M & 3) == 0, vec_k = (K & 3) == 0;
@@ -68,26 +74,25 @@ mm_11_double_buffer(int M, int N, int K, float alpha, const float* A, const floa
     {
         const float4 av = load4(a, la_k < K ? a_left : 0, vec_m);
         const float4 bv = load4(b, b_col ? K - lb_k : 0, vec_k);
-        *reinterpret_cast<float4*>(sa_buf[0] + la_k * BM + la_i) = av;
-        sb_buf[0][(lb_k + 0) * LDB + lb_j] = bv.x;
-        sb_buf[0][(lb_k + 1) * LDB + lb_j] = bv.y;
-        sb_buf[0][(lb_k + 2) * LDB + lb_j] = bv.z;
-        sb_buf[0][(lb_k + 3) * LDB + lb_j] = bv.w;
+        *reinterpret_cast<float4*>(sa0 + la_k * BM + la_i) = av;
+        sb0[(lb_k + 0) * LDB + lb_j] = bv.x;
+        sb0[(lb_k + 1) * LDB + lb_j] = bv.y;
+        sb0[(lb_k + 2) * LDB + lb_j] = bv.z;
+        sb0[(lb_k + 3) * LDB + lb_j] = bv.w;
     }
     __syncthreads();
-    int buf = 0;
-    for (int k0 = 0; k0 < K; k0 += BK) {
+    // One k-step: prefetch tile t+1 into registers, FMAs on (sa, sb), store the
+    // prefetch into (san, sbn), one barrier.
+    auto step = [&](int k0, const float* sa, const float* sb, float* san, float* sbn) {
         const int k1 = k0 + BK;
         const bool more = k1 < K;
         float4 av, bv;
-        if (more) {  // global loads of tile t+1 in flight during the FMAs on tile t
+        if (more) {
             a += a_step;
             b += BK;
             av = load4(a, k1 + la_k < K ? a_left : 0, vec_m);
             bv = load4(b, b_col ? K - k1 - lb_k : 0, vec_k);
         }
-        const float* sa = sa_buf[buf];
-        const float* sb = sb_buf[buf];
 #pragma unroll
         for (int kk = 0; kk < BK; ++kk) {
             float ar[8], br[8];
@@ -103,16 +108,18 @@ mm_11_double_buffer(int M, int N, int K, float alpha, const float* A, const floa
                 for (int y = 0; y < 8; ++y) acc[x][y] += ar[x] * br[y];
         }
         if (more) {
-            float* sa_next = sa_buf[buf ^ 1];
-            float* sb_next = sb_buf[buf ^ 1];
-            *reinterpret_cast<float4*>(sa_next + la_k * BM + la_i) = av;
-        sb_next[(lb_k + 0) * LDB + lb_j] = bv.x;
-        sb_next[(lb_k + 1) * LDB + lb_j] = bv.y;
-        sb_next[(lb_k + 2) * LDB + lb_j] = bv.z;
-        sb_next[(lb_k + 3) * LDB + lb_j] = bv.w;
+            *reinterpret_cast<float4*>(san + la_k * BM + la_i) = av;
+        sbn[(lb_k + 0) * LDB + lb_j] = bv.x;
+        sbn[(lb_k + 1) * LDB + lb_j] = bv.y;
+        sbn[(lb_k + 2) * LDB + lb_j] = bv.z;
+        sbn[(lb_k + 3) * LDB + lb_j] = bv.w;
         }
         __syncthreads();
-        buf ^= 1;
+    };
+    for (int k0 = 0; k0 < K; k0 += 2 * BK) {
+        step(k0, sa0, sb0, sa1, sb1);
+        if (k0 + BK >= K) break;
+        step(k0 + BK, sa1, sb1, sa0, sb0);
     }
     // Columns tc + {0..3, 16..19}, rows tr + {0..3} and tr + 32 + {0..3}.
 #pragma unroll

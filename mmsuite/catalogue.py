@@ -203,6 +203,10 @@ CUDA = [
     _cu("cuda.19_async_pipeline", 19, "cuda.11_double_buffer",
         "cp.async multi-stage pipeline (3 stages, 128x128x16), zero-fill edges", "beyond",
         "19_async_pipeline", layout="col", launch=_async_launch(bk=16, stages=3)),
+    _cu("cuda.20_tuned", 20, "cuda.10_prefetch",
+        "rung 10 tuned for Hopper: K step 16, 32x64 warp tiles with 4x8 lanes", "beyond",
+        "20_tuned", layout="col",
+        launch={"block": (256, 1), "tile": (128, 128), "grid_x": "rows"}),
 ]
 
 CATALOGUE: tuple[Kernel, ...] = tuple(CPU + OPENCL + CUDA)
