@@ -2,11 +2,14 @@
 // Adds over rung 1: a block of 32x32 threads stages a 32x32 tile of A and of B
 // in shared memory, one element per thread, then every thread reads its row of
 // the A tile and its column of the B tile from there. Each global element is
-// loaded once per block instead of 32 times, so the kernel stops waiting on
-// memory. Edges: loads outside A or B fill the tile with zeros, stores are
+// loaded once per block instead of 32 times: 32 times less global traffic.
+// Edges: loads outside A or B fill the tile with zeros, stores are
 // predicated, so any M, N, K works.
 // The A tile is stored row by row (sa[i * 32 + k], as the seed does): a warp
-// (32 rows, one k) hits one bank 32 times. Rung 4 removes that conflict.
+// (32 rows, one k) hits one bank 32 times, on every store and every read.
+// On the H100 that conflict costs more than the tiling saves: at 4096^3 this
+// rung measured 1.6 TFLOP/s against rung 1's 4.3 (whose A loads are coalesced
+// and whose re-reads hit L1/L2). Rung 4 removes the conflict (8.8 TFLOP/s).
 #include "common.cuh"
 
 #define TS 32

@@ -58,6 +58,7 @@ import re
 import sys
 from functools import cached_property
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -75,6 +76,9 @@ _HEADROOM = 256 * 1024 * 1024
 
 _cupy = None
 _cupy_error = ""
+# Compiled modules and kernels, shared by every adapter instance of the process.
+_MODULES: dict[tuple, Any] = {}
+_FUNCTIONS: dict[tuple, Any] = {}
 _cupy_preimported = False
 
 
@@ -132,8 +136,6 @@ class CudaBackend(Backend):
 
     def __init__(self, options: RunOptions) -> None:
         super().__init__(options)
-        self._modules: dict[tuple, object] = {}
-        self._functions: dict[tuple, object] = {}
         self._stream = None
 
     # -------------------------------------------------------------- probing
@@ -160,12 +162,12 @@ class CudaBackend(Backend):
         return ""
 
     # ---------------------------------------------------------- compilation
-    def function(self, kernel: Kernel):
+    def function(self, kernel: Kernel) -> Any:
         """The compiled ``cupy.RawKernel`` of ``kernel`` (compiled once per process)."""
         defines = tuple(sorted((str(k), str(v)) for k, v in
                                dict(kernel.launch.get("defines", {})).items()))
         key = (kernel.source, defines, kernel.entry)
-        fn = self._functions.get(key)
+        fn = _FUNCTIONS.get(key)
         if fn is None:
             module = self._module(kernel.source, defines)
             try:
@@ -176,12 +178,12 @@ class CudaBackend(Backend):
             smem = int(kernel.launch.get("smem", 0))
             if smem > MAX_STATIC_SMEM:
                 fn.max_dynamic_shared_size_bytes = smem
-            self._functions[key] = fn
+            _FUNCTIONS[key] = fn
         return fn
 
-    def _module(self, source: str, defines: tuple[tuple[str, str], ...]):
+    def _module(self, source: str, defines: tuple[tuple[str, str], ...]) -> Any:
         key = (source, defines)
-        module = self._modules.get(key)
+        module = _MODULES.get(key)
         if module is None:
             cp = self._cupy
             path = source_path(source)
@@ -193,7 +195,7 @@ class CudaBackend(Backend):
                 module.compile()
             except Exception as exc:
                 raise CudaLaunchError(f"NVRTC failed on {source} {dict(defines)}: {exc}") from exc
-            self._modules[key] = module
+            _MODULES[key] = module
         return module
 
     @property
