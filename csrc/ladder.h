@@ -1,9 +1,11 @@
 /* Helpers shared by rungs 2-6 of the CPU ladder.
  *
- * Rungs 2-6 accumulate into C in place (C += a_il * B[l][:]) instead of
- * keeping one dot product per element, so they start each block of C from
- * beta * C (or from zero when beta == 0, never reading C: it may hold NaN)
- * and fold alpha into the element of A they broadcast.
+ * seq_ikj, seq_tiled and omp_tiled accumulate into C in place
+ * (C[i][:] += a_il * B[l][:]) instead of keeping one dot product per element,
+ * so they start each block of C from beta * C (or from zero when beta == 0,
+ * never reading C: it may hold NaN) and fold alpha into the element of A they
+ * broadcast. omp_packed falls back on ladder_tile if its packing buffers
+ * cannot be allocated.
  */
 #ifndef LADDER_H
 #define LADDER_H
