@@ -18,9 +18,16 @@ _ADAPTERS = {
 }
 
 
-@cache
-def get_backend(name: str, options: RunOptions = RunOptions()) -> Backend:
+DEFAULT_OPTIONS = RunOptions()
+
+
+def get_backend(name: str, options: RunOptions | None = None) -> Backend:
     """The adapter for ``name`` configured with ``options`` (one instance per option set)."""
+    return _adapter(name, options or DEFAULT_OPTIONS)
+
+
+@cache
+def _adapter(name: str, options: RunOptions) -> Backend:
     try:
         module_name, class_name = _ADAPTERS[name].split(":")
     except KeyError:
@@ -37,8 +44,9 @@ def _backend_reason(name: str, options: RunOptions) -> str:
         return f"{name} backend failed to load: {type(exc).__name__}: {exc}"
 
 
-def unavailable_reason(kernel: Kernel, options: RunOptions = RunOptions()) -> str:
+def unavailable_reason(kernel: Kernel, options: RunOptions | None = None) -> str:
     """Why ``kernel`` cannot run with ``options``; empty when it can. Never raises."""
+    options = options or DEFAULT_OPTIONS
     reason = _backend_reason(kernel.backend, options)
     if reason:
         return reason
