@@ -98,24 +98,29 @@ def _gflops(flops: int, ms: float) -> float:
 
 def run(kernel_id: str, problem: Problem, repeats: int = DEFAULT_REPEATS,
         warmup: int = DEFAULT_WARMUP, options: RunOptions | None = None,
+        inputs: tuple[np.ndarray, ...] | None = None,
         reference: np.ndarray | None = None) -> Measurement:
     """Run, time and verify one kernel.
 
     Raises KeyError for an unknown id (naming close matches) and
     KernelUnavailable, carrying the reason, for a kernel that cannot run here.
-    ``reference`` may pass a precomputed float64 reference for this problem.
+    A sweep may pass ``inputs`` (``problem.inputs()``) and their float64
+    ``reference`` so that many kernels share them; a reference alone is refused.
     """
     kernel = catalogue.get(kernel_id)
     if repeats < 1:
         raise ValueError(f"repeats must be >= 1, got {repeats}")
     if warmup < 0:
         raise ValueError(f"warmup must be >= 0, got {warmup}")
+    if reference is not None and inputs is None:
+        raise ValueError("a precomputed reference needs the inputs it was computed from")
     options = options or RunOptions()
     reason = unavailable_reason(kernel, options)
     if reason:
         raise KernelUnavailable(f"{kernel.id} is unavailable: {reason}")
     backend = get_backend(kernel.backend, options)
-    inputs = problem.inputs()
+    if inputs is None:
+        inputs = problem.inputs()
     call = plan_call(problem, inputs, kernel.layout)
     execution = backend.execute(kernel, call, repeats, warmup)
     output = from_storage(np.asarray(execution.output, dtype=np.float32), problem)

@@ -51,6 +51,7 @@ def sweep(kernels: Iterable[Kernel], problems: Iterable[Problem], *, repeats: in
     kernels, rows = list(kernels), []
     ref_backend = _reference_backend(kernels, options)
     for problem in problems:
+        inputs: tuple[np.ndarray, ...] | None = None
         reference: np.ndarray | None = None
         for kernel in kernels:
             reason = unavailable_reason(kernel, options)
@@ -58,10 +59,11 @@ def sweep(kernels: Iterable[Kernel], problems: Iterable[Problem], *, repeats: in
                 row = Row(kernel, problem, "unavailable", reason)
             else:
                 try:
-                    if reference is None:
-                        reference = reference_for(problem, problem.inputs(), options, ref_backend)
+                    if inputs is None:
+                        inputs = problem.inputs()
+                        reference = reference_for(problem, inputs, options, ref_backend)
                     m = run(kernel.id, problem, repeats=repeats, warmup=warmup, options=options,
-                            reference=reference)
+                            inputs=inputs, reference=reference)
                     row = Row(kernel, problem, "ok" if m.ok else "failed", m.verdict.reason, m)
                 except Exception as exc:  # a broken kernel must not end the sweep
                     row = Row(kernel, problem, "error", f"{type(exc).__name__}: {exc}".strip())
