@@ -64,8 +64,17 @@ def _base_id(rows_by_id: dict[str, dict], record: dict) -> str | None:
     return None
 
 
-def _reference_id(record: dict) -> str | None:
-    return next((k.id for k in CATALOGUE if k.backend == record["backend"] and k.reference), None)
+# Where a backend's own reference did not run (CLBlast is optional), the vendor library of the
+# same kind of hardware, measured in the same run, stands in.
+_STAND_IN = {"GPU": "cuda.cublas", "CPU": "cpu.blas"}
+
+
+def _reference_id(record: dict, ok_rows: dict[str, dict]) -> str | None:
+    own = next((k.id for k in CATALOGUE if k.backend == record["backend"] and k.reference), None)
+    if own in ok_rows:
+        return own
+    stand_in = _STAND_IN.get((record.get("info") or {}).get("device_type"))
+    return stand_in if stand_in in ok_rows else own
 
 
 def _ratio(numer: float | None, denom: float | None) -> float | None:
@@ -90,14 +99,13 @@ def table_rows(records: list[dict]) -> list[dict]:
         row["spread"] = r["kernel_ms"]["spread"] if ms else None
         row["max_rel_err"] = r.get("max_rel_err")
         base = _base_id(ok_rows, r)
-        parent, ref = r.get("parent"), _reference_id(r)
-        row["base"] = base
+        parent, ref = r.get("parent"), _reference_id(r, ok_rows)
+        row["base"], row["ref"] = base, ref if ref in ok_rows else None
         row["x_base"] = _ratio(_median(ok_rows[base], "kernel_ms"), ms) if base else None
         row["x_parent"] = (_ratio(_median(ok_rows[parent], "kernel_ms"), ms)
                            if parent in ok_rows else None)
-        row["pct_ref"] = (100 * _ratio(_median(ok_rows[ref], "kernel_ms"), ms)
-                          if ref in ok_rows and _ratio(_median(ok_rows[ref], "kernel_ms"), ms)
-                          else None)
+        to_ref = _ratio(_median(ok_rows[ref], "kernel_ms"), ms) if ref in ok_rows else None
+        row["pct_ref"] = 100 * to_ref if to_ref is not None else None
         profile = (r.get("info") or {}).get("profile") or {}
         row["regs"], row["smem"], row["local"] = (profile.get("registers"),
                                                   profile.get("shared_bytes"),
@@ -153,9 +161,10 @@ def _cells(row: dict, cols: list[Column], scale: float) -> list[str]:
 
 def _caption(rows: list[dict]) -> str:
     bases = sorted({r["base"] for r in rows if r["base"]})
-    return ("x base: speedup over " + ", ".join(bases) + "; x parent: over the parent rung; "
-            "% ref: kernel time of the backend's reference over this kernel's; "
-            "spread: (max-min)/median of the kernel time")
+    refs = sorted({r["ref"] for r in rows if r["ref"]})
+    return ("x base: speedup over " + (", ".join(bases) or "-") + "; x parent: over the parent "
+            "rung; % ref: reference kernel time (" + (", ".join(refs) or "-") + ") over this "
+            "kernel's; spread: (max-min)/median of the kernel time")
 
 
 def render_rich(records: list[dict], console=None) -> None:

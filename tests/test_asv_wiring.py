@@ -56,7 +56,8 @@ def asv_env(tmp_path_factory) -> dict[str, str]:
     """Environment for asv: a private HOME holding a machine description (no prompt)."""
     home = tmp_path_factory.mktemp("asv-home")
     env = dict(os.environ, HOME=str(home))
-    env.pop("PYTHONPATH", None)
+    if env.get("PYTHONPATH"):  # asv clears PYTHONPATH in its benchmark processes
+        env["ASV_PYTHONPATH"] = env["PYTHONPATH"]
     _asv(["machine", "--yes", "--machine", MACHINE], cwd=ROOT, env=env)
     return env
 

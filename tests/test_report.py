@@ -51,3 +51,17 @@ def test_failed_and_unavailable_rows_keep_their_reason() -> None:
     records = [_record("cpu.seq_naive", "cpu", None, None, status="unavailable")]
     md = render_markdown(records)
     assert "unavailable: why" in md
+
+
+def test_opencl_without_clblast_is_compared_with_the_vendor_library_of_its_device() -> None:
+    gpu = _record("opencl.regblock_vec", "opencl", "opencl.more_work", 4.0)
+    gpu["info"] = {"device_type": "GPU"}
+    cpu = _record("opencl.naive", "opencl", None, 50.0)
+    cpu["info"] = {"device_type": "CPU"}
+    rows = {r["kernel"]: r for r in table_rows([
+        _record("cpu.blas", "cpu", None, 10.0), _record("cuda.cublas", "cuda", None, 2.0),
+        gpu, cpu])}
+    assert rows["opencl.regblock_vec"]["ref"] == "cuda.cublas"
+    assert math.isclose(rows["opencl.regblock_vec"]["pct_ref"], 50.0)
+    assert rows["opencl.naive"]["ref"] == "cpu.blas"
+    assert math.isclose(rows["opencl.naive"]["pct_ref"], 20.0)

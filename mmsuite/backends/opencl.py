@@ -576,7 +576,8 @@ class OpenCLBackend(Backend):
                 d2h_ms.append(_ms(back))
         output = buffers.c if not self.options.pinned else np.array(buffers.c)
         return Execution(output=output, kernel_ms=kernel_ms, h2d_ms=h2d_ms, d2h_ms=d2h_ms,
-                         info={"device": self.entry.label, "pinned": self.options.pinned})
+                         info={"device": self.entry.label, "device_type": self.device_type,
+                               "pinned": self.options.pinned})
 
     # ---------------------------------------------------------------- reference
     def _execute_clblast(self, call: GemmCall, repeats: int, warmup: int) -> Execution:
