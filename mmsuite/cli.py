@@ -188,7 +188,8 @@ def cmd_run(args: argparse.Namespace, console: Console) -> int:
 
     shown, notes = _collapse_unavailable(rows, set(args.backend or []))
     records = [row.to_record() for row in rows]
-    report.render_rich([row.to_record() for row in shown], console)
+    shown_records = [row.to_record() for row in shown]
+    report.render_rich(shown_records, console)
     for note in notes:
         console.print(f"[dim]{note}[/dim]")
     env = environment.collect(sorted({k.backend for k in kernels}), options)
@@ -199,7 +200,8 @@ def cmd_run(args: argparse.Namespace, console: Console) -> int:
         results.save(args.json, records, env, settings)
         console.print(f"results written to {args.json}")
     if args.markdown:
-        args.markdown.write_text(report.render_markdown(records))
+        args.markdown.write_text(report.render_markdown(shown_records)
+                                 + "".join(f"\n{note}\n" for note in notes))
     if args.plots:
         for path in report.plot(records, args.plots):
             console.print(f"plot written to {path}")

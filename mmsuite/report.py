@@ -50,8 +50,9 @@ def group_by_problem(records: Iterable[dict]) -> dict[tuple, list[dict]]:
 
 
 def _median(record: dict, phase: str) -> float | None:
+    """Median of a phase; None where the phase was not timed (transfers of host backends)."""
     stats = record.get(phase)
-    return stats["median"] if stats else None
+    return stats["median"] if stats and stats.get("samples") else None
 
 
 def _base_id(rows_by_id: dict[str, dict], record: dict) -> str | None:
