@@ -8,42 +8,13 @@
 // the matrix; otherwise the thread falls back to predicated scalar accesses
 // with zero fill, so any M, N, K works. The B tile's columns are padded to 36
 // words: 16-byte aligned, and the four columns a warp reads fall in four banks.
+// The predicated loads and stores (load4, store4) are in vec4.cuh, shared with
+// the later rungs.
 #include "common.cuh"
+#include "vec4.cuh"
 
 #define TS 32
 #define LDB (TS + 4)
-
-// Four consecutive elements of one column, `left` of them inside the matrix.
-__device__ __forceinline__ float4 load4(const float* p, int left, bool vec) {
-    if (vec && left >= 4) return *reinterpret_cast<const float4*>(p);
-    float4 v;
-    v.x = left > 0 ? p[0] : 0.0f;
-    v.y = left > 1 ? p[1] : 0.0f;
-    v.z = left > 2 ? p[2] : 0.0f;
-    v.w = left > 3 ? p[3] : 0.0f;
-    return v;
-}
-
-// C(i..i+3, j) = alpha * acc (+ beta * C), `left` rows inside the matrix.
-__device__ __forceinline__ void store4(float* p, float4 acc, int left, bool vec, float alpha,
-                                       float beta) {
-    if (vec && left >= 4) {
-        float4 out;
-        if (beta == 0.0f) {
-            out = make_float4(alpha * acc.x, alpha * acc.y, alpha * acc.z, alpha * acc.w);
-        } else {
-            const float4 old = *reinterpret_cast<const float4*>(p);
-            out = make_float4(alpha * acc.x + beta * old.x, alpha * acc.y + beta * old.y,
-                              alpha * acc.z + beta * old.z, alpha * acc.w + beta * old.w);
-        }
-        *reinterpret_cast<float4*>(p) = out;
-        return;
-    }
-    if (left > 0) mm_store(p, acc.x, alpha, beta);
-    if (left > 1) mm_store(p + 1, acc.y, alpha, beta);
-    if (left > 2) mm_store(p + 2, acc.z, alpha, beta);
-    if (left > 3) mm_store(p + 3, acc.w, alpha, beta);
-}
 
 extern "C" __global__ void __launch_bounds__(256)
 mm_06_float4(int M, int N, int K, float alpha, const float* A, const float* B, float beta,

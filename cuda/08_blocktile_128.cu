@@ -7,6 +7,7 @@
 // The B tile is stored transposed (sb[k * 132 + j]); 132-word rows make the
 // transposing stores of a warp land in 32 distinct banks.
 #include "common.cuh"
+#include "vec4.cuh"
 
 #define BM 128
 #define BN 128
@@ -14,37 +15,6 @@
 #define LDB (BN + 4)
 #define TM 8
 #define TN 8
-
-__device__ __forceinline__ float4 load4(const float* p, int left, bool vec) {
-    if (vec && left >= 4) return *reinterpret_cast<const float4*>(p);
-    float4 v;
-    v.x = left > 0 ? p[0] : 0.0f;
-    v.y = left > 1 ? p[1] : 0.0f;
-    v.z = left > 2 ? p[2] : 0.0f;
-    v.w = left > 3 ? p[3] : 0.0f;
-    return v;
-}
-
-__device__ __forceinline__ void store4(float* p, float4 acc, int left, bool vec, float alpha,
-                                       float beta) {
-    if (vec && left >= 4) {
-        float4 out;
-        if (beta == 0.0f) {
-            out = make_float4(alpha * acc.x, alpha * acc.y, alpha * acc.z, alpha * acc.w);
-        } else {
-            const float4 old = *reinterpret_cast<const float4*>(p);
-            out = make_float4(alpha * acc.x + beta * old.x, alpha * acc.y + beta * old.y,
-                              alpha * acc.z + beta * old.z, alpha * acc.w + beta * old.w);
-        }
-        *reinterpret_cast<float4*>(p) = out;
-        return;
-    }
-    if (left > 0) mm_store(p, acc.x, alpha, beta);
-    if (left > 1) mm_store(p + 1, acc.y, alpha, beta);
-    if (left > 2) mm_store(p + 2, acc.z, alpha, beta);
-    if (left > 3) mm_store(p + 3, acc.w, alpha, beta);
-}
-
 
 extern "C" __global__ void __launch_bounds__(256)
 mm_08_blocktile_128(int M, int N, int K, float alpha, const float* A, const float* B,
@@ -70,10 +40,7 @@ mm_08_blocktile_128(int M, int N, int K, float alpha, const float* A, const floa
         *reinterpret_cast<float4*>(sa + la_k * BM + la_i) =
             load4(a, k0 + la_k < K ? a_left : 0, vec_m);
         const float4 bv = load4(b, b_col ? K - k0 - lb_k : 0, vec_k);
-        sb[(lb_k + 0) * LDB + lb_j] = bv.x;
-        sb[(lb_k + 1) * LDB + lb_j] = bv.y;
-        sb[(lb_k + 2) * LDB + lb_j] = bv.z;
-        sb[(lb_k + 3) * LDB + lb_j] = bv.w;
+        store4_strided(sb, lb_k, LDB, lb_j, bv);
         a += a_step;
         b += BK;
         __syncthreads();
@@ -86,10 +53,7 @@ mm_08_blocktile_128(int M, int N, int K, float alpha, const float* A, const floa
             *reinterpret_cast<float4*>(br) = *reinterpret_cast<const float4*>(sb + kk * LDB + tc);
             *reinterpret_cast<float4*>(br + 4) =
                 *reinterpret_cast<const float4*>(sb + kk * LDB + tc + 4);
-#pragma unroll
-            for (int x = 0; x < TM; ++x)
-#pragma unroll
-                for (int y = 0; y < TN; ++y) acc[x][y] += ar[x] * br[y];
+            outer_fma(acc, ar, br);
         }
         __syncthreads();
     }

@@ -34,6 +34,7 @@
 // is 16-byte aligned; otherwise the four floats are loaded one by one, each
 // predicated, with zeros outside. Outputs outside C are not stored.
 #include "common.cuh"
+#include "vec4.cuh"
 
 #define TM 8
 #define TN 8
@@ -55,19 +56,6 @@
 static_assert(BK % 4 == 0 && TN % 4 == 0, "float4 staging and reads need multiples of 4");
 static_assert(A_LOADS * 4 * NTHREADS == BM * BK && B_LOADS * 4 * NTHREADS == BK * BN,
               "every thread stages the same number of float4");
-
-// Four consecutive floats of one row: p[0..3], of which only the first `valid`
-// exist. One 16-byte load when all four exist and p is aligned.
-__device__ __forceinline__ float4 load4(const float* p, int valid) {
-    if (valid >= 4 && (reinterpret_cast<unsigned long long>(p) & 15) == 0)
-        return *reinterpret_cast<const float4*>(p);
-    float4 v;
-    v.x = valid > 0 ? p[0] : 0.0f;
-    v.y = valid > 1 ? p[1] : 0.0f;
-    v.z = valid > 2 ? p[2] : 0.0f;
-    v.w = valid > 3 ? p[3] : 0.0f;
-    return v;
-}
 
 extern "C" __global__ void __launch_bounds__(NTHREADS, MIN_BLOCKS)
 mm_18_batched_tmtn(int M, int N, int K, float alpha, const float* A, const float* B,
@@ -96,7 +84,7 @@ mm_18_batched_tmtn(int M, int N, int K, float alpha, const float* A, const float
             const int idx = 4 * (tid + t * NTHREADS);
             const int gr = row0 + idx / BK, gk = k0 + idx % BK;
             const int valid = gr < M ? K - gk : 0;
-            ra[t] = valid > 0 ? load4(A + (size_t)gr * K + gk, valid)
+            ra[t] = valid > 0 ? load4_aligned(A + (size_t)gr * K + gk, valid)
                               : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
         }
 #pragma unroll
@@ -104,7 +92,7 @@ mm_18_batched_tmtn(int M, int N, int K, float alpha, const float* A, const float
             const int idx = 4 * (tid + t * NTHREADS);
             const int gk = k0 + idx / BN, gc = col0 + idx % BN;
             const int valid = gk < K ? N - gc : 0;
-            rb[t] = valid > 0 ? load4(B + (size_t)gk * N + gc, valid)
+            rb[t] = valid > 0 ? load4_aligned(B + (size_t)gk * N + gc, valid)
                               : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
         }
     };

@@ -20,6 +20,7 @@
 // A or B need no branches; float4 copies when the column length (M for A, K
 // for B) is a multiple of 4, else 4-byte copies. Stores are predicated.
 #include "common.cuh"
+#include "vec4.cuh"
 
 #ifndef BK
 #define BK 16
@@ -65,26 +66,6 @@ __device__ __forceinline__ void commit() { asm volatile("cp.async.commit_group;\
 template <int N>
 __device__ __forceinline__ void wait_pending() {
     asm volatile("cp.async.wait_group %0;\n" ::"n"(N));
-}
-
-__device__ __forceinline__ void store4(float* p, float4 acc, int left, bool vec, float alpha,
-                                       float beta) {
-    if (vec && left >= 4) {
-        float4 out;
-        if (beta == 0.0f) {
-            out = make_float4(alpha * acc.x, alpha * acc.y, alpha * acc.z, alpha * acc.w);
-        } else {
-            const float4 old = *reinterpret_cast<const float4*>(p);
-            out = make_float4(alpha * acc.x + beta * old.x, alpha * acc.y + beta * old.y,
-                              alpha * acc.z + beta * old.z, alpha * acc.w + beta * old.w);
-        }
-        *reinterpret_cast<float4*>(p) = out;
-        return;
-    }
-    if (left > 0) mm_store(p, acc.x, alpha, beta);
-    if (left > 1) mm_store(p + 1, acc.y, alpha, beta);
-    if (left > 2) mm_store(p + 2, acc.z, alpha, beta);
-    if (left > 3) mm_store(p + 3, acc.w, alpha, beta);
 }
 
 extern "C" __global__ void __launch_bounds__(THREADS, 2)

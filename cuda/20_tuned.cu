@@ -14,6 +14,7 @@
 // Edges as in the seed rungs: predicated float4 / scalar loads with zero fill,
 // predicated float4 / scalar stores; any M, N, K >= 1 and any batch.
 #include "common.cuh"
+#include "vec4.cuh"
 
 #ifndef BK
 #define BK 16
@@ -29,36 +30,6 @@
 #define WN ((32 / LR) * 8)      // warp tile columns
 #define CHUNKS (BK / 8)         // float4 per operand per thread per tile
 #define B_JSTEP (THREADS / (BK / 4))
-
-__device__ __forceinline__ float4 load4(const float* p, int left, bool vec) {
-    if (vec && left >= 4) return *reinterpret_cast<const float4*>(p);
-    float4 v;
-    v.x = left > 0 ? p[0] : 0.0f;
-    v.y = left > 1 ? p[1] : 0.0f;
-    v.z = left > 2 ? p[2] : 0.0f;
-    v.w = left > 3 ? p[3] : 0.0f;
-    return v;
-}
-
-__device__ __forceinline__ void store4(float* p, float4 acc, int left, bool vec, float alpha,
-                                       float beta) {
-    if (vec && left >= 4) {
-        float4 out;
-        if (beta == 0.0f) {
-            out = make_float4(alpha * acc.x, alpha * acc.y, alpha * acc.z, alpha * acc.w);
-        } else {
-            const float4 old = *reinterpret_cast<const float4*>(p);
-            out = make_float4(alpha * acc.x + beta * old.x, alpha * acc.y + beta * old.y,
-                              alpha * acc.z + beta * old.z, alpha * acc.w + beta * old.w);
-        }
-        *reinterpret_cast<float4*>(p) = out;
-        return;
-    }
-    if (left > 0) mm_store(p, acc.x, alpha, beta);
-    if (left > 1) mm_store(p + 1, acc.y, alpha, beta);
-    if (left > 2) mm_store(p + 2, acc.z, alpha, beta);
-    if (left > 3) mm_store(p + 3, acc.w, alpha, beta);
-}
 
 extern "C" __global__ void __launch_bounds__(THREADS, 2)
 mm_20_tuned(int M, int N, int K, float alpha, const float* A, const float* B, float beta,
@@ -93,11 +64,7 @@ mm_20_tuned(int M, int N, int K, float alpha, const float* A, const float* B, fl
 #pragma unroll
         for (int r = 0; r < CHUNKS; ++r) {
             *reinterpret_cast<float4*>(sa + (la_k + 8 * r) * BM + la_i) = av[r];
-            const int j = lb_j + B_JSTEP * r;
-            sb[(lb_k + 0) * LDB + j] = bv[r].x;
-            sb[(lb_k + 1) * LDB + j] = bv[r].y;
-            sb[(lb_k + 2) * LDB + j] = bv[r].z;
-            sb[(lb_k + 3) * LDB + j] = bv[r].w;
+            store4_strided(sb, lb_k, LDB, lb_j + B_JSTEP * r, bv[r]);
         }
         __syncthreads();
         const int k1 = k0 + BK;
@@ -120,10 +87,7 @@ mm_20_tuned(int M, int N, int K, float alpha, const float* A, const float* B, fl
             *reinterpret_cast<float4*>(br) = *reinterpret_cast<const float4*>(sb + kk * LDB + tc);
             *reinterpret_cast<float4*>(br + 4) =
                 *reinterpret_cast<const float4*>(sb + kk * LDB + tc + WN / 2);
-#pragma unroll
-            for (int x = 0; x < 8; ++x)
-#pragma unroll
-                for (int y = 0; y < 8; ++y) acc[x][y] += ar[x] * br[y];
+            outer_fma(acc, ar, br);
         }
         __syncthreads();
     }
