@@ -11,17 +11,7 @@
 // is the batch, matrices stored one after another. C is read only when
 // beta != 0 (it may hold NaN poison otherwise).
 
-// fma() is exact but PoCL's CPU compiler calls a slow library routine for it; with
-// -D FAST_MAD=1 (set by the host for CPU devices, with -cl-mad-enable) the kernel
-// writes a * b + c, which the compiler contracts to a hardware FMA.
-#ifndef FAST_MAD
-#define FAST_MAD 0
-#endif
-#if FAST_MAD
-#define MAD(a, b, c) ((a) * (b) + (c))
-#else
-#define MAD(a, b, c) fma((a), (b), (c))
-#endif
+#include "common.h"
 
 __kernel void mm_naive(const int M, const int N, const int K, const float alpha,
                        __global const float* restrict A, __global const float* restrict B,
@@ -29,12 +19,9 @@ __kernel void mm_naive(const int M, const int N, const int K, const float alpha,
 {
     const int col = get_global_id(0);
     const int row = get_global_id(1);
-    const size_t batch = get_global_id(2);
     if (row >= M || col >= N)
         return;
-    A += batch * (size_t)M * (size_t)K;
-    B += batch * (size_t)K * (size_t)N;
-    C += batch * (size_t)M * (size_t)N;
+    MM_BATCH_OFFSET(M, N, K, A, B, C);
 
     const __global float* a = A + (size_t)row * K;
     const __global float* b = B + col;

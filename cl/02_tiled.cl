@@ -12,17 +12,7 @@
 // M, N, K >= 1 works. Work-items outside C still take part in the loads and
 // barriers. Build option: -D TS=<tile width>; local size (TS, TS, 1).
 
-// fma() is exact but PoCL's CPU compiler calls a slow library routine for it; with
-// -D FAST_MAD=1 (set by the host for CPU devices, with -cl-mad-enable) the kernel
-// writes a * b + c, which the compiler contracts to a hardware FMA.
-#ifndef FAST_MAD
-#define FAST_MAD 0
-#endif
-#if FAST_MAD
-#define MAD(a, b, c) ((a) * (b) + (c))
-#else
-#define MAD(a, b, c) fma((a), (b), (c))
-#endif
+#include "common.h"
 
 #ifndef TS
 #define TS 16
@@ -39,10 +29,7 @@ __kernel void mm_tiled(const int M, const int N, const int K, const float alpha,
     const int ty = get_local_id(1);
     const int col = get_group_id(0) * TS + tx;
     const int row = get_group_id(1) * TS + ty;
-    const size_t batch = get_global_id(2);
-    A += batch * (size_t)M * (size_t)K;
-    B += batch * (size_t)K * (size_t)N;
-    C += batch * (size_t)M * (size_t)N;
+    MM_BATCH_OFFSET(M, N, K, A, B, C);
 
     float acc = 0.0f;
     const int tiles = (K + TS - 1) / TS;

@@ -32,17 +32,7 @@
 // Build options: -D BM -D BN -D BK -D TM -D TN -D PAD -D VEC -D STAGE. TM, TN,
 // BK are multiples of 4; local size (BN/TN, BM/TM, 1).
 
-// fma() is exact but PoCL's CPU compiler calls a slow library routine for it; with
-// -D FAST_MAD=1 (set by the host for CPU devices, with -cl-mad-enable) the kernel
-// writes a * b + c, which the compiler contracts to a hardware FMA.
-#ifndef FAST_MAD
-#define FAST_MAD 0
-#endif
-#if FAST_MAD
-#define MAD(a, b, c) ((a) * (b) + (c))
-#else
-#define MAD(a, b, c) fma((a), (b), (c))
-#endif
+#include "common.h"
 
 #ifndef BM
 #define BM 128
@@ -102,10 +92,7 @@ void mm_regblock_vec(const int M, const int N, const int K, const float alpha,
     const int tid = ty * WX + tx;
     const int n0 = get_group_id(0) * BN;
     const int m0 = get_group_id(1) * BM;
-    const size_t batch = get_group_id(2);
-    A += batch * (size_t)M * (size_t)K;
-    B += batch * (size_t)K * (size_t)N;
-    C += batch * (size_t)M * (size_t)N;
+    MM_BATCH_OFFSET(M, N, K, A, B, C);
 
     float4 acc[TM][GN];
     #pragma unroll

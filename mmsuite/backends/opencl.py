@@ -21,6 +21,11 @@ device limits before the build, against the built kernel's limits (registers)
 after it. Builds are cached per (context, source, options). PoCL compiles a
 kernel again for each local size at its first launch, so every geometry gets one
 untimed single-work-group launch before it is timed, whatever ``warmup`` is.
+
+Includes. Local ``#include "x.h"`` lines that name files of the cl/ folder
+(cl/common.h) are pasted into the source before it is built, as the CUDA
+adapter does, so that no build needs an include path and the program cache key
+covers the headers too.
 """
 
 from __future__ import annotations
@@ -39,8 +44,9 @@ import numpy as np
 
 from ..catalogue import Kernel
 from ..layout import GemmCall
-from ..sources import read_source
+from ..sources import read_source, source_path
 from .base import Backend, Execution, KernelUnavailable, RunOptions
+from .cuda import _expand_includes
 
 INSTALL_HINT = "pip install 'mmsuite[opencl]'"
 
@@ -333,9 +339,13 @@ _PROGRAMS: dict[tuple[int, str, str], Any] = {}
 
 
 def build_program(context: Any, source: str, options: Sequence[str]) -> Any:
-    """A built program, cached per (context, source, options) for the life of the process."""
+    """A built program, cached per (context, source, options) for the life of the process.
+
+    Local includes (files of the cl/ folder) are pasted into ``source`` first.
+    """
     import pyopencl as cl
 
+    source = _expand_includes(source, source_path("cl/common.h").parent)
     key = (context.int_ptr, hashlib.sha1(source.encode()).hexdigest(), " ".join(options))
     program = _PROGRAMS.get(key)
     if program is None:
