@@ -102,16 +102,24 @@ OPENCL = [
 ]
 
 # ---------------------------------------------------------------------- CUDA
+# Strip kernels put the columns of C on grid y (at most 65535 blocks), as seed 002 does.
+STRIP_SIZES = ("any M, K >= 1; N up to 65535 x the columns a block covers; any batch; "
+               "row and col layouts (for row-major problems the limit applies to M)")
+
+
 def _cu(id: str, rung: int, parent: str | None, adds: str, seed: str, source: str,
         **kw) -> Kernel:
     kw.setdefault("entry", f"mm_{id[5:]}")
     return _k(id, rung, parent, adds, seed, source=f"cuda/{source}.cu", **kw)
 
 
-def _strip(width: int, tile: tuple[int, int] | None = None, defines: dict | None = None) -> dict:
-    """Launch of a seed-002 strip kernel: ``width`` threads per block along the rows of C."""
-    return {"block": (width, 1), "tile": tile or (width, 1), "grid_x": "rows",
-            "defines": {"WIDTH": width, **(defines or {})}}
+def _strip(id: str, rung: int, parent: str, adds: str, source: str, width: int,
+           tile: tuple[int, int] | None = None, defines: dict | None = None, **kw) -> Kernel:
+    """A seed-002 strip rung: column-major, ``width`` threads per block along the rows of C."""
+    launch = {"block": (width, 1), "tile": tile or (width, 1), "grid_x": "rows",
+              "defines": {"WIDTH": width, **(defines or {})}}
+    return _cu(id, rung, parent, adds, "002", source, layout="col", constraints=STRIP_SIZES,
+               launch=launch, **kw)
 
 
 def _async_launch(bk: int, stages: int) -> dict:
@@ -162,28 +170,26 @@ CUDA = [
     _cu("cuda.12_tiled16", 12, "cuda.01_naive", "16x16 shared-memory tiles (row-major)", "000",
         "12_tiled16", launch={"block": (16, 16), "tile": (16, 16), "grid_x": "cols"}),
     # Seed 002: the strip-mined family, column-major like the seed's loop nest.
-    _cu("cuda.13_strip32", 13, "cuda.01_naive",
-        "one output per thread along a 32-row strip, one column per block", "002", "13_strip",
-        entry="mm_strip", layout="col", launch=_strip(32)),
-    _cu("cuda.13_strip64", 13, "cuda.13_strip32", "64-row strips: two warps per block",
-        "002", "13_strip", entry="mm_strip", layout="col", launch=_strip(64)),
-    _cu("cuda.13_strip128", 13, "cuda.13_strip64", "128-row strips: four warps per block",
-        "002", "13_strip", entry="mm_strip", layout="col", launch=_strip(128)),
-    _cu("cuda.14_strip_smem", 14, "cuda.13_strip64",
-        "right operand's column strip cached in shared memory (64 wide)", "002",
-        "14_strip_smem", layout="col", launch=_strip(64)),
-    _cu("cuda.15_strip_unroll_i", 15, "cuda.14_strip_smem",
-        "i loop unrolled: two rows per thread, 128 rows per 64-thread block", "002",
-        "15_strip_unroll_i", layout="col",
-        launch=_strip(64, tile=(128, 1), defines={"UNROLL_I": 2})),
-    _cu("cuda.16_strip_unroll_j2", 16, "cuda.14_strip_smem",
-        "j unrolled by 2 (two partial sums share each A load), k unrolled by 4, 128 wide",
-        "002", "16_strip_unroll_j", entry="mm_strip_unroll_j", layout="col",
-        launch=_strip(128, tile=(128, 2), defines={"UNROLL_J": 2})),
-    _cu("cuda.16_strip_unroll_j4", 16, "cuda.16_strip_unroll_j2",
-        "j unrolled by 4 (four partial sums), k unrolled by 4, 128 wide", "002",
-        "16_strip_unroll_j", entry="mm_strip_unroll_j", layout="col",
-        launch=_strip(128, tile=(128, 4), defines={"UNROLL_J": 4})),
+    _strip("cuda.13_strip32", 13, "cuda.01_naive",
+           "one output per thread along a 32-row strip, one column per block", "13_strip", 32,
+           entry="mm_strip"),
+    _strip("cuda.13_strip64", 13, "cuda.13_strip32", "64-row strips: two warps per block",
+           "13_strip", 64, entry="mm_strip"),
+    _strip("cuda.13_strip128", 13, "cuda.13_strip64", "128-row strips: four warps per block",
+           "13_strip", 128, entry="mm_strip"),
+    _strip("cuda.14_strip_smem", 14, "cuda.13_strip64",
+           "right operand's column strip cached in shared memory (64 wide)", "14_strip_smem", 64),
+    _strip("cuda.15_strip_unroll_i", 15, "cuda.14_strip_smem",
+           "i loop unrolled: two rows per thread, 128 rows per 64-thread block",
+           "15_strip_unroll_i", 64, tile=(128, 1), defines={"UNROLL_I": 2}),
+    _strip("cuda.16_strip_unroll_j2", 16, "cuda.14_strip_smem",
+           "j unrolled by 2 (two partial sums share each A load), k unrolled by 4, 128 wide",
+           "16_strip_unroll_j", 128, tile=(128, 2), defines={"UNROLL_J": 2},
+           entry="mm_strip_unroll_j"),
+    _strip("cuda.16_strip_unroll_j4", 16, "cuda.16_strip_unroll_j2",
+           "j unrolled by 4 (four partial sums), k unrolled by 4, 128 wide",
+           "16_strip_unroll_j", 128, tile=(128, 4), defines={"UNROLL_J": 4},
+           entry="mm_strip_unroll_j"),
     _cu("cuda.17_strip_tiled16", 17, "cuda.16_strip_unroll_j4",
         "16x16 tiles of both operands in shared memory, one output per thread", "002",
         "17_strip_tiled16", layout="col",

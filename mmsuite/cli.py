@@ -107,14 +107,15 @@ def cmd_list(args: argparse.Namespace, console: Console) -> int:
     from .backends import unavailable_reason
 
     table = Table(title="mmsuite kernels (ladder order)", title_justify="left")
-    for title in ("kernel", "rung", "parent", "seed", "adds", "available"):
+    for title in ("kernel", "rung", "parent", "seed", "adds", "sizes", "available"):
         table.add_column(title, overflow="fold")
     for kernel in catalogue.kernels():
         if args.backend and kernel.backend not in args.backend:
             continue
         reason = unavailable_reason(kernel, options)
+        sizes = "any" if kernel.constraints == catalogue.ANY_SIZE else kernel.constraints
         table.add_row(kernel.id, str(kernel.rung), kernel.parent or "-", kernel.seed,
-                      kernel.adds, "yes" if not reason else f"no: {reason}",
+                      kernel.adds, sizes, "yes" if not reason else f"no: {reason}",
                       style="dim" if reason else None)
     console.print(table)
     console.print("presets: " + "; ".join(f"{k} = {v}" for k, v in PRESET_HELP.items()))
