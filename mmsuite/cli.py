@@ -192,7 +192,7 @@ def cmd_run(args: argparse.Namespace, console: Console) -> int:
     shown_records = [row.to_record() for row in shown]
     report.render_rich(shown_records, console)
     for note in notes:
-        console.print(f"[dim]{note}[/dim]")
+        console.print(note, style="dim")
     env = environment.collect(sorted({k.backend for k in kernels}), options)
     settings = {"repeats": args.repeats, "warmup": args.warmup, "threads": args.threads,
                 "cl_device": args.cl_device, "pinned": args.pinned, "profile": args.profile,
@@ -244,8 +244,9 @@ COMMANDS = {"list": cmd_list, "run": cmd_run, "report": cmd_report, "history": c
 
 def _console() -> Console:
     """The terminal's width on a terminal; wide enough for the ladder table in logs and pipes."""
-    console = Console()
-    return console if console.is_terminal else Console(width=240)
+    # No markup: reasons and device names contain brackets ("mmsuite[cuda]", "[GPU]").
+    console = Console(markup=False)
+    return console if console.is_terminal else Console(width=240, markup=False)
 
 
 def main(argv: list[str] | None = None) -> int:

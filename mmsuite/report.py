@@ -173,7 +173,7 @@ def render_rich(records: list[dict], console=None) -> None:
     from rich.console import Console
     from rich.table import Table
 
-    console = console or Console()
+    console = console or Console(markup=False)
     for group in group_by_problem(records).values():
         rows = table_rows(group)
         cols, scale = _columns(rows)

@@ -8,6 +8,7 @@ import sys
 
 import pytest
 
+from mmsuite import catalogue
 from mmsuite.cli import main
 
 CPU_QUICK = ["run", "--backend", "cpu", "--shape", "37x29x41", "--repeats", "2", "--warmup", "0"]
@@ -53,6 +54,9 @@ def test_unavailable_kernels_become_rows_and_the_run_goes_on(capsys) -> None:
         in (0, 1)
     out = capsys.readouterr().out
     assert "cpu.seq_naive" in out and "cuda.01_naive" in out
+    reason = catalogue.get("cuda.01_naive").reason
+    if "mmsuite[cuda]" in reason:  # printed verbatim: brackets are not markup
+        assert "mmsuite[cuda]" in out
 
 
 @pytest.mark.parametrize("argv,message", [
