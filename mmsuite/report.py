@@ -108,9 +108,9 @@ def table_rows(records: list[dict]) -> list[dict]:
         to_ref = _ratio(_median(ok_rows[ref], "kernel_ms"), ms) if ref in ok_rows else None
         row["pct_ref"] = 100 * to_ref if to_ref is not None else None
         profile = (r.get("info") or {}).get("profile") or {}
-        row["regs"], row["smem"], row["local"] = (profile.get("registers"),
-                                                  profile.get("shared_bytes"),
-                                                  profile.get("local_bytes"))
+        row["regs"], row["local"] = profile.get("registers"), profile.get("local_bytes")
+        shared = [profile.get(key) for key in ("static_shared_bytes", "dynamic_shared_bytes")]
+        row["smem"] = sum(v for v in shared if v) if row["regs"] is not None else None
         out.append(row)
     return out
 

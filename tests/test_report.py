@@ -67,3 +67,12 @@ def test_opencl_without_clblast_is_compared_with_the_vendor_library_of_its_devic
     assert math.isclose(rows["opencl.regblock_vec"]["pct_ref"], 50.0)
     assert rows["opencl.naive"]["ref"] == "cpu.blas"
     assert math.isclose(rows["opencl.naive"]["pct_ref"], 20.0)
+
+
+def test_profile_columns_add_static_and_dynamic_shared_memory() -> None:
+    record = _record("cuda.19_async_pipeline", "cuda", "cuda.11_double_buffer", 3.0, h2d=1.0)
+    record["info"] = {"profile": {"registers": 128, "static_shared_bytes": 0,
+                                  "dynamic_shared_bytes": 55296, "local_bytes": 0}}
+    row = table_rows([record])[0]
+    assert (row["regs"], row["smem"], row["local"]) == (128, 55296, 0)
+    assert "spill B" in render_markdown([record])
