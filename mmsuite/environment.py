@@ -26,7 +26,10 @@ def cpu_model() -> str:
 
 
 def git_commit() -> str | None:
-    """The commit of the source checkout mmsuite runs from, if it runs from one."""
+    """The commit measured: ``MMSUITE_GIT_COMMIT`` when set (a copy of the tree without its
+    history), else the commit of the source checkout mmsuite runs from, if it runs from one."""
+    if os.environ.get("MMSUITE_GIT_COMMIT"):
+        return os.environ["MMSUITE_GIT_COMMIT"]
     if not (_PACKAGE_ROOT / ".git").exists():
         return None
     try:
