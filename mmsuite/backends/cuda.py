@@ -54,10 +54,8 @@ cuBLAS (``cuda.cublas``)
 from __future__ import annotations
 
 import os
-import re
 import sys
 from functools import cached_property
-from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -65,12 +63,11 @@ import numpy as np
 from ..catalogue import Kernel
 from ..layout import GemmCall
 from ..problem import Problem
-from ..sources import source_path
+from ..sources import read_source, source_path
 from .base import Backend, Execution, RunOptions
 
 INSTALL_HINT = "install CuPy with `pip install 'mmsuite[cuda]'`"
 MAX_STATIC_SMEM = 48 * 1024
-_INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"\s*$', re.MULTILINE)
 # Device memory kept free beyond the buffers themselves (CuPy pools, cuBLAS workspace).
 _HEADROOM = 256 * 1024 * 1024
 
@@ -107,24 +104,6 @@ def _import_cupy():
         return None
     _cupy = cupy
     return cupy
-
-
-def _expand_includes(text: str, folder: Path, seen: set[str] | None = None) -> str:
-    """Inline ``#include "x"`` lines that name files of ``folder`` (recursively, once each)."""
-    seen = set() if seen is None else seen
-
-    def replace(match: re.Match) -> str:
-        name = match.group(1)
-        path = folder / name
-        if not path.is_file():
-            return match.group(0)
-        if name in seen:
-            return f"// {name} already included"
-        seen.add(name)
-        body = _expand_includes(path.read_text(), folder, seen)
-        return f"// begin {name}\n{body}\n// end {name}"
-
-    return _INCLUDE.sub(replace, text)
 
 
 def _ceil_div(a: int, b: int) -> int:
@@ -186,9 +165,8 @@ class CudaBackend(Backend):
         module = _MODULES.get(key)
         if module is None:
             cp = self._cupy
-            path = source_path(source)
-            code = _expand_includes(path.read_text(), path.parent)
-            options = ("-std=c++17", f"-I{path.parent}") + tuple(
+            code = read_source(source)
+            options = ("-std=c++17", f"-I{source_path(source).parent}") + tuple(
                 f"-D{name}={value}" for name, value in defines)
             try:
                 module = cp.RawModule(code=code, options=options, backend="nvrtc")

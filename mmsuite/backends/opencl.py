@@ -44,9 +44,8 @@ import numpy as np
 
 from ..catalogue import Kernel
 from ..layout import GemmCall
-from ..sources import read_source, source_path
+from ..sources import read_source
 from .base import Backend, Execution, KernelUnavailable, RunOptions
-from .cuda import _expand_includes
 
 INSTALL_HINT = "pip install 'mmsuite[opencl]'"
 
@@ -341,11 +340,10 @@ _PROGRAMS: dict[tuple[int, str, str], Any] = {}
 def build_program(context: Any, source: str, options: Sequence[str]) -> Any:
     """A built program, cached per (context, source, options) for the life of the process.
 
-    Local includes (files of the cl/ folder) are pasted into ``source`` first.
+    ``source`` comes from ``read_source``, with the cl/ headers already inlined.
     """
     import pyopencl as cl
 
-    source = _expand_includes(source, source_path("cl/common.h").parent)
     key = (context.int_ptr, hashlib.sha1(source.encode()).hexdigest(), " ".join(options))
     program = _PROGRAMS.get(key)
     if program is None:

@@ -6,8 +6,11 @@ carries them as package data of mmsuite.sources.csrc / .cl / .cuda.
 
 from __future__ import annotations
 
+import re
 from importlib import resources
 from pathlib import Path
+
+_LOCAL_INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"\s*$', re.MULTILINE)
 
 _CHECKOUT = Path(__file__).resolve().parent.parent.parent
 
@@ -25,5 +28,29 @@ def source_path(relative: str) -> Path:
     return Path(str(packaged))
 
 
+def expand_includes(text: str, folder: Path, seen: set[str] | None = None) -> str:
+    """Inline ``#include "x"`` lines that name files of ``folder`` (recursively, once each).
+
+    Run-time compilers (NVRTC, OpenCL drivers) then need no include path, and a
+    compiler cache keyed by the code notices an edited header.
+    """
+    seen = set() if seen is None else seen
+
+    def replace(match: re.Match) -> str:
+        name = match.group(1)
+        path = folder / name
+        if not path.is_file():
+            return match.group(0)
+        if name in seen:
+            return f"// {name} already included"
+        seen.add(name)
+        body = expand_includes(path.read_text(), folder, seen)
+        return f"// begin {name}\n{body}\n// end {name}"
+
+    return _LOCAL_INCLUDE.sub(replace, text)
+
+
 def read_source(relative: str) -> str:
-    return source_path(relative).read_text()
+    """A kernel source with the headers of its own folder inlined."""
+    path = source_path(relative)
+    return expand_includes(path.read_text(), path.parent)

@@ -85,13 +85,6 @@ def test_geometry_follows_the_launch_convention() -> None:
     assert grid == (5, 38, 3) and block == (16, 16)
 
 
-def test_local_includes_are_inlined(tmp_path: Path) -> None:
-    (tmp_path / "h.cuh").write_text("#pragma once\n#define X 3\n")
-    text = '#include "h.cuh"\n#include "h.cuh"\n#include <cstdio>\nint y = X;\n'
-    out = cuda_backend._expand_includes(text, tmp_path)
-    assert out.count("#define X 3") == 1 and "#include <cstdio>" in out
-
-
 # ------------------------------------------------------------------ availability
 REASON = get_backend("cuda").probe()
 needs_gpu = pytest.mark.skipif(bool(REASON), reason=REASON or "CUDA is available")

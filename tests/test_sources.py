@@ -1,0 +1,19 @@
+"""Kernel sources are found in a checkout and in the wheel, with their local headers inlined."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from mmsuite.sources import expand_includes, read_source
+
+
+def test_local_includes_are_inlined(tmp_path: Path) -> None:
+    (tmp_path / "h.cuh").write_text("#pragma once\n#define X 3\n")
+    text = '#include "h.cuh"\n#include "h.cuh"\n#include <cstdio>\nint y = X;\n'
+    out = expand_includes(text, tmp_path)
+    assert out.count("#define X 3") == 1 and "#include <cstdio>" in out
+
+
+def test_read_source_inlines_the_shared_headers() -> None:
+    assert "mm_store" in read_source("cuda/07_blocktile_2d.cu")  # from common.cuh
+    assert '#include "common.h"' not in read_source("cl/01_naive.cl")
