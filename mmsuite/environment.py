@@ -11,29 +11,29 @@ from pathlib import Path
 import numpy as np
 
 from .backends import RunOptions, get_backend
+from .host import cpu_flags, cpu_model
 
 _PACKAGE_ROOT = Path(__file__).resolve().parent.parent
 
 
-def cpu_model() -> str:
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or platform.machine()
-
-
-def git_commit() -> str | None:
+def git_commit(cwd: Path | None = None) -> str | None:
     """The commit measured: ``MMSUITE_GIT_COMMIT`` when set (a copy of the tree without its
-    history), else the commit of the source checkout mmsuite runs from, if it runs from one."""
+    history), else the commit of the source checkout mmsuite runs from (an editable install),
+    else that of the git repository around the working directory (a wheel installed from a
+    clone and run inside it), else None."""
     if os.environ.get("MMSUITE_GIT_COMMIT"):
         return os.environ["MMSUITE_GIT_COMMIT"]
-    if not (_PACKAGE_ROOT / ".git").exists():
-        return None
+    places = [_PACKAGE_ROOT] if (_PACKAGE_ROOT / ".git").exists() else []
+    for where in [*places, cwd or Path.cwd()]:
+        commit = _rev_parse(where)
+        if commit:
+            return commit
+    return None
+
+
+def _rev_parse(where: Path) -> str | None:
     try:
-        out = subprocess.run(["git", "-C", str(_PACKAGE_ROOT), "rev-parse", "HEAD"],
+        out = subprocess.run(["git", "-C", str(where), "rev-parse", "HEAD"],
                              capture_output=True, text=True, timeout=10, check=True)
     except (OSError, subprocess.SubprocessError):
         return None
@@ -52,6 +52,7 @@ def host_environment() -> dict:
         "platform": platform.platform(),
         "cpu": cpu_model(),
         "cpu_cores": os.cpu_count(),
+        "cpu_avx512": "avx512f" in cpu_flags(),
         "omp_num_threads_env": os.environ.get("OMP_NUM_THREADS"),
     }
 
@@ -68,3 +69,14 @@ def collect(backends: list[str], options: RunOptions) -> dict:
         except Exception as exc:
             env["backends"][name] = {"unavailable": f"{type(exc).__name__}: {exc}"}
     return env
+
+
+def warnings(env: dict) -> list[str]:
+    """What a reader of this environment's results must know: a reference running below
+    what the hardware offers."""
+    notes = []
+    for name, facts in sorted(env.get("backends", {}).items()):
+        blas = facts.get("blas") if isinstance(facts, dict) else None
+        if isinstance(blas, dict) and blas.get("warning"):
+            notes.append(f"{name}: {blas['warning']}")
+    return notes

@@ -18,6 +18,7 @@ import time
 import numpy as np
 
 from ..catalogue import Kernel
+from ..host import blas_info
 from ..layout import GemmCall
 from .base import Backend, Execution, RunOptions
 
@@ -143,10 +144,7 @@ class CpuBackend(Backend):
         env: dict = {"omp_threads": self.threads, "numpy": np.__version__}
         if self._ext is not None:
             env["cflags"] = self._ext.ffi.string(self._ext.lib.mm_cflags()).decode()
-        try:
-            config = np.show_config(mode="dicts")
-            blas = config.get("Build Dependencies", {}).get("blas", {})
-            env["blas"] = f"{blas.get('name', '?')} {blas.get('version', '')}".strip()
-        except Exception:  # older numpy has no dict mode
-            pass
+        limiter, _ = _blas_limiter(self.options.threads)
+        with limiter:  # the BLAS thread count the reference runs with
+            env["blas"] = blas_info()
         return env

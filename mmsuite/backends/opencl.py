@@ -1,13 +1,6 @@
 """OpenCL backend: the cl/ ladder through pyopencl, and CLBlast (pyclblast) as reference.
 
-Devices. Every device of every platform is usable. They are numbered in one flat
-list, platform by platform in the order the ICD loader reports them; that order
-(and so every index) stays the same for a given installation. A device is chosen
-by ``RunOptions.cl_device`` (an index into that list, or a case-insensitive
-substring of the platform or device name), else by ``PYOPENCL_CTX`` (pyopencl's
-``platform[:device]`` syntax, each part an index or a name substring), else the
-first GPU, else the first CPU. A selector that matches nothing raises a
-ValueError listing the devices.
+Devices are found, selected and smoke-tested by ``cl_devices``.
 
 Timing. Every transfer and launch is an OpenCL command with profiling on: h2d is
 the sum of the copies of A and B (and C0 when beta != 0), d2h the copy of C back,
@@ -32,12 +25,10 @@ from __future__ import annotations
 
 import hashlib
 import math
-import os
 import re
 import warnings
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -46,189 +37,15 @@ from ..catalogue import Kernel
 from ..layout import GemmCall
 from ..sources import read_source
 from .base import Backend, Execution, KernelUnavailable, RunOptions
-
-INSTALL_HINT = "pip install 'mmsuite[opencl]'"
-
-# Where NVIDIA's driver puts its OpenCL library (distribution packages, containers).
-NVIDIA_OPENCL_LIBS = (
-    "/usr/lib/x86_64-linux-gnu/libnvidia-opencl.so.1",
-    "/usr/lib64/libnvidia-opencl.so.1",
-    "/usr/lib/libnvidia-opencl.so.1",
-    "/usr/local/nvidia/lib64/libnvidia-opencl.so.1",
-    "/usr/lib/aarch64-linux-gnu/libnvidia-opencl.so.1",
+from .cl_devices import (
+    DeviceEntry,
+    import_pyopencl,
+    list_devices,
+    no_platform_reason,
+    nvidia_icd_hint,
+    select_device,
+    smoke_test,
 )
-DEFAULT_ICD_DIR = "/etc/OpenCL/vendors"
-
-
-# --------------------------------------------------------------------------- import
-def _import_pyopencl():
-    try:
-        import pyopencl
-    except ImportError as exc:
-        return None, f"pyopencl is not installed ({exc}); {INSTALL_HINT} brings it with PoCL"
-    return pyopencl, ""
-
-
-# -------------------------------------------------------------------------- devices
-@dataclass(frozen=True)
-class DeviceEntry:
-    """One OpenCL device and its stable index in the flat list of all devices."""
-
-    index: int
-    platform: Any  # pyopencl.Platform
-    device: Any  # pyopencl.Device
-
-    @property
-    def name(self) -> str:
-        return self.device.name.strip()
-
-    @property
-    def platform_name(self) -> str:
-        return self.platform.name.strip()
-
-    @property
-    def type_name(self) -> str:
-        import pyopencl as cl
-
-        kind = self.device.type
-        for bit in ("GPU", "ACCELERATOR", "CPU", "CUSTOM"):
-            if kind & getattr(cl.device_type, bit, 0):
-                return bit
-        return "OTHER"
-
-    @property
-    def label(self) -> str:
-        return f"{self.index}: {self.name} [{self.platform_name}, {self.type_name}]"
-
-    def matches(self, text: str) -> bool:
-        needle = text.strip().lower()
-        haystack = " ".join((self.name, self.platform_name, self.platform.vendor,
-                             self.device.vendor)).lower()
-        return bool(needle) and needle in haystack
-
-
-def nvidia_icd_hint(icd_dirs: Sequence[str] | None = None,
-                    libs: Sequence[str] = NVIDIA_OPENCL_LIBS) -> str:
-    """Why NVIDIA's OpenCL is invisible: its library is installed but no ICD file names it.
-
-    Empty when there is no such library or when it is registered.
-    """
-    lib = next((p for p in libs if os.path.exists(p)), None)
-    if lib is None:
-        return ""
-    if icd_dirs is None:
-        vendors = os.environ.get("OCL_ICD_VENDORS")
-        icd_dirs = [vendors] if vendors else [DEFAULT_ICD_DIR]
-    for entry in icd_dirs:
-        path = Path(entry)
-        files = [path] if path.is_file() else sorted(path.glob("*.icd")) if path.is_dir() else []
-        for icd in files:
-            try:
-                if "nvidia" in icd.read_text().lower():
-                    return ""
-            except OSError:
-                continue
-    where = ", ".join(icd_dirs)
-    return (f"NVIDIA's OpenCL driver {lib} is installed but no ICD file in {where} names it; "
-            f"register it with `mkdir -p ~/icd && cp {DEFAULT_ICD_DIR}/*.icd ~/icd/; "
-            f"echo {lib} > ~/icd/nvidia.icd; export OCL_ICD_VENDORS=~/icd`")
-
-
-def _platforms(cl) -> list:
-    try:
-        return list(cl.get_platforms())
-    except cl.Error:  # PLATFORM_NOT_FOUND_KHR from the ICD loader
-        return []
-
-
-def list_devices() -> list[DeviceEntry]:
-    """Every OpenCL device of every platform, numbered in one flat list (empty if none)."""
-    cl, _ = _import_pyopencl()
-    if cl is None:
-        return []
-    entries: list[DeviceEntry] = []
-    for platform in _platforms(cl):
-        try:
-            devices = platform.get_devices()
-        except cl.Error:  # a platform with no device
-            continue
-        for device in devices:
-            entries.append(DeviceEntry(len(entries), platform, device))
-    return entries
-
-
-def no_platform_reason() -> str:
-    """The reason given when no OpenCL device is found at all."""
-    reason = f"no OpenCL platform found; {INSTALL_HINT} brings PoCL, a CPU OpenCL platform"
-    hint = nvidia_icd_hint()
-    return f"{reason}; {hint}" if hint else reason
-
-
-def _listing(entries: Sequence[DeviceEntry]) -> str:
-    return "; ".join(e.label for e in entries) if entries else "none"
-
-
-def _pick(entries: list[DeviceEntry], text: str) -> list[DeviceEntry]:
-    text = text.strip()
-    if re.fullmatch(r"\d+", text):
-        index = int(text)
-        return [entries[index]] if index < len(entries) else []
-    return [e for e in entries if e.matches(text)]
-
-
-def select_device(selector: str | int | None = None,
-                  entries: list[DeviceEntry] | None = None) -> DeviceEntry:
-    """The device named by ``selector``, else by PYOPENCL_CTX, else the first GPU, else a CPU.
-
-    ``selector`` is an index into ``list_devices()`` or a case-insensitive substring of
-    a device's or platform's name. Raises ValueError (listing the devices) when it
-    matches nothing, LookupError when there is no device at all.
-    """
-    entries = list_devices() if entries is None else entries
-    if not entries:
-        raise LookupError(no_platform_reason())
-    if selector is not None and str(selector).strip() != "":
-        found = _pick(entries, str(selector))
-        if not found:
-            hint = nvidia_icd_hint()
-            extra = f" ({hint})" if hint and "nvidia" in str(selector).lower() else ""
-            raise ValueError(f"no OpenCL device matches {str(selector)!r}{extra}; "
-                             f"devices: {_listing(entries)}")
-        return found[0]
-    ctx_env = os.environ.get("PYOPENCL_CTX", "").strip()
-    if ctx_env:
-        return _select_pyopencl_ctx(ctx_env, entries)
-    for wanted in ("GPU", "ACCELERATOR", "CPU"):
-        for entry in entries:
-            if entry.type_name == wanted:
-                return entry
-    return entries[0]
-
-
-def _select_pyopencl_ctx(value: str, entries: list[DeviceEntry]) -> DeviceEntry:
-    platform_part, _, device_part = value.partition(":")
-    platforms: list = []
-    for e in entries:
-        if e.platform not in platforms:
-            platforms.append(e.platform)
-    if re.fullmatch(r"\d+", platform_part.strip()):
-        index = int(platform_part)
-        chosen = [platforms[index]] if index < len(platforms) else []
-    else:
-        needle = platform_part.strip().lower()
-        chosen = [p for p in platforms if needle in p.name.lower()]
-    candidates = [e for e in entries if chosen and e.platform == chosen[0]]
-    if candidates and device_part.strip():
-        part = device_part.strip()
-        if re.fullmatch(r"\d+", part):
-            index = int(part)
-            candidates = [candidates[index]] if index < len(candidates) else []
-        else:
-            candidates = [e for e in candidates if part.lower() in e.name.lower()]
-    if not candidates:
-        raise ValueError(f"PYOPENCL_CTX={value!r} matches no OpenCL device; "
-                         f"devices: {_listing(entries)}")
-    return candidates[0]
 
 
 # ------------------------------------------------------------------------ geometry
@@ -370,7 +187,7 @@ class OpenCLBackend(Backend):
 
     def __init__(self, options: RunOptions) -> None:
         super().__init__(options)
-        self._cl, self._import_reason = _import_pyopencl()
+        self._cl, self._import_reason = import_pyopencl()
         self._entry: DeviceEntry | None = None
         self._context = None
         self._queue = None
@@ -431,10 +248,9 @@ class OpenCLBackend(Backend):
         if self._cl is None:
             return self._import_reason
         try:
-            _ = self.entry
+            return smoke_test(self.entry)
         except KernelUnavailable as exc:
             return str(exc)
-        return ""
 
     # --------------------------------------------------------------- geometries
     def _fits(self, geometry: Geometry) -> str:
