@@ -1,0 +1,272 @@
+"""FP32 peak of the device a result ran on, and the flag for results above it.
+
+The peak comes from the device's own figures, as the run's environment recorded
+them (so a saved result file is judged by the machine that made it):
+
+- NVIDIA GPU: SMs x FP32 lanes per SM (by compute capability) x 2 (an FMA is
+  two FLOPs) x the maximum SM clock.
+- CPU: cores (the threads the run used) x the maximum clock x FP32 lanes per
+  FMA x FMA units per core x 2.
+- OpenCL runs on a CPU device take the CPU figure, on an NVIDIA GPU the GPU figure.
+
+A result above 100% of its device's peak cannot be real: ``annotate`` turns its
+status into ``invalid`` with a reason starting ``measurement error:``.
+"""
+
+from __future__ import annotations
+
+import importlib
+import math
+import os
+import sys
+import tempfile
+from dataclasses import dataclass
+from functools import cache
+from pathlib import Path
+
+#: FP32 lanes (CUDA cores) per SM by compute capability; a major version alone
+#: covers every minor one not listed. sm_80 (A100) has 64, the rest of Ampere 128.
+GPU_LANES_PER_SM: dict[tuple[int, ...], int] = {
+    (3,): 192, (5,): 128, (6, 0): 64, (6,): 128, (7,): 64,
+    (8, 0): 64, (8,): 128, (9,): 128, (10,): 128, (11,): 128, (12,): 128,
+}
+#: Lanes assumed for an NVIDIA GPU whose compute capability was not recorded (OpenCL
+#: alone): the most any listed architecture has, so that no result is flagged by mistake.
+GPU_LANES_UNKNOWN = 128
+
+#: FP32 FLOPs per cycle per core by vector extension: lanes x FMA units x 2.
+CPU_FLOPS_PER_CYCLE: dict[str, int] = {"avx512": 16 * 2 * 2, "avx2": 8 * 2 * 2}
+
+INVALID_PREFIX = "measurement error:"
+
+
+@dataclass(frozen=True)
+class Peak:
+    """A device's FP32 peak and how it was worked out (for the reason of a flagged row)."""
+
+    gflops: float
+    device: str
+    how: str
+
+
+def parse_compute_capability(value: object) -> tuple[int, int] | None:
+    """(major, minor) from CuPy's "90", "86", "100" or a "9.0" / (9, 0) form; None if unreadable."""
+    if isinstance(value, (tuple, list)) and len(value) == 2:
+        return int(value[0]), int(value[1])
+    text = str(value or "").strip()
+    if "." in text:
+        major, _, minor = text.partition(".")
+        return (int(major), int(minor)) if major.isdigit() and minor.isdigit() else None
+    if text.isdigit() and len(text) >= 2:
+        return int(text[:-1]), int(text[-1])
+    return None
+
+
+def gpu_lanes_per_sm(cc: tuple[int, int]) -> int | None:
+    return GPU_LANES_PER_SM.get(cc) or GPU_LANES_PER_SM.get(cc[:1])
+
+
+def gpu_peak(sm_count: int, clock_mhz: float, cc: tuple[int, int] | None,
+             name: str = "GPU") -> Peak | None:
+    """SMs x lanes x 2 x clock; None when a figure is missing or the architecture unknown."""
+    lanes = gpu_lanes_per_sm(cc) if cc else GPU_LANES_UNKNOWN
+    if not sm_count or not clock_mhz or not lanes:
+        return None
+    arch = f"sm_{cc[0]}{cc[1]}" if cc else "compute capability not recorded"
+    how = f"{sm_count} SMs x {lanes} lanes ({arch}) x 2 x {clock_mhz:g} MHz"
+    return Peak(sm_count * lanes * 2 * clock_mhz / 1e3, name, how)
+
+
+def cpu_peak(cores: int, clock_mhz: float, simd: str | None, name: str = "CPU") -> Peak | None:
+    """cores x clock x FLOPs per cycle; None when the vector extension has no entry."""
+    per_cycle = CPU_FLOPS_PER_CYCLE.get(simd or "")
+    if not cores or not clock_mhz or not per_cycle:
+        return None
+    how = f"{cores} cores x {clock_mhz:g} MHz x {per_cycle} FLOP/cycle ({simd})"
+    return Peak(cores * clock_mhz * per_cycle / 1e3, name, how)
+
+
+# ----------------------------------------------------------- what the host records
+def _cpuinfo() -> str:
+    try:
+        return Path("/proc/cpuinfo").read_text()
+    except OSError:
+        return ""
+
+
+def cpu_simd(cpuinfo: str | None = None) -> str | None:
+    """The widest FMA vector extension the CPU has: "avx512", "avx2" or None."""
+    for line in (_cpuinfo() if cpuinfo is None else cpuinfo).splitlines():
+        if line.startswith("flags"):
+            flags = set(line.split(":", 1)[1].split())
+            if "avx512f" in flags:
+                return "avx512"
+            if {"avx2", "fma"} <= flags:
+                return "avx2"
+            return None
+    return None
+
+
+def _sysfs_max_mhz() -> float | None:
+    try:
+        return int(Path("/sys/devices/system/cpu/cpu0/cpufreq/cpuinfo_max_freq")
+                   .read_text()) / 1e3
+    except (OSError, ValueError):
+        return None
+
+
+def _cpuinfo_mhz(cpuinfo: str) -> float | None:
+    values = []
+    for line in cpuinfo.splitlines():
+        if line.startswith("cpu MHz"):
+            try:
+                values.append(float(line.split(":", 1)[1]))
+            except ValueError:
+                pass
+    return max(values) if values else None
+
+
+# A chain of dependent integer adds retires one add per cycle on every x86-64 and
+# AArch64 core, so adds per second of thread CPU time is the clock the core ran at
+# (thread time leaves out any time the thread was not running).
+_CLOCK_SOURCE = r"""
+#include <time.h>
+double mm_clock_mhz(long n) {
+    struct timespec a, b;
+    long x = 0;
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &a);
+    for (long i = 0; i < n; i++) {
+#if defined(__x86_64__)
+        __asm__ volatile("add $1, %0\n\tadd $1, %0\n\tadd $1, %0\n\tadd $1, %0" : "+r"(x));
+#elif defined(__aarch64__)
+        __asm__ volatile("add %0, %0, #1\n\tadd %0, %0, #1\n\tadd %0, %0, #1\n\t"
+                         "add %0, %0, #1" : "+r"(x));
+#else
+        return 0.0;
+#endif
+    }
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &b);
+    double s = (double)(b.tv_sec - a.tv_sec) + (double)(b.tv_nsec - a.tv_nsec) * 1e-9;
+    return s > 0 ? 4.0 * (double)n / s / 1e6 : 0.0;
+}
+"""
+
+
+@cache
+def measured_clock_mhz() -> float | None:
+    """The core clock measured with a dependent-add chain; None without a C compiler."""
+    try:
+        from cffi import FFI
+
+        ffi = FFI()
+        ffi.cdef("double mm_clock_mhz(long n);")
+        ffi.set_source("_mmsuite_clock", _CLOCK_SOURCE)
+        with tempfile.TemporaryDirectory(prefix="mmsuite-clock-") as tmp:
+            ffi.compile(tmpdir=tmp)
+            sys.path.insert(0, tmp)
+            try:
+                module = importlib.import_module("_mmsuite_clock")
+            finally:
+                sys.path.remove(tmp)
+            # ~20 ms each; the highest of a few is the clock with the least interference.
+            best = max(module.lib.mm_clock_mhz(20_000_000) for _ in range(5))
+            sys.modules.pop("_mmsuite_clock", None)
+    except Exception:  # no compiler, no cffi backend: the clock stays unknown
+        return None
+    return round(best) if best > 0 else None
+
+
+def cpu_figures() -> dict:
+    """What the CPU's peak needs, for the run's environment: max clock (and where it
+    came from) and vector extension.
+
+    The kernel's maximum clock (sysfs) is used where it exists. Virtual machines often
+    have no cpufreq and report the base clock in /proc/cpuinfo while the cores boost
+    higher, which would put a real result above a peak that is too low: there the
+    clock is measured, and the higher of the two is kept.
+    """
+    cpuinfo = _cpuinfo()
+    figures: dict = {"cpu_simd": cpu_simd(cpuinfo)}
+    sysfs = _sysfs_max_mhz()
+    if sysfs:
+        figures.update(cpu_max_mhz=sysfs, cpu_clock_source="sysfs cpuinfo_max_freq")
+        return figures
+    listed, measured = _cpuinfo_mhz(cpuinfo), measured_clock_mhz()
+    candidates = {"/proc/cpuinfo cpu MHz": listed, "measured (dependent adds)": measured}
+    source, mhz = max(((s, v) for s, v in candidates.items() if v),
+                      key=lambda item: item[1], default=(None, None))
+    figures.update(cpu_max_mhz=mhz, cpu_clock_source=source,
+                   cpu_clock_candidates={s: v for s, v in candidates.items() if v})
+    return figures
+
+
+# ------------------------------------------------------------- result annotation
+def _host_peak(environment: dict, cores: int | None) -> Peak | None:
+    clock = environment.get("cpu_max_mhz")
+    simd = environment.get("cpu_simd")
+    if simd is None and environment.get("cpu_avx512"):
+        simd = "avx512"
+    cores = cores or environment.get("cpu_cores") or os.cpu_count()
+    return cpu_peak(int(cores), float(clock), simd, environment.get("cpu") or "CPU") \
+        if clock else None
+
+
+def _cuda_figures(environment: dict, record: dict) -> dict:
+    cuda = (environment.get("backends") or {}).get("cuda") or {}
+    devices = cuda.get("devices")
+    if isinstance(devices, list) and record.get("device") is not None:
+        for entry in devices:  # a multi-GPU sweep records one entry per device
+            if isinstance(entry, dict) and entry.get("index") == record["device"]:
+                return {**cuda, **entry}
+    return cuda
+
+
+def peak_for(record: dict, environment: dict) -> Peak | None:
+    """The FP32 peak of the device ``record`` ran on; None when the environment lacks it."""
+    backends = environment.get("backends") or {}
+    backend = record.get("backend")
+    if backend == "cpu":
+        threads = (record.get("info") or {}).get("threads") \
+            or (backends.get("cpu") or {}).get("omp_threads")
+        return _host_peak(environment, threads)
+    if backend == "cuda":
+        cuda = _cuda_figures(environment, record)
+        return gpu_peak(int(cuda.get("sm_count") or 0), float(cuda.get("sm_clock_mhz") or 0),
+                        parse_compute_capability(cuda.get("compute_capability")),
+                        cuda.get("gpu") or "GPU")
+    if backend == "opencl":
+        cl = backends.get("opencl") or {}
+        kind = str(cl.get("opencl_device_type") or "").upper()
+        if kind == "CPU":
+            # PoCL spreads work-groups over every core it reports as a compute unit.
+            return _host_peak(environment, cl.get("compute_units"))
+        name = str(cl.get("opencl_device") or "")
+        vendor = f"{name} {cl.get('opencl_platform') or ''}".lower()
+        if kind == "GPU" and "nvidia" in vendor:
+            cuda = backends.get("cuda") or {}
+            same_gpu = cuda.get("gpu") and cuda.get("gpu") == name
+            cc = parse_compute_capability(cuda.get("compute_capability")) if same_gpu else None
+            return gpu_peak(int(cl.get("compute_units") or 0),
+                            float(cl.get("max_clock_mhz") or 0), cc, name)
+    return None
+
+
+def annotate(records: list[dict], environment: dict) -> list[dict]:
+    """Add ``peak_gflops`` and ``pct_peak`` to each timed record, in place; a record above
+    100% of its device's peak becomes ``invalid`` with a ``measurement error:`` reason."""
+    for record in records:
+        gflops = record.get("gflops")
+        if gflops is None or not math.isfinite(gflops) or gflops <= 0:
+            continue
+        peak = peak_for(record, environment)
+        if peak is None:
+            continue
+        pct = 100.0 * gflops / peak.gflops
+        record["peak_gflops"] = peak.gflops
+        record["pct_peak"] = pct
+        if pct > 100.0 and record.get("status") == "ok":
+            record["status"] = "invalid"
+            record["reason"] = (f"{INVALID_PREFIX} {gflops:.4g} GFLOP/s is {pct:.0f}% of the "
+                                f"FP32 peak of {peak.device} ({peak.gflops:.4g} GFLOP/s: "
+                                f"{peak.how})")
+    return records

@@ -1,0 +1,154 @@
+"""FP32 peak from the recorded device figures, and the flag on results above it."""
+
+from __future__ import annotations
+
+import math
+import shutil
+
+import pytest
+
+from mmsuite import peak
+
+H100 = {"gpu": "NVIDIA H100 80GB HBM3", "compute_capability": "90", "sm_count": 132,
+        "sm_clock_mhz": 1980}
+HOST = {"cpu": "AMD EPYC", "cpu_cores": 2, "cpu_max_mhz": 3300.0, "cpu_simd": "avx512"}
+
+
+def env(**backends: dict) -> dict:
+    return {**HOST, "backends": backends}
+
+
+def record(backend: str, gflops: float, status: str = "ok", **extra) -> dict:
+    return {"kernel": f"{backend}.k", "backend": backend, "status": status, "reason": "",
+            "gflops": gflops, **extra}
+
+
+@pytest.mark.parametrize(("value", "expected"), [
+    ("90", (9, 0)), ("86", (8, 6)), ("100", (10, 0)), ("8.9", (8, 9)), ((12, 0), (12, 0)),
+    ("", None), (None, None), ("sm", None),
+])
+def test_compute_capability_forms(value, expected) -> None:
+    assert peak.parse_compute_capability(value) == expected
+
+
+def test_h100_peak_is_sms_lanes_fma_clock() -> None:
+    p = peak.gpu_peak(132, 1980, (9, 0), "H100")
+    assert p.gflops == pytest.approx(66_908.16)
+    assert "132 SMs x 128 lanes (sm_90) x 2 x 1980 MHz" in p.how
+
+
+def test_a100_has_64_lanes_per_sm_and_ada_128() -> None:
+    assert peak.gpu_peak(108, 1410, (8, 0)).gflops == pytest.approx(19_491.84)
+    assert peak.gpu_lanes_per_sm((8, 6)) == peak.gpu_lanes_per_sm((8, 9)) == 128
+
+
+def test_gpu_peak_unknown_when_a_figure_is_missing() -> None:
+    assert peak.gpu_peak(0, 1980, (9, 0)) is None
+    assert peak.gpu_peak(132, 0, (9, 0)) is None
+    assert peak.gpu_peak(132, 1980, (2, 0)) is None  # architecture not in the table
+
+
+def test_cpu_peak_by_vector_extension() -> None:
+    assert peak.cpu_peak(2, 3300, "avx512").gflops == pytest.approx(2 * 3.3 * 64)
+    assert peak.cpu_peak(4, 3000, "avx2").gflops == pytest.approx(4 * 3.0 * 32)
+    assert peak.cpu_peak(2, 3300, None) is None
+
+
+def test_simd_from_cpu_flags() -> None:
+    assert peak.cpu_simd("flags\t: fpu sse2 avx2 fma avx512f\n") == "avx512"
+    assert peak.cpu_simd("flags\t: fpu sse2 avx avx2 fma\n") == "avx2"
+    assert peak.cpu_simd("flags\t: fpu sse2 avx\n") is None
+    assert peak.cpu_simd("processor : 0\n") is None
+
+
+def test_cpu_clock_prefers_sysfs_max(monkeypatch) -> None:
+    monkeypatch.setattr(peak, "_sysfs_max_mhz", lambda: 3700.0)
+    monkeypatch.setattr(peak, "measured_clock_mhz", lambda: pytest.fail("sysfs is enough"))
+    figures = peak.cpu_figures()
+    assert figures["cpu_max_mhz"] == 3700.0
+    assert figures["cpu_clock_source"] == "sysfs cpuinfo_max_freq"
+
+
+def test_cpu_clock_without_sysfs_keeps_the_higher_of_listed_and_measured(monkeypatch) -> None:
+    monkeypatch.setattr(peak, "_sysfs_max_mhz", lambda: None)
+    monkeypatch.setattr(peak, "_cpuinfo", lambda: "cpu MHz\t\t: 2596.1\nflags\t: avx512f\n")
+    monkeypatch.setattr(peak, "measured_clock_mhz", lambda: 3650)
+    figures = peak.cpu_figures()
+    assert (figures["cpu_max_mhz"], figures["cpu_simd"]) == (3650, "avx512")
+    assert figures["cpu_clock_source"].startswith("measured")
+    monkeypatch.setattr(peak, "measured_clock_mhz", lambda: None)  # no compiler
+    figures = peak.cpu_figures()
+    assert figures["cpu_max_mhz"] == 2596.1
+    assert figures["cpu_clock_source"] == "/proc/cpuinfo cpu MHz"
+
+
+@pytest.mark.skipif(shutil.which("cc") is None and shutil.which("gcc") is None,
+                    reason="measuring the clock needs a C compiler")
+def test_measured_clock_is_a_plausible_core_clock() -> None:
+    mhz = peak.measured_clock_mhz()
+    assert mhz is not None and 300 < mhz < 7000
+
+
+def test_annotate_adds_percent_of_peak() -> None:
+    records = [record("cpu", 211.2, info={"threads": 2}),
+               record("cuda", 51_600.0)]
+    peak.annotate(records, env(cpu={"omp_threads": 2}, cuda=H100))
+    cpu, cuda = records
+    assert cpu["peak_gflops"] == pytest.approx(422.4)
+    assert cpu["pct_peak"] == pytest.approx(50.0)
+    assert cuda["pct_peak"] == pytest.approx(100 * 51_600 / 66_908.16)
+    assert cpu["status"] == cuda["status"] == "ok"
+
+
+def test_cpu_peak_counts_the_threads_the_row_used() -> None:
+    one_thread = record("cpu", 100.0, info={"threads": 1})
+    peak.annotate([one_thread], env(cpu={"omp_threads": 2}))
+    assert one_thread["peak_gflops"] == pytest.approx(211.2)
+
+
+def test_a_result_above_peak_is_a_measurement_error() -> None:
+    planted = record("cuda", 120_000.0)  # 1.8x an H100's FP32 peak
+    failed = record("cuda", 90_000.0, status="failed", reason="error above tolerance")
+    peak.annotate([planted, failed], env(cuda=H100))
+    assert planted["status"] == "invalid"
+    assert planted["reason"].startswith("measurement error:")
+    assert "179%" in planted["reason"] and "NVIDIA H100" in planted["reason"]
+    assert planted["pct_peak"] > 100
+    # A verification failure stays one: it says more than the clock does.
+    assert failed["status"] == "failed" and failed["reason"] == "error above tolerance"
+
+
+def test_opencl_on_a_cpu_takes_the_cpu_figure() -> None:
+    pocl = {"opencl_device": "pthread-skylake-avx512-AMD EPYC", "opencl_device_type": "CPU",
+            "compute_units": 2, "max_clock_mhz": 2596}
+    row = record("opencl", 500.0)
+    peak.annotate([row], env(opencl=pocl))
+    assert row["peak_gflops"] == pytest.approx(422.4)  # HOST's clock, not the device's 2596
+    assert row["status"] == "invalid"
+
+
+def test_opencl_on_an_nvidia_gpu_takes_the_gpu_figure() -> None:
+    nv = {"opencl_device": "NVIDIA H100 80GB HBM3", "opencl_platform": "NVIDIA CUDA",
+          "opencl_device_type": "GPU", "compute_units": 132, "max_clock_mhz": 1980}
+    row = record("opencl", 30_000.0)
+    peak.annotate([row], env(opencl=nv, cuda=H100))
+    assert row["peak_gflops"] == pytest.approx(66_908.16)
+    alone = record("opencl", 30_000.0)  # no CUDA record: lanes assumed, not guessed low
+    peak.annotate([alone], env(opencl=nv))
+    assert alone["peak_gflops"] == pytest.approx(66_908.16)
+
+
+def test_records_without_figures_are_left_alone() -> None:
+    old = {"backends": {"cpu": {}}}  # a file from before the clock was recorded
+    rows = [record("cpu", 1e9), record("cuda", math.nan), record("cpu", 5.0, status="error"),
+            {"kernel": "cpu.x", "backend": "cpu", "status": "unavailable", "reason": "no"}]
+    peak.annotate(rows, old)
+    assert all("pct_peak" not in r for r in rows)
+    assert rows[0]["status"] == "ok"
+
+
+def test_multi_gpu_rows_take_their_device() -> None:
+    cuda = {**H100, "devices": [{"index": 0, "sm_count": 132}, {"index": 1, "sm_count": 66}]}
+    row = record("cuda", 1000.0, device=1)
+    peak.annotate([row], env(cuda=cuda))
+    assert row["peak_gflops"] == pytest.approx(66_908.16 / 2)
