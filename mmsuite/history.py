@@ -26,8 +26,6 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, NamedTuple
 
-RESULTS_API_VERSION = 2
-
 
 @dataclass(frozen=True)
 class Point:
@@ -112,16 +110,25 @@ def _benchmarks_meta(results_dir: Path) -> dict[str, Mapping[str, Any]]:
 
 
 def _date(ms: Any) -> datetime:
-    return datetime.fromtimestamp(float(ms) / 1000.0, tz=timezone.utc)
+    return datetime.fromtimestamp(float(ms or 0) / 1000.0, tz=timezone.utc)
 
 
-def _result_files(results_dir: Path, machine: str | None) -> Iterable[Path]:
-    for machine_dir in sorted(p for p in results_dir.iterdir() if p.is_dir()):
-        if machine is not None and machine_dir.name != machine:
-            continue
-        for path in sorted(machine_dir.glob("*.json")):
-            if path.name != "machine.json":
-                yield path
+def _asv_results():
+    """asv's own results reader (the ``bench`` extra)."""
+    try:
+        from asv import results as asv_results
+    except ImportError as exc:
+        raise ModuleNotFoundError("reading asv results needs asv: pip install "
+                                  "'mmsuite[bench]'") from exc
+    return asv_results
+
+
+def machines(results_dir: str | Path) -> list[str]:
+    """The machine names that have results under an asv results directory."""
+    root = Path(results_dir)
+    if not root.is_dir():
+        return []
+    return sorted(p.name for p in root.iterdir() if (p / "machine.json").is_file())
 
 
 def load_history(results_dir: str | Path, machine: str | None = None,
@@ -133,47 +140,41 @@ def load_history(results_dir: str | Path, machine: str | None = None,
     benchmark version are kept, else only those matching ``benchmarks.json``.
     Points are ordered by commit date. Raises FileNotFoundError if the
     directory does not exist; files that are not asv results are ignored.
+    The files are read through asv's results API, so its format is asv's business.
     """
     root = Path(results_dir)
     if not root.is_dir():
         raise FileNotFoundError(f"no asv results directory at {root}; run `asv run` first")
+    asv_results = _asv_results()
     meta = _benchmarks_meta(root)
     history: History = {}
-    for path in _result_files(root, machine):
-        try:
-            data = _load_json(path)
-        except (OSError, ValueError):
+    folder = root / machine if machine is not None else root
+    found = asv_results.iter_results(str(folder)) if folder.is_dir() else []
+    for result in found:
+        if result.commit_hash is None:
             continue
-        if not isinstance(data, dict) or data.get("version") != RESULTS_API_VERSION:
-            continue
-        if "results" not in data or "commit_hash" not in data:
-            continue
-        commit = str(data["commit_hash"])
-        date = _date(data.get("date", 0))
-        env = str(data.get("env_name", ""))
-        machine_name = str(data.get("params", {}).get("machine", path.parent.name))
-        columns = list(data.get("result_columns", ["result", "params", "version"]))
-        for name, row in data["results"].items():
-            _add_result(history, meta.get(name, {}), name, dict(zip(columns, row)),
-                        machine_name, env, commit, date, any_version)
+        commit, date = str(result.commit_hash), _date(result.date)
+        env = str(result.env_name or "")
+        machine_name = str(result.params.get("machine", ""))
+        keys = set(result.get_all_result_keys())
+        if not any_version:
+            # asv's own version check; benchmarks it no longer lists are kept as they are.
+            keys = set(result.get_result_keys(meta)) | {k for k in keys if k not in meta}
+        for name in sorted(keys):
+            params = result.get_result_params(name) or []
+            _add_result(history, meta.get(name, {}), name, params,
+                        result.get_result_value(name, params), machine_name, env, commit, date)
     for series in history.values():
         series.points.sort(key=lambda p: (p.date, p.commit))
         series.failed.sort(key=lambda f: (f[1], f[0]))
     return history
 
 
-def _add_result(history: History, meta: Mapping[str, Any], name: str, row: Mapping[str, Any],
-                machine: str, env: str, commit: str, date: datetime, any_version: bool) -> None:
-    if not any_version and meta.get("version") is not None \
-            and row.get("version") is not None and row["version"] != meta["version"]:
-        return
-    params = row.get("params") or meta.get("params") or []
+def _add_result(history: History, meta: Mapping[str, Any], name: str, params: list,
+                values: Any, machine: str, env: str, commit: str, date: datetime) -> None:
     param_names = tuple(meta.get("param_names") or (f"param{i + 1}" for i in range(len(params))))
     combos = [tuple(_unquote(v) for v in combo) for combo in itertools.product(*params)]
-    values = row.get("result")
-    if not params:
-        combos, values = [()], [values]
-    elif not isinstance(values, list):
+    if not isinstance(values, list):  # asv returns a list, one value per parameter combination
         values = [values] * len(combos)
     for combo, value in zip(combos, values):
         key = SeriesKey(name, combo, machine, env)
@@ -219,6 +220,45 @@ def kernel_ids(history: History, metric: str | None = None) -> list[str]:
     return sorted(seen, key=lambda kid: (rank.get(kid, len(rank)), kid))
 
 
+def metrics(history: History) -> list[str]:
+    """The metrics with at least one point, sorted (``kernel_ms``, ``h2d_ms``, ...)."""
+    return sorted({s.metric for s in history.values() if s.points})
+
+
+def _day(date: datetime) -> str:
+    return date.strftime("%Y-%m-%d")
+
+
+def summary(history: History, kernel_ids: Iterable[str], metric: str = "kernel_ms",
+            machine: str | None = None) -> str:
+    """One line per series: its commits' date range, first and last value, failed commits."""
+    kernel_ids = list(kernel_ids)
+    wanted = set(kernel_ids)
+    chosen = [s for s in history.values()
+              if s.kernel in wanted and s.metric == metric and (s.points or s.failed)
+              and (machine is None or s.key.machine == machine)]
+    chosen.sort(key=lambda s: (kernel_ids.index(s.kernel), _panel_sort_key((_panel(s), [])),
+                               s.key))
+    lines = []
+    for series in chosen:
+        head = f"{series.kernel} [{series.key.machine}] {_panel(series)}:"
+        unit = f" {series.unit}" if series.unit else ""
+        if series.points:
+            first, last = series.points[0], series.points[-1]
+            head += (f" {len(series.points)} commits {_day(first.date)} .. {_day(last.date)};"
+                     f" {first.value:.4g}{unit} at {first.commit[:8]} -> {last.value:.4g}{unit}"
+                     f" at {last.commit[:8]}")
+        if series.failed:
+            head += "; failed at " + ", ".join(f"{c[:8]} ({_day(d)})" for c, d in series.failed)
+        lines.append(head)
+    return "\n".join(lines)
+
+
+def _panel(series: Series) -> str:
+    rest = [f"{n}={v}" for n, v in series.params.items() if n != "kernel"]
+    return ", ".join(rest) or "all"
+
+
 def plot_history(history: History, kernel_ids: Iterable[str], out_png: str | Path,
                  metric: str = "kernel_ms", machine: str | None = None) -> Path:
     """Draw each kernel's ``metric`` across commits to a PNG, one panel per problem size.
@@ -241,17 +281,15 @@ def plot_history(history: History, kernel_ids: Iterable[str], out_png: str | Pat
     for series in chosen:
         for point in series.points:
             commits.setdefault(point.commit, point.date)
+        for commit, date in series.failed:
+            commits.setdefault(commit, date)
     order = sorted(commits, key=lambda c: (commits[c], c))
     position = {c: i for i, c in enumerate(order)}
-
-    def panel_of(series: Series) -> str:
-        rest = [f"{n}={v}" for n, v in series.params.items() if n != "kernel"]
-        return ", ".join(rest) or "all"
 
     panels: dict[str, list[Series]] = {}
     for series in sorted(chosen, key=lambda s: (kernel_ids.index(s.kernel) if s.kernel in
                                                   kernel_ids else 0, s.key)):
-        panels.setdefault(panel_of(series), []).append(series)
+        panels.setdefault(_panel(series), []).append(series)
     several_machines = len({s.key.machine for s in chosen}) > 1
     several_envs = len({s.key.env for s in chosen}) > 1
 
@@ -275,7 +313,12 @@ def plot_history(history: History, kernel_ids: Iterable[str], out_png: str | Pat
             ys = [p.value for p in series.points]
             values.extend(ys)
             # Ten colours cycle; the marker changes with each cycle.
-            ax.plot(xs, ys, marker=_MARKERS[index // 10 % len(_MARKERS)], label=label)
+            line, = ax.plot(xs, ys, marker=_MARKERS[index // 10 % len(_MARKERS)], label=label)
+            if series.failed:
+                # A failed commit is a cross on the panel's floor, in the series' colour.
+                ax.plot([position[c] for c, _ in series.failed], [0.02] * len(series.failed),
+                        "x", color=line.get_color(), markersize=9, mew=2,
+                        transform=ax.get_xaxis_transform(), label=f"{label}: failed")
         unit = members[0].unit or ""
         ax.set_ylabel(f"{metric} ({unit})" if unit and unit not in metric else metric)
         ax.set_title(panel, fontsize="medium")
@@ -288,9 +331,9 @@ def plot_history(history: History, kernel_ids: Iterable[str], out_png: str | Pat
         ax.grid(True, alpha=0.3)
         ax.legend(fontsize="small", loc="upper left", bbox_to_anchor=(1.01, 1.0))
     axes[-1].set_xticks(range(len(order)))
-    axes[-1].set_xticklabels([c[:8] for c in order], rotation=45, ha="right",
-                             fontsize="small")
-    axes[-1].set_xlabel("commit (by date)")
+    axes[-1].set_xticklabels([f"{c[:8]}\n{_day(commits[c])}" for c in order], rotation=45,
+                             ha="right", fontsize="small")
+    axes[-1].set_xlabel("commit and its date (x: the benchmark failed there)")
     if len(order) == 1:
         axes[-1].set_xlim(-0.5, 0.5)
     fig.suptitle(f"{metric} across commits (lower is better)")

@@ -7,6 +7,7 @@ renders the same table as the run that made it.
 from __future__ import annotations
 
 import math
+import statistics
 from collections import defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -84,6 +85,37 @@ def _ratio(numer: float | None, denom: float | None) -> float | None:
     return numer / denom
 
 
+# Statuses whose time is a measurement of a correct kernel; an "invalid" row (above the
+# device's peak) is a measurement error and is never compared with anything.
+_TIMED = ("ok", "failed", "invalid")
+
+
+def robust_noise(stats: dict | None) -> float | None:
+    """Relative noise of a phase: the recorded figure, else 1.4826 * MAD / median of its
+    samples (older files carry samples only); None with fewer than three samples."""
+    if not stats:
+        return None
+    if stats.get("noise") is not None:
+        return float(stats["noise"])
+    samples = [s for s in stats.get("samples") or [] if s is not None]
+    if len(samples) < 3:
+        return None
+    median = statistics.median(samples)
+    if median <= 0:
+        return None
+    return 1.4826 * statistics.median(abs(s - median) for s in samples) / median
+
+
+def pct_peak(record: dict) -> float | None:
+    """Percent of the device's FP32 peak: recorded, or derived from ``peak_gflops``."""
+    if record.get("pct_peak") is not None:
+        return float(record["pct_peak"])
+    peak, gflops = record.get("peak_gflops"), record.get("gflops")
+    if peak and gflops is not None and math.isfinite(gflops):
+        return 100.0 * gflops / peak
+    return None
+
+
 def table_rows(records: list[dict]) -> list[dict]:
     """The ladder table for one problem: one dict per kernel with derived columns."""
     ok_rows = {r["kernel"]: r for r in records if r["status"] == "ok"}
@@ -91,21 +123,26 @@ def table_rows(records: list[dict]) -> list[dict]:
     for r in records:
         row = {"kernel": r["kernel"], "adds": r["adds"], "status": r["status"],
                "reason": r.get("reason", "")}
-        ms = _median(r, "kernel_ms") if r["status"] in ("ok", "failed") else None
+        ms = _median(r, "kernel_ms") if r["status"] in _TIMED else None
+        valid = ms and r["status"] != "invalid"
         row["kernel_ms"] = ms
-        row["gflops"] = r.get("gflops") if ms else None
-        row["host_gflops"] = r.get("host_gflops") if ms else None
+        row["gflops"] = r.get("gflops") if valid else None
+        row["host_gflops"] = r.get("host_gflops") if valid else None
         row["h2d_ms"] = _median(r, "h2d_ms") if ms else None
         row["d2h_ms"] = _median(r, "d2h_ms") if ms else None
-        row["spread"] = r["kernel_ms"]["spread"] if ms else None
+        row["spread"] = r["kernel_ms"].get("spread") if ms else None
+        row["noise"] = robust_noise(r.get("kernel_ms")) if ms else None
+        row["noisy"] = bool(r.get("noisy")) if ms else False
+        row["pct_peak"] = pct_peak(r) if ms else None
         row["max_rel_err"] = r.get("max_rel_err")
         base = _base_id(ok_rows, r)
         parent, ref = r.get("parent"), _reference_id(r, ok_rows)
         row["base"], row["ref"] = base, ref if ref in ok_rows else None
-        row["x_base"] = _ratio(_median(ok_rows[base], "kernel_ms"), ms) if base else None
-        row["x_parent"] = (_ratio(_median(ok_rows[parent], "kernel_ms"), ms)
+        speed = ms if valid else None
+        row["x_base"] = _ratio(_median(ok_rows[base], "kernel_ms"), speed) if base else None
+        row["x_parent"] = (_ratio(_median(ok_rows[parent], "kernel_ms"), speed)
                            if parent in ok_rows else None)
-        to_ref = _ratio(_median(ok_rows[ref], "kernel_ms"), ms) if ref in ok_rows else None
+        to_ref = _ratio(_median(ok_rows[ref], "kernel_ms"), speed) if ref in ok_rows else None
         row["pct_ref"] = 100 * to_ref if to_ref is not None else None
         profile = (r.get("info") or {}).get("profile") or {}
         row["regs"], row["local"] = profile.get("registers"), profile.get("local_bytes")
@@ -115,16 +152,31 @@ def table_rows(records: list[dict]) -> list[dict]:
     return out
 
 
-def _columns(rows: list[dict]) -> tuple[list[Column], float]:
-    """The columns worth showing for these rows, and the FLOP/s unit (1 or 1000 GFLOP/s)."""
-    best = max((r["gflops"] or 0.0 for r in rows), default=0.0)
-    scale = 1000.0 if best >= 1000.0 else 1.0
-    unit = "TFLOP/s" if scale > 1 else "GFLOP/s"
+def flops_scale(best_gflops: float) -> tuple[float, str]:
+    """Divisor and unit for FLOP/s: TFLOP/s once the best figure reaches 1000 GFLOP/s."""
+    return (1000.0, "TFLOP/s") if best_gflops >= 1000.0 else (1.0, "GFLOP/s")
+
+
+def _columns(rows: list[dict], wide: bool = True) -> tuple[list[Column], float]:
+    """The columns worth showing for these rows, and the FLOP/s unit (1 or 1000 GFLOP/s).
+
+    The compact set (``wide=False``) is what fits 100 columns: times, throughput, noise and
+    the three ratios; reasons go to footnotes."""
+    scale, unit = flops_scale(max((r["gflops"] or 0.0 for r in rows), default=0.0))
+    has_peak = any(r["pct_peak"] is not None for r in rows)
+    if not wide:
+        cols = [Column("kernel", "kernel", "left"), Column("kernel_ms", "ms"),
+                Column("gflops", unit), Column("noise", "noise"),
+                Column("x_parent", "x parent"), Column("pct_ref", "% ref"),
+                Column("pct_peak", "% peak"), Column("status", "status", "left")]
+        return cols, scale
     cols = [Column("kernel", "kernel", "left"), Column("adds", "adds", "left"),
             Column("kernel_ms", "kernel ms"), Column("spread", "spread"),
-            Column("gflops", unit), Column("host_gflops", f"h2h {unit}"),
-            Column("x_base", "x base"), Column("x_parent", "x parent"),
-            Column("pct_ref", "% ref")]
+            Column("noise", "noise"), Column("gflops", unit),
+            Column("host_gflops", f"h2h {unit}"), Column("x_base", "x base"),
+            Column("x_parent", "x parent"), Column("pct_ref", "% ref")]
+    if has_peak:
+        cols.append(Column("pct_peak", "% peak"))
     if any(r["h2d_ms"] for r in rows):
         cols += [Column("h2d_ms", "h2d ms"), Column("d2h_ms", "d2h ms")]
     if any(r["regs"] is not None for r in rows):
@@ -143,9 +195,11 @@ def _fmt(key: str, value, scale: float) -> str:
         return f"{value:.3f}" if value < 100 else f"{value:.1f}"
     if key == "spread":
         return f"{100 * value:.0f}%"
+    if key == "noise":
+        return f"{100 * value:.1f}%" if value < 0.1 else f"{100 * value:.0f}%"
     if key in ("x_base", "x_parent"):
         return f"{value:.2f}x" if value < 100 else f"{value:.0f}x"
-    if key == "pct_ref":
+    if key in ("pct_ref", "pct_peak"):
         return f"{value:.0f}%"
     if key == "max_rel_err":
         return f"{value:.1e}" if math.isfinite(value) else "inf"
@@ -156,35 +210,88 @@ def _status(row: dict) -> str:
     return row["status"] if not row["reason"] else f"{row['status']}: {row['reason']}"
 
 
-def _cells(row: dict, cols: list[Column], scale: float) -> list[str]:
-    return [_status(row) if c.key == "status" else _fmt(c.key, row[c.key], scale) for c in cols]
+def _cells(row: dict, cols: list[Column], scale: float,
+           notes: dict[str, int] | None = None) -> list[str]:
+    """The row's cells; with ``notes`` the status names a footnote instead of its reason."""
+    cells = []
+    for c in cols:
+        if c.key == "status":
+            if notes is None or not row["reason"]:
+                cells.append(_status(row))
+            else:
+                cells.append(f"{row['status']} [{notes.setdefault(row['reason'], len(notes) + 1)}]")
+        elif c.key == "noise":
+            # "!" marks a row whose noise stayed above the sampling target.
+            cells.append(_fmt("noise", row["noise"], scale) + ("!" if row["noisy"] else ""))
+        else:
+            cells.append(_fmt(c.key, row[c.key], scale))
+    return cells
 
 
-def _caption(rows: list[dict]) -> str:
+def _caption(rows: list[dict], wide: bool = True) -> str:
     bases = sorted({r["base"] for r in rows if r["base"]})
     refs = sorted({r["ref"] for r in rows if r["ref"]})
+    noise = "noise: 1.4826*MAD/median of the kernel samples, ! where it stayed above target"
+    if not wide:
+        return ("ms: median kernel time; " + noise + "; x parent: speedup over the parent "
+                "rung; % ref: reference (" + (", ".join(refs) or "-") + ") time over this "
+                "kernel's; % peak: of the device's FP32 peak")
     return ("x base: speedup over " + (", ".join(bases) or "-") + "; x parent: over the parent "
             "rung; % ref: reference kernel time (" + (", ".join(refs) or "-") + ") over this "
-            "kernel's; spread: (max-min)/median of the kernel time")
+            "kernel's; spread: (max-min)/median of the kernel time; " + noise)
 
 
-def render_rich(records: list[dict], console=None) -> None:
-    """Print one ladder table per problem to the terminal."""
+def _fit(cols: list[Column], body: list[list[str]],
+         width: int) -> tuple[list[Column], list[list[str]]]:
+    """Drop columns with no figure at all ("-" in every row) when the table is wider than
+    the terminal; the rest keep their widest cell."""
+    def needed(keep: list[int]) -> int:
+        return sum(max([len(cols[i].title)] + [len(b[i]) for b in body]) for i in keep) \
+            + 3 * (len(keep) - 1)
+
+    keep = list(range(len(cols)))
+    if needed(keep) > width:
+        keep = [i for i in keep if any(b[i] != "-" for b in body)]
+    return [cols[i] for i in keep], [[b[i] for i in keep] for b in body]
+
+
+_STYLE = {"ok": None, "failed": "red", "error": "red", "invalid": "red", "unavailable": "dim"}
+
+
+def render_rich(records: list[dict], console=None, wide: bool = False,
+                title_suffix: str = "") -> None:
+    """Print one ladder table per problem to the terminal.
+
+    The default table fits 100 columns: kernel ids never wrap and reasons are footnotes
+    under the table; ``wide`` prints every column with reasons inline."""
+    from rich import box
     from rich.console import Console
     from rich.table import Table
 
     console = console or Console(markup=False)
     for group in group_by_problem(records).values():
         rows = table_rows(group)
-        cols, scale = _columns(rows)
-        table = Table(title=problem_label(group[0]), caption=_caption(rows), title_justify="left")
-        for c in cols:
-            table.add_column(c.title, justify=c.justify,
-                             overflow="fold", max_width=48 if c.key in ("adds", "status") else None)
-        for row in rows:
-            style = {"ok": None, "failed": "red", "error": "red", "unavailable": "dim"}
-            table.add_row(*_cells(row, cols, scale), style=style.get(row["status"]))
+        cols, scale = _columns(rows, wide)
+        title = problem_label(group[0]) + title_suffix
+        notes: dict[str, int] | None = None if wide else {}
+        body = [_cells(row, cols, scale, notes) for row in rows]
+        if not wide:
+            cols, body = _fit(cols, body, console.width)
+        table = Table(title=title, caption=_caption(rows, wide), title_justify="left",
+                      caption_justify="left", box=box.HEAVY_HEAD if wide else box.SIMPLE_HEAD,
+                      show_edge=wide, pad_edge=wide)
+        for i, c in enumerate(cols):
+            # Figures and ids are never cut: columns shrink only down to their widest cell.
+            widest = max([len(c.title)] + [len(cells[i]) for cells in body])
+            if c.key in ("adds", "status") and wide:
+                table.add_column(c.title, justify=c.justify, overflow="fold", max_width=48)
+            else:
+                table.add_column(c.title, justify=c.justify, no_wrap=True, min_width=widest)
+        for row, cells in zip(rows, body):
+            table.add_row(*cells, style=_STYLE.get(row["status"]))
         console.print(table)
+        for reason, number in (notes or {}).items():
+            console.print(f"[{number}] {reason}")
 
 
 def render_markdown(records: list[dict]) -> str:
@@ -196,7 +303,8 @@ def render_markdown(records: list[dict]) -> str:
         lines = [f"**{problem_label(group[0])}**", "",
                  "| " + " | ".join(c.title for c in cols) + " |",
                  "|" + "|".join("---" if c.justify == "left" else "---:" for c in cols) + "|"]
-        lines += ["| " + " | ".join(_cells(r, cols, scale)) + " |" for r in rows]
+        lines += ["| " + " | ".join(c.replace("\n", " ").replace("|", "\\|")
+                                    for c in _cells(r, cols, scale)) + " |" for r in rows]
         lines += ["", _caption(rows), ""]
         parts.append("\n".join(lines))
     return "\n".join(parts)

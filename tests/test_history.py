@@ -1,4 +1,5 @@
-"""mmsuite.history on a small results directory written here in asv 0.6's format."""
+"""mmsuite.history on a small results directory written here in asv 0.6's format
+(unparameterised results are one-element lists there, as asv writes them)."""
 
 from __future__ import annotations
 
@@ -9,7 +10,17 @@ from pathlib import Path
 
 import pytest
 
-from mmsuite.history import SeriesKey, kernel_ids, load_history, plot_history, select
+from mmsuite.cli import main
+from mmsuite.history import (
+    SeriesKey,
+    kernel_ids,
+    load_history,
+    machines,
+    metrics,
+    plot_history,
+    select,
+    summary,
+)
 
 KERNEL_MS = "sgemm_cpu.CpuKernels.track_kernel_ms"
 H2D_MS = "sgemm_cuda.CudaKernels.track_h2d_ms"
@@ -65,16 +76,16 @@ def results_dir(tmp_path: Path) -> Path:
     _write(root, "box", C3, _result_file(C3, D3, {
         # blas 256, blas 512, naive 256 (failed: null), naive 512 (skipped: NaN)
         KERNEL_MS: [[0.30, 2.0, None, math.nan], CPU_PARAMS, "1", 0, 1.0],
-        PLAIN: [5.0, [], "7", 0, 1.0],
+        PLAIN: [[5.0], [], "7", 0, 1.0],
     }))
     _write(root, "box", C1, _result_file(C1, D1, {
         KERNEL_MS: [[0.25, 1.5, 14.0, 280.0], CPU_PARAMS, "1", 0, 1.0],
-        PLAIN: [4.0, [], "7", 0, 1.0],
+        PLAIN: [[4.0], [], "7", 0, 1.0],
     }))
     _write(root, "box", C2, _result_file(C2, D2, {
         KERNEL_MS: [[0.20, 1.4, 13.0, 270.0], CPU_PARAMS, "1", 0, 1.0],
         # An older version of the benchmark: other units of measure, not history.
-        PLAIN: [999.0, [], "6", 0, 1.0],
+        PLAIN: [[999.0], [], "6", 0, 1.0],
     }))
     _write(root, "gpu", C3, _result_file(C3, D3, {
         H2D_MS: [[0.9], CUDA_PARAMS, "1", 0, 1.0],
@@ -148,3 +159,41 @@ def test_plot_history_without_data_raises(results_dir: Path, tmp_path: Path) -> 
     with pytest.raises(ValueError, match="no kernel_ms history"):
         plot_history(load_history(results_dir), ["cuda.99_none"], tmp_path / "x.png")
     assert not (tmp_path / "x.png").exists()
+
+
+def test_summary_names_dates_values_and_failed_commits(results_dir: Path) -> None:
+    history = load_history(results_dir)
+    text = summary(history, ["cpu.seq_naive"], "kernel_ms")
+    lines = text.splitlines()
+    assert len(lines) == 2  # sizes 256 and 512
+    assert lines[0].startswith("cpu.seq_naive [box] size=256: 2 commits 2026-11-20 .. 2026-11-21")
+    assert "failed at cccccccc (2026-11-22)" in lines[0]
+    assert "failed" not in lines[1]
+
+
+def test_metrics_and_machines(results_dir: Path) -> None:
+    history = load_history(results_dir)
+    assert metrics(history) == ["h2d_ms", "kernel_ms", "plain"]
+    assert machines(results_dir) == ["box", "gpu"]
+    assert metrics(load_history(results_dir, machine="gpu")) == ["h2d_ms"]
+    assert load_history(results_dir, machine="nobody") == {}
+
+
+def test_plot_history_marks_failed_commits(results_dir: Path, tmp_path: Path) -> None:
+    history = load_history(results_dir)
+    out = plot_history(history, ["cpu.seq_naive"], tmp_path / "failed.png")
+    assert out.read_bytes()[:4] == b"\x89PNG"
+
+
+def test_history_command_takes_metric_and_machine(results_dir: Path, tmp_path: Path,
+                                                  capsys: pytest.CaptureFixture) -> None:
+    out = tmp_path / "h2d.png"
+    assert main(["history", "--results-dir", str(results_dir), "--metric", "h2d_ms",
+                 "--machine", "gpu", "--out", str(out)]) == 0
+    printed = capsys.readouterr().out
+    assert "cuda.cublas [gpu] size=1024: 1 commits 2026-11-22" in printed
+    assert out.read_bytes()[:4] == b"\x89PNG"
+    assert main(["history", "--results-dir", str(results_dir), "--metric", "gflops"]) == 2
+    assert "no gflops history; recorded: h2d_ms, kernel_ms, plain" in capsys.readouterr().err
+    assert main(["history", "--results-dir", str(results_dir), "--machine", "tpu"]) == 2
+    assert "machines: box, gpu" in capsys.readouterr().err
