@@ -12,6 +12,7 @@ import numpy as np
 
 from .backends import RunOptions, get_backend
 from .host import cpu_flags, cpu_model
+from .peak import cpu_figures
 
 _PACKAGE_ROOT = Path(__file__).resolve().parent.parent
 
@@ -53,6 +54,7 @@ def host_environment() -> dict:
         "cpu": cpu_model(),
         "cpu_cores": os.cpu_count(),
         "cpu_avx512": "avx512f" in cpu_flags(),
+        **cpu_figures(),  # max clock and vector extension: the CPU's FP32 peak (mmsuite.peak)
         "omp_num_threads_env": os.environ.get("OMP_NUM_THREADS"),
     }
 

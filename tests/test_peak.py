@@ -152,3 +152,12 @@ def test_multi_gpu_rows_take_their_device() -> None:
     row = record("cuda", 1000.0, device=1)
     peak.annotate([row], env(cuda=cuda))
     assert row["peak_gflops"] == pytest.approx(66_908.16 / 2)
+
+
+def test_the_run_environment_records_the_cpu_figures() -> None:
+    from mmsuite import environment
+
+    host = environment.host_environment()
+    assert {"cpu_max_mhz", "cpu_simd", "cpu_clock_source"} <= set(host)
+    if host["cpu_max_mhz"] and host["cpu_simd"]:
+        assert peak.peak_for(record("cpu", 1.0), {**host, "backends": {}}) is not None
