@@ -12,7 +12,7 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from . import catalogue, environment, report, results
+from . import catalogue, compare, environment, peak, report, results
 from .backends import RunOptions
 from .catalogue import Kernel
 from .measure import DEFAULT_REPEATS, DEFAULT_WARMUP
@@ -92,6 +92,8 @@ def build_parser() -> argparse.ArgumentParser:
     p_report.add_argument("results", type=Path)
     p_report.add_argument("--markdown", action="store_true", help="print Markdown tables")
     p_report.add_argument("--plots", type=Path, metavar="DIR", help="write PNG plots here")
+
+    compare.add_parser(sub)
 
     p_hist = sub.add_parser("history", help="plot kernels' history from asv results")
     p_hist.add_argument("--results-dir", type=Path, default=Path(".asv/results"))
@@ -189,10 +191,11 @@ def cmd_run(args: argparse.Namespace, console: Console) -> int:
     shown, notes = _collapse_unavailable(rows, set(args.backend or []))
     records = [row.to_record() for row in rows]
     shown_records = [row.to_record() for row in shown]
+    env = environment.collect(sorted({k.backend for k in kernels}), options)
+    peak.annotate(records + shown_records, env)  # % peak; above 100% is a measurement error
     report.render_rich(shown_records, console)
     for note in notes:
         console.print(note, style="dim")
-    env = environment.collect(sorted({k.backend for k in kernels}), options)
     settings = {"repeats": args.repeats, "warmup": args.warmup, "threads": args.threads,
                 "cl_device": args.cl_device, "pinned": args.pinned, "profile": args.profile,
                 "problems": [p.to_dict() for p in problems]}
@@ -238,7 +241,8 @@ def cmd_history(args: argparse.Namespace, console: Console) -> int:
     return 0
 
 
-COMMANDS = {"list": cmd_list, "run": cmd_run, "report": cmd_report, "history": cmd_history}
+COMMANDS = {"list": cmd_list, "run": cmd_run, "report": cmd_report, "history": cmd_history,
+            "compare": compare.cmd_compare}
 
 
 def _console() -> Console:

@@ -1,0 +1,345 @@
+"""``mmsuite compare BASE.json NEW.json``: did a kernel get faster or slower between two runs?
+
+For every kernel x problem present in both result files the kernel-time samples
+are compared with a two-sided Mann-Whitney U test (normal approximation with
+tie and continuity corrections; it assumes nothing about the shape of timing
+noise, which is skewed and heavy-tailed) and the ratio of medians NEW / BASE:
+
+- ``slower`` / ``faster``: the test rejects "same distribution" at ``--alpha``
+  and the ratio is beyond the threshold (``--threshold 0.05``: 5%);
+- ``same``: the difference is within the threshold, and either the test finds
+  it or both sides' noise is below the threshold (so a difference above it
+  would have shown);
+- ``unsure``: too few samples, or a difference above the threshold that the
+  noise does not let the test confirm;
+- ``broken``: the kernel passed in BASE and fails, errs or reads above peak in NEW.
+
+Exit status: 1 when any row is ``slower`` or ``broken`` (a CI gate), 0
+otherwise, 2 for bad input (an unreadable file, a file without samples).
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from . import results
+
+DEFAULT_THRESHOLD = 0.05
+DEFAULT_ALPHA = 0.01
+#: Below this many samples a side the test cannot reach ``DEFAULT_ALPHA`` however
+#: far apart the samples are (5 against 5 gives p = 0.009 at best).
+MIN_SAMPLES = 5
+MAD_TO_SIGMA = 1.4826
+VERDICTS = ("slower", "broken", "faster", "same", "unsure")
+
+
+# ----------------------------------------------------------------- statistics
+def average_ranks(values: np.ndarray) -> np.ndarray:
+    """1-based ranks; tied values share the average of the ranks they span."""
+    _, inverse, counts = np.unique(values, return_inverse=True, return_counts=True)
+    last = np.cumsum(counts)
+    return (last - (counts - 1) / 2.0)[inverse]
+
+
+def mann_whitney_u(x: list[float] | np.ndarray, y: list[float] | np.ndarray
+                   ) -> tuple[float, float]:
+    """U statistic of ``x`` and the two-sided p-value (normal approximation).
+
+    U counts the pairs in which x exceeds y (ties count one half), so U above
+    len(x) * len(y) / 2 means x tends to be larger. The variance carries the tie
+    correction; the z score a continuity correction of one half.
+    """
+    x, y = np.asarray(x, dtype=float), np.asarray(y, dtype=float)
+    n1, n2 = len(x), len(y)
+    if n1 == 0 or n2 == 0:
+        raise ValueError("the U test needs samples on both sides")
+    both = np.concatenate([x, y])
+    u = float(average_ranks(both)[:n1].sum()) - n1 * (n1 + 1) / 2.0
+    n = n1 + n2
+    _, counts = np.unique(both, return_counts=True)
+    ties = float((counts.astype(float) ** 3 - counts).sum())
+    variance = n1 * n2 / 12.0 * ((n + 1) - ties / (n * (n - 1)))
+    if variance <= 0:  # every sample equal: nothing tells the sides apart
+        return u, 1.0
+    delta = u - n1 * n2 / 2.0
+    z = (abs(delta) - 0.5) / math.sqrt(variance) if abs(delta) >= 0.5 else 0.0
+    return u, math.erfc(z / math.sqrt(2.0))
+
+
+def robust_noise(samples: list[float]) -> float | None:
+    """1.4826 * MAD / median: the relative noise the engine reports."""
+    if len(samples) < 2:
+        return None
+    values = np.asarray(samples, dtype=float)
+    median = float(np.median(values))
+    if median <= 0:
+        return None
+    return MAD_TO_SIGMA * float(np.median(np.abs(values - median))) / median
+
+
+# ----------------------------------------------------------------- comparison
+@dataclass
+class Side:
+    """One file's figures for a kernel x problem."""
+
+    status: str
+    median: float | None
+    samples: list[float]
+    noise: float | None
+    noisy: bool
+
+    @classmethod
+    def of(cls, record: dict) -> Side:
+        stats = record.get("kernel_ms") or {}
+        samples = [float(s) for s in stats.get("samples") or [] if s is not None]
+        median = stats.get("median")
+        if median is None and samples:
+            median = float(np.median(samples))
+        noise = stats.get("noise")
+        if noise is None:
+            noise = robust_noise(samples)
+        return cls(str(record.get("status", "ok")), median, samples, noise,
+                   bool(record.get("noisy")))
+
+
+@dataclass
+class Row:
+    kernel: str
+    problem: str
+    base: Side
+    new: Side
+    verdict: str
+    why: str
+    ratio: float | None = None
+    p_value: float | None = None
+
+
+@dataclass
+class Comparison:
+    rows: list[Row]
+    only_base: list[tuple[str, str]] = field(default_factory=list)
+    only_new: list[tuple[str, str]] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+
+    def count(self, verdict: str) -> int:
+        return sum(r.verdict == verdict for r in self.rows)
+
+    @property
+    def exit_status(self) -> int:
+        return 1 if self.count("slower") or self.count("broken") else 0
+
+
+def judge(base: Side, new: Side, threshold: float = DEFAULT_THRESHOLD,
+          alpha: float = DEFAULT_ALPHA) -> tuple[str, str, float | None, float | None]:
+    """(verdict, why, ratio of medians NEW / BASE, p-value) for one kernel x problem."""
+    if base.status == "ok" and new.status != "ok":
+        return "broken", f"{new.status} in NEW", None, None
+    if base.status != "ok":  # nothing to hold NEW against
+        return "unsure", f"{base.status} in BASE, {new.status} in NEW", None, None
+    ratio = new.median / base.median if base.median and new.median else None
+    if ratio is None:
+        return "unsure", "no median", None, None
+    fewest = min(len(base.samples), len(new.samples))
+    if fewest < MIN_SAMPLES:
+        return "unsure", f"{fewest} samples (need {MIN_SAMPLES})", ratio, None
+    _, p = mann_whitney_u(new.samples, base.samples)
+    beyond = abs(math.log(ratio)) > math.log1p(threshold)
+    if p < alpha:
+        if not beyond:
+            return "same", f"difference within {threshold:.0%}", ratio, p
+        return ("slower" if ratio > 1 else "faster"), "significant", ratio, p
+    if beyond:
+        return "unsure", f"not significant at alpha {alpha:g}: too noisy to tell", ratio, p
+    noises = [s.noise for s in (base, new)]
+    if any(n is None or n > threshold for n in noises):
+        worst = max((n for n in noises if n is not None), default=math.nan)
+        return "unsure", f"noise {worst:.1%} is above the threshold", ratio, p
+    return "same", f"difference within {threshold:.0%}", ratio, p
+
+
+def _problem_label(problem: dict) -> str:
+    label = f"{problem.get('m')}x{problem.get('n')}x{problem.get('k')}"
+    if problem.get("batch", 1) != 1:
+        label = f"{problem['batch']}x {label}"
+    extras = []
+    if problem.get("layout", "row") != "row":
+        extras.append(f"{problem['layout']}-major")
+    if problem.get("alpha", 1.0) != 1.0 or problem.get("beta", 0.0) != 0.0:
+        extras.append(f"a={problem.get('alpha'):g} b={problem.get('beta'):g}")
+    if problem.get("seed", 0) != 0:
+        extras.append(f"seed {problem['seed']}")
+    return label + (f" ({', '.join(extras)})" if extras else "")
+
+
+def _key(record: dict) -> tuple[str, str]:
+    label = _problem_label(record.get("problem") or {})
+    if record.get("device") is not None:
+        label += f" @ device {record['device']}"
+    if record.get("l2") not in (None, "warm"):
+        label += f" (L2 {record['l2']})"
+    return str(record.get("kernel")), label
+
+
+def load_records(path: Path) -> tuple[dict[tuple[str, str], dict], dict]:
+    """The records of one result file keyed by kernel x problem, and the document.
+
+    Raises ValueError naming the file when it is unreadable or holds no samples.
+    """
+    document = results.load(path)
+    keyed = {_key(r): r for r in document.get("results") or []}
+    if not any((r.get("kernel_ms") or {}).get("samples") for r in keyed.values()):
+        raise ValueError(f"{path}: no kernel timing samples to compare "
+                         f"(not one result has kernel_ms.samples)")
+    return keyed, document
+
+
+def _setting_notes(base: dict, new: dict) -> list[str]:
+    notes = []
+    b_set, n_set = base.get("settings") or {}, new.get("settings") or {}
+    for key in sorted(set(b_set) | set(n_set)):
+        if key != "problems" and b_set.get(key) != n_set.get(key):
+            notes.append(f"setting {key}: {b_set.get(key)!r} in BASE, {n_set.get(key)!r} in NEW")
+    b_env, n_env = base.get("environment") or {}, new.get("environment") or {}
+    for key in ("cpu", "cpu_cores"):
+        if b_env.get(key) != n_env.get(key):
+            notes.append(f"{key}: {b_env.get(key)!r} in BASE, {n_env.get(key)!r} in NEW")
+    for name in sorted(set(b_env.get("backends") or {}) & set(n_env.get("backends") or {})):
+        b_gpu = (b_env["backends"][name] or {}).get("gpu")
+        n_gpu = (n_env["backends"][name] or {}).get("gpu")
+        if b_gpu != n_gpu:
+            notes.append(f"{name} GPU: {b_gpu!r} in BASE, {n_gpu!r} in NEW")
+    return notes
+
+
+def compare(base_path: Path, new_path: Path, threshold: float = DEFAULT_THRESHOLD,
+            alpha: float = DEFAULT_ALPHA) -> Comparison:
+    """Compare two result files; raises ValueError (naming the file) for bad input."""
+    base, base_doc = load_records(base_path)
+    new, new_doc = load_records(new_path)
+    rows = []
+    for key in base.keys() & new.keys():
+        b, n = Side.of(base[key]), Side.of(new[key])
+        if b.status == n.status == "unavailable":
+            continue
+        verdict, why, ratio, p = judge(b, n, threshold, alpha)
+        rows.append(Row(key[0], key[1], b, n, verdict, why, ratio, p))
+    order = {k: i for i, k in enumerate(list(base) + list(new))}
+    rows.sort(key=lambda r: order[(r.kernel, r.problem)])
+    if not rows:
+        raise ValueError(f"{base_path} and {new_path} share no measured kernel x problem")
+    return Comparison(rows, sorted(base.keys() - new.keys()), sorted(new.keys() - base.keys()),
+                      _setting_notes(base_doc, new_doc))
+
+
+# ------------------------------------------------------------------ rendering
+HEADERS = ("kernel", "problem", "BASE ms", "NEW ms", "NEW/BASE", "p", "samples", "noise",
+           "verdict")
+
+
+def _fmt_ms(side: Side) -> str:
+    if side.status != "ok" or side.median is None:
+        return side.status
+    return f"{side.median:.4g}" + ("!" if side.noisy else "")
+
+
+def _fmt_noise(side: Side) -> str:
+    return "-" if side.noise is None else f"{side.noise:.1%}"
+
+
+def cells(row: Row) -> list[str]:
+    ratio = "-" if row.ratio is None else f"{row.ratio:.3f} ({row.ratio - 1:+.1%})"
+    p = "-" if row.p_value is None else f"{row.p_value:.2g}"
+    verdict = row.verdict if row.verdict in ("slower", "faster") else f"{row.verdict}: {row.why}"
+    return [row.kernel, row.problem, _fmt_ms(row.base), _fmt_ms(row.new), ratio, p,
+            f"{len(row.base.samples)}/{len(row.new.samples)}",
+            f"{_fmt_noise(row.base)}/{_fmt_noise(row.new)}", verdict]
+
+
+def summary(result: Comparison, threshold: float) -> str:
+    counts = ", ".join(f"{result.count(v)} {v}" for v in VERDICTS if result.count(v))
+    gate = ("FAIL: slower than the threshold or broken" if result.exit_status
+            else "pass: nothing significantly slower")
+    return f"{counts} (threshold {threshold:.0%}) -- {gate}"
+
+
+def _missing_lines(result: Comparison) -> list[str]:
+    lines = []
+    for side, keys in (("BASE", result.only_base), ("NEW", result.only_new)):
+        for kernel, problem in keys:
+            lines.append(f"only in {side}: {kernel} @ {problem}")
+    return lines
+
+
+def render_rich(result: Comparison, threshold: float, console) -> None:
+    from rich.table import Table
+
+    table = Table(title="NEW against BASE: kernel time (median ms; ! = noisy)",
+                  title_justify="left")
+    for i, title in enumerate(HEADERS):
+        table.add_column(title, justify="left" if i in (0, 1, 8) else "right", overflow="fold")
+    styles = {"slower": "bold red", "broken": "bold red", "faster": "green", "unsure": "yellow"}
+    for row in result.rows:
+        table.add_row(*cells(row), style=styles.get(row.verdict))
+    console.print(table)
+    for line in _missing_lines(result) + result.notes:
+        console.print(line, style="dim")
+    console.print(summary(result, threshold))
+
+
+def render_markdown(result: Comparison, threshold: float) -> str:
+    def line(values) -> str:
+        return "| " + " | ".join(str(v).replace("|", "\\|") for v in values) + " |"
+
+    out = ["### mmsuite compare: NEW against BASE", "",
+           "Kernel time, median ms (`!` = noisy); NEW/BASE above 1 is slower; "
+           "p from a two-sided Mann-Whitney U test on the samples.", "",
+           line(HEADERS), line(["---"] * 2 + ["---:"] * 6 + ["---"])]
+    out += [line(cells(row)) for row in result.rows]
+    extra = _missing_lines(result) + result.notes
+    if extra:
+        out += [""] + [f"- {text}" for text in extra]
+    out += ["", f"**{summary(result, threshold)}**", ""]
+    return "\n".join(out)
+
+
+# ------------------------------------------------------------------ command line
+def _fraction(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
+    if not 0 < value < 1:
+        raise argparse.ArgumentTypeError(f"expected a fraction between 0 and 1, got {value:g}")
+    return value
+
+
+def add_parser(sub) -> argparse.ArgumentParser:
+    """Register ``compare`` on the CLI's subparsers."""
+    p = sub.add_parser("compare", help="compare two result files; exit 1 on a slowdown",
+                       description=__doc__.split("\n\n")[0])
+    p.add_argument("base", type=Path, metavar="BASE.json")
+    p.add_argument("new", type=Path, metavar="NEW.json")
+    p.add_argument("--threshold", type=_fraction, default=DEFAULT_THRESHOLD,
+                   help="smallest change that counts, as a fraction (default 0.05: 5%%)")
+    p.add_argument("--alpha", type=_fraction, default=DEFAULT_ALPHA,
+                   help="significance level of the U test (default 0.01)")
+    p.add_argument("--markdown", type=Path, metavar="FILE",
+                   help="also write the comparison as Markdown (for a pull request)")
+    return p
+
+
+def cmd_compare(args: argparse.Namespace, console) -> int:
+    """Print the comparison; 1 if something got slower or broke, else 0."""
+    if args.markdown is not None and args.markdown.is_dir():
+        raise ValueError(f"{args.markdown} is a directory")
+    result = compare(args.base, args.new, args.threshold, args.alpha)
+    render_rich(result, args.threshold, console)
+    if args.markdown is not None:
+        args.markdown.write_text(render_markdown(result, args.threshold))
+        console.print(f"Markdown written to {args.markdown}")
+    return result.exit_status

@@ -1,0 +1,183 @@
+"""`mmsuite compare`: verdicts from the recorded samples, the gate's exit status, bad input."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from mmsuite import cli, compare, results
+
+PROBLEM = {"m": 512, "n": 512, "k": 512, "batch": 1, "layout": "row", "alpha": 1.0,
+           "beta": 0.0, "seed": 0}
+
+
+def timings(median: float, noise: float, n: int = 30, seed: int = 0) -> list[float]:
+    """Skewed timing-like samples: ``median`` times log-normal noise of relative width ``noise``."""
+    rng = np.random.default_rng(seed)
+    return list(median * np.exp(rng.normal(0.0, noise, n)))
+
+
+def record(kernel: str, samples: list[float], status: str = "ok", **problem) -> dict:
+    median = float(np.median(samples)) if samples else 1.0
+    return {"kernel": kernel, "backend": kernel.split(".")[0], "status": status, "reason": "",
+            "problem": {**PROBLEM, **problem}, "flops": 2 * 512**3,
+            "kernel_ms": {"median": median, "min": min(samples, default=median),
+                          "max": max(samples, default=median), "samples": samples},
+            "gflops": 2 * 512**3 / (median * 1e6), "max_rel_err": 1e-7}
+
+
+def write(path: Path, records: list[dict], **settings) -> Path:
+    results.save(path, records, {"cpu": "test CPU", "cpu_cores": 2}, settings)
+    return path
+
+
+def side(samples: list[float], status: str = "ok") -> compare.Side:
+    return compare.Side.of(record("cpu.k", samples, status))
+
+
+# ---------------------------------------------------------------- the U test
+def test_average_ranks_share_ties() -> None:
+    assert list(compare.average_ranks(np.array([3.0, 1.0, 3.0, 2.0]))) == [3.5, 1.0, 3.5, 2.0]
+
+
+def test_u_test_on_separated_samples() -> None:
+    # Reference values: SciPy's mannwhitneyu(method="asymptotic", use_continuity=True).
+    u, p = compare.mann_whitney_u([4, 5, 6], [1, 2, 3])
+    assert u == 9.0 and p == pytest.approx(0.080856, abs=1e-6)
+    u, p = compare.mann_whitney_u([1, 2, 3], [4, 5, 6])
+    assert u == 0.0 and p == pytest.approx(0.080856, abs=1e-6)
+
+
+def test_u_test_with_ties() -> None:
+    u, p = compare.mann_whitney_u([1, 2, 2, 3, 3, 3], [2, 3, 4, 4, 5])
+    assert u == 5.5 and p == pytest.approx(0.0887137, abs=1e-6)
+
+
+def test_u_test_on_identical_samples_finds_nothing() -> None:
+    assert compare.mann_whitney_u([1.0] * 5, [1.0] * 5) == (12.5, 1.0)
+    with pytest.raises(ValueError):
+        compare.mann_whitney_u([], [1.0])
+
+
+# ------------------------------------------------------------------ verdicts
+def test_same_distribution_is_same() -> None:
+    verdict, _, ratio, p = compare.judge(side(timings(2.0, 0.01, seed=1)),
+                                         side(timings(2.0, 0.01, seed=2)))
+    assert verdict == "same" and ratio == pytest.approx(1.0, abs=0.01) and p > 0.01
+
+
+def test_planted_twenty_percent_slowdown_is_slower() -> None:
+    verdict, _, ratio, p = compare.judge(side(timings(2.0, 0.02, seed=1)),
+                                         side(timings(2.4, 0.02, seed=2)))
+    assert verdict == "slower" and ratio == pytest.approx(1.2, rel=0.02) and p < 1e-6
+
+
+def test_speedup_is_faster() -> None:
+    verdict, *_ = compare.judge(side(timings(2.4, 0.02, seed=1)), side(timings(2.0, 0.02, seed=2)))
+    assert verdict == "faster"
+
+
+def test_significant_but_small_change_is_same() -> None:
+    verdict, why, ratio, p = compare.judge(side(timings(2.0, 0.002, seed=1)),
+                                           side(timings(2.04, 0.002, seed=2)))
+    assert p < 0.01 and ratio == pytest.approx(1.02, rel=0.005)
+    assert verdict == "same" and "within 5%" in why
+
+
+def test_noisy_samples_are_unsure() -> None:
+    base, new = timings(2.0, 0.4, n=8, seed=3), timings(2.3, 0.4, n=8, seed=4)
+    verdict, why, _, p = compare.judge(side(base), side(new))
+    assert verdict == "unsure" and p > 0.01 and "noisy" in why
+    # A ratio near 1 proves nothing either when the noise could hide the threshold.
+    verdict, why, *_ = compare.judge(side(base), side(timings(2.0, 0.4, n=8, seed=5)))
+    assert verdict == "unsure"
+
+
+def test_too_few_samples_are_unsure() -> None:
+    verdict, why, ratio, p = compare.judge(side([1.0, 1.0, 1.0]), side([3.0, 3.0, 3.0]))
+    assert verdict == "unsure" and "3 samples" in why and ratio == 3.0 and p is None
+
+
+def test_a_kernel_that_stops_working_is_broken() -> None:
+    good = side(timings(2.0, 0.01))
+    for status in ("failed", "error", "invalid"):
+        assert compare.judge(good, side(timings(2.0, 0.01), status))[0] == "broken"
+    assert compare.judge(side([], "error"), good)[0] == "unsure"
+
+
+# -------------------------------------------------------------- whole files
+def test_files_compare_row_by_row(tmp_path: Path) -> None:
+    base = write(tmp_path / "base.json", [
+        record("cpu.a", timings(1.0, 0.01, seed=1)),
+        record("cpu.b", timings(1.0, 0.01, seed=2)),
+        record("cpu.gone", timings(1.0, 0.01, seed=3)),
+        record("cpu.a", timings(8.0, 0.01, seed=4), m=1024, n=1024, k=1024),
+    ], threads=2)
+    new = write(tmp_path / "new.json", [
+        record("cpu.a", timings(1.0, 0.01, seed=5)),
+        record("cpu.b", timings(1.3, 0.01, seed=6)),
+        record("cpu.added", timings(1.0, 0.01, seed=7)),
+        record("cpu.a", timings(6.0, 0.01, seed=8), m=1024, n=1024, k=1024),
+    ], threads=1)
+    result = compare.compare(base, new)
+    assert [(r.kernel, r.problem, r.verdict) for r in result.rows] == [
+        ("cpu.a", "512x512x512", "same"), ("cpu.b", "512x512x512", "slower"),
+        ("cpu.a", "1024x1024x1024", "faster")]
+    assert result.only_base == [("cpu.gone", "512x512x512")]
+    assert result.only_new == [("cpu.added", "512x512x512")]
+    assert "setting threads: 2 in BASE, 1 in NEW" in result.notes
+    assert result.exit_status == 1
+
+
+def test_cli_gate_exit_status_and_markdown(tmp_path: Path, capsys) -> None:
+    base = write(tmp_path / "base.json", [record("cpu.a", timings(1.0, 0.01, seed=1))])
+    same = write(tmp_path / "same.json", [record("cpu.a", timings(1.0, 0.01, seed=2))])
+    slow = write(tmp_path / "slow.json", [record("cpu.a", timings(1.2, 0.01, seed=3))])
+    md = tmp_path / "compare.md"
+    assert cli.main(["compare", str(base), str(same)]) == 0
+    assert "pass: nothing significantly slower" in capsys.readouterr().out
+    assert cli.main(["compare", str(base), str(slow), "--markdown", str(md)]) == 1
+    out = capsys.readouterr().out
+    assert "slower" in out and "FAIL" in out
+    text = md.read_text()
+    assert "| cpu.a | 512x512x512 |" in text and "| slower |" in text
+    assert "**1 slower (threshold 5%) -- FAIL" in text
+    # A threshold above the slowdown lets it pass.
+    assert cli.main(["compare", str(base), str(slow), "--threshold", "0.25"]) == 0
+
+
+def _one_error_line(capsys) -> str:
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1, err
+    return err[0]
+
+
+def test_bad_input_is_one_line_naming_the_file(tmp_path: Path, capsys) -> None:
+    base = write(tmp_path / "base.json", [record("cpu.a", timings(1.0, 0.01))])
+    garbage = tmp_path / "garbage.json"
+    garbage.write_text("{not json")
+    no_samples = write(tmp_path / "empty.json", [
+        {"kernel": "cpu.a", "status": "unavailable", "reason": "no", "problem": PROBLEM}])
+    elsewhere = write(tmp_path / "other.json", [record("cpu.z", timings(1.0, 0.01))])
+    cases = [(garbage, "garbage.json is not JSON"), (tmp_path / "missing.json", "missing.json"),
+             (no_samples, "empty.json: no kernel timing samples")]
+    for path, message in cases:
+        assert cli.main(["compare", str(base), str(path)]) == 2
+        assert message in _one_error_line(capsys)
+    assert cli.main(["compare", str(base), str(elsewhere)]) == 2
+    assert "share no measured kernel" in _one_error_line(capsys)
+    assert cli.main(["compare", str(base), str(base), "--threshold", "5"]) == 2
+    assert "between 0 and 1" in _one_error_line(capsys)
+
+
+def test_old_files_without_noise_fields_compare(tmp_path: Path) -> None:
+    old = record("cpu.a", timings(1.0, 0.01, seed=1))
+    new = {**record("cpu.a", timings(1.0, 0.01, seed=2)), "noisy": False}
+    new["kernel_ms"]["noise"] = 0.01
+    result = compare.compare(write(tmp_path / "old.json", [old]),
+                             write(tmp_path / "new.json", [new]))
+    assert result.rows[0].verdict == "same"
+    assert result.rows[0].base.noise == pytest.approx(0.01, rel=0.5)  # from the samples
+
