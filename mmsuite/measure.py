@@ -1,25 +1,110 @@
-"""Measurement: run one kernel on one problem, time its phases, verify its output."""
+"""Measurement: the one engine that runs, samples, times and verifies a kernel on a problem.
+
+Adapters give primitives (``mmsuite.backends.base``); the loop lives here:
+
+1. prepare a session (compile, allocate, copy in; untimed);
+2. transfers, on devices that have them, in their own phase: h2d of A and B and
+   d2h of C, with pageable and with pinned host memory;
+3. warm-up: ``warmup`` untimed launches, lasting at least the session's floor;
+4. samples, one launch each: reset C, scrub L2 when ``l2 == "cold"``, then the
+   timer brackets the launch alone. A rung of a host backend alternates its
+   samples with the backend's reference library, so that load hits both alike;
+5. the stopping rule (``Sampling``), checked as samples come in: at least
+   ``min_samples`` and ``min_seconds``, until the robust noise is below
+   ``noise_target``, or ``max_seconds`` (or ``max_samples``) is reached. A row
+   whose noise stayed above the target is ``noisy``;
+6. C is copied out and verified against the float64 reference.
+"""
 
 from __future__ import annotations
 
+import os
 import statistics
-from dataclasses import dataclass, field
+import time
+from dataclasses import asdict, dataclass, field
 
 import numpy as np
 
 from . import catalogue, verify
 from .backends import KernelUnavailable, RunOptions, get_backend, unavailable_reason
+from .backends.base import Backend, Session, Timer
 from .catalogue import Kernel
-from .layout import from_storage, plan_call
+from .layout import GemmCall, from_storage, plan_call
 from .problem import Problem
 
 DEFAULT_REPEATS = 5
 DEFAULT_WARMUP = 1
+# Robust noise: 1.4826 * MAD estimates the standard deviation of normal data.
+MAD_TO_SIGMA = 1.4826
+
+
+@dataclass(frozen=True)
+class Sampling:
+    """The stopping rule, recorded with every result.
+
+    Sampling stops once at least ``min_samples`` samples and ``min_seconds`` of
+    wall clock are in and the robust noise is at most ``noise_target``, or as
+    soon as ``max_seconds`` (None: no cap) or ``max_samples`` is reached. The
+    defaults are NVBench's.
+    """
+
+    min_samples: int = 10
+    min_seconds: float = 0.5
+    noise_target: float = 0.005
+    max_seconds: float | None = 15.0
+    max_samples: int | None = None
+    name: str = "default"
+
+    def __post_init__(self) -> None:
+        if self.min_samples < 1:
+            raise ValueError(f"min_samples must be >= 1, got {self.min_samples}")
+        if self.max_samples is not None and self.max_samples < self.min_samples:
+            raise ValueError("max_samples must be >= min_samples")
+        if self.min_seconds < 0 or self.noise_target < 0:
+            raise ValueError("min_seconds and noise_target must be >= 0")
+
+    @classmethod
+    def fixed(cls, samples: int) -> Sampling:
+        """Exactly ``samples`` samples, whatever the noise (the noise is still recorded)."""
+        if samples < 1:
+            raise ValueError(f"repeats must be >= 1, got {samples}")
+        return cls(min_samples=samples, min_seconds=0.0, max_seconds=None, max_samples=samples,
+                   name="fixed")
+
+    def stop(self, samples: list[float], seconds: float) -> str:
+        """Why sampling stops now ("" while it goes on)."""
+        n = len(samples)
+        if self.max_samples is not None and n >= self.max_samples:
+            return "max_samples"
+        if self.max_seconds is not None and seconds >= self.max_seconds:
+            return "max_seconds"
+        if n >= self.min_samples and seconds >= self.min_seconds:
+            noise = robust_noise(samples)
+            if noise is not None and noise <= self.noise_target:
+                return "noise_target"
+        return ""
+
+
+#: NVBench's rule: 10 samples, 0.5 s, 0.5 % noise, 15 s cap.
+DEFAULT_SAMPLING = Sampling()
+#: A quick rule for interactive runs and CI on small machines: fewer seconds, same target.
+QUICK_SAMPLING = Sampling(min_samples=5, min_seconds=0.05, max_seconds=2.0, name="quick")
+
+
+def robust_noise(samples: list[float] | tuple[float, ...]) -> float | None:
+    """1.4826 * MAD / median (relative); None with fewer than two samples."""
+    if len(samples) < 2:
+        return None
+    values = np.asarray(samples, dtype=float)
+    median = float(np.median(values))
+    if median <= 0:
+        return None
+    return MAD_TO_SIGMA * float(np.median(np.abs(values - median))) / median
 
 
 @dataclass(frozen=True)
 class PhaseStats:
-    """Timing of one phase (h2d, kernel or d2h) over the timed repeats, in ms."""
+    """Timing of one phase (h2d, kernel or d2h) over its samples, in ms."""
 
     median: float
     min: float
@@ -27,7 +112,7 @@ class PhaseStats:
     samples: tuple[float, ...] = ()
 
     @classmethod
-    def of(cls, samples: list[float]) -> PhaseStats:
+    def of(cls, samples: list[float] | tuple[float, ...]) -> PhaseStats:
         if not samples:
             return cls(0.0, 0.0, 0.0, ())
         return cls(statistics.median(samples), min(samples), max(samples), tuple(samples))
@@ -37,9 +122,124 @@ class PhaseStats:
         """(max - min) / median: differences smaller than this are noise."""
         return (self.max - self.min) / self.median if self.median > 0 else 0.0
 
+    @property
+    def noise(self) -> float | None:
+        """Robust relative noise (1.4826 * MAD / median); None below two samples."""
+        return robust_noise(self.samples)
+
     def to_dict(self) -> dict:
         return {"median": self.median, "min": self.min, "max": self.max,
-                "spread": self.spread, "samples": list(self.samples)}
+                "spread": self.spread, "noise": self.noise, "samples": list(self.samples)}
+
+
+@dataclass
+class Sampled:
+    """What the engine measured on one session: samples and how sampling ended."""
+
+    kernel_ms: list[float]
+    reference_ms: list[float]
+    seconds: float
+    stopped_by: str
+    sampling: Sampling
+
+    @property
+    def noisy(self) -> bool:
+        noise = robust_noise(self.kernel_ms)
+        return noise is not None and noise > self.sampling.noise_target
+
+    def record(self) -> dict:
+        return {**{k: v for k, v in asdict(self.sampling).items()},
+                "samples": len(self.kernel_ms), "seconds": self.seconds,
+                "stopped_by": self.stopped_by}
+
+
+def _sample(session: Session, timer: Timer, cold: bool) -> float:
+    session.reset_c()
+    if cold:
+        session.scrub_l2()
+    timer.start()
+    session.launch()
+    timer.stop()
+    return timer.elapsed_ms()
+
+
+def _warm_up(session: Session, warmup: int) -> None:
+    if warmup <= 0:
+        return
+    start, done = time.perf_counter(), 0
+    while done < warmup or time.perf_counter() - start < session.warmup_floor_s:
+        session.reset_c()
+        session.launch()
+        session.synchronize()
+        done += 1
+
+
+def sample_session(session: Session, sampling: Sampling, warmup: int = DEFAULT_WARMUP,
+                   l2: str = "warm", partner: Session | None = None) -> Sampled:
+    """Warm up, then take samples of ``session`` until ``sampling`` says stop.
+
+    With a ``partner`` (the reference library on the same call), every sample of
+    the session is followed by one of the partner, and the partner's samples are
+    returned as ``reference_ms``. The rule looks at the session's samples only.
+    The noise is checked after every sample up to ``min_samples``, then at
+    growing intervals (every tenth of the count so far), so that long runs of
+    short kernels do not spend their time in the median.
+    """
+    cold = l2 == "cold"
+    _warm_up(session, warmup)
+    if partner is not None:
+        _warm_up(partner, warmup)
+    timer = session.timer()
+    partner_timer = partner.timer() if partner is not None else None
+    samples: list[float] = []
+    reference: list[float] = []
+    start = time.perf_counter()
+    next_check = 1
+    while True:
+        samples.append(_sample(session, timer, cold))
+        if partner is not None:
+            reference.append(_sample(partner, partner_timer, cold))
+        seconds = time.perf_counter() - start
+        if len(samples) < next_check:
+            hard_stop = sampling.max_samples is not None and len(samples) >= sampling.max_samples
+            over_time = sampling.max_seconds is not None and seconds >= sampling.max_seconds
+            if not (hard_stop or over_time):
+                continue
+        stopped_by = sampling.stop(samples, seconds)
+        if stopped_by:
+            return Sampled(samples, reference, seconds, stopped_by, sampling)
+        if len(samples) >= sampling.min_samples:
+            next_check = len(samples) + max(1, len(samples) // 10)
+        else:
+            next_check = len(samples) + 1
+
+
+def _transfers(session: Session, sampling: Sampling, pinned: bool) -> tuple[list, list]:
+    """h2d and d2h samples of one host-memory kind: ``min_samples`` of each, within the cap."""
+    session.transfer_ms(pinned)  # untimed first transfer: staging buffers, page faults
+    h2d, d2h = [], []
+    start = time.perf_counter()
+    cap = sampling.max_seconds
+    while len(h2d) < sampling.min_samples and (
+            cap is None or not h2d or time.perf_counter() - start < cap):
+        up, down = session.transfer_ms(pinned)
+        h2d.append(up)
+        d2h.append(down)
+    return h2d, d2h
+
+
+def _rates(nbytes_in: int, nbytes_out: int, h2d: list, d2h: list) -> dict:
+    up, down = statistics.median(h2d), statistics.median(d2h)
+    return {"h2d_ms": PhaseStats.of(h2d).to_dict(), "d2h_ms": PhaseStats.of(d2h).to_dict(),
+            "h2d_gbps": nbytes_in / (up * 1e6) if up > 0 else None,
+            "d2h_gbps": nbytes_out / (down * 1e6) if down > 0 else None}
+
+
+def _load_avg() -> list[float] | None:
+    try:
+        return [round(x, 2) for x in os.getloadavg()]
+    except OSError:  # not on every platform
+        return None
 
 
 @dataclass
@@ -54,6 +254,11 @@ class Measurement:
     d2h_ms: PhaseStats
     verdict: verify.Verdict
     info: dict = field(default_factory=dict)
+    sampled: Sampled | None = None
+    reference_ms: PhaseStats | None = None
+    transfers: dict | None = None
+    l2: str = "warm"
+    load_avg: dict = field(default_factory=dict)
 
     @property
     def host_to_host_ms(self) -> float:
@@ -77,9 +282,14 @@ class Measurement:
     def ok(self) -> bool:
         return self.verdict.ok
 
+    @property
+    def noisy(self) -> bool:
+        """The kernel time's noise stayed above the sampling's target."""
+        return self.sampled.noisy if self.sampled is not None else False
+
     def to_record(self) -> dict:
         """A JSON-ready record (no output array)."""
-        return {
+        record = {
             "kernel": self.kernel.id, "backend": self.kernel.backend, "rung": self.kernel.rung,
             "parent": self.kernel.parent, "adds": self.kernel.adds, "seed": self.kernel.seed,
             "problem": self.problem.to_dict(), "flops": self.problem.flops,
@@ -88,19 +298,42 @@ class Measurement:
             "d2h_ms": self.d2h_ms.to_dict(), "host_to_host_ms": self.host_to_host_ms,
             "gflops": self.gflops, "host_gflops": self.host_gflops,
             "max_rel_err": self.max_rel_err, "tolerance": self.verdict.tolerance,
-            "info": self.info,
+            "info": self.info, "noisy": self.noisy, "l2": self.l2, "load_avg": self.load_avg,
+            "device": self.info.get("device"),
         }
+        if self.sampled is not None:
+            record["sampling"] = self.sampled.record()
+        if self.reference_ms is not None:
+            record["reference_ms"] = self.reference_ms.to_dict()
+        if self.transfers is not None:
+            record["transfers"] = self.transfers
+        return record
 
 
 def _gflops(flops: int, ms: float) -> float:
     return flops / (ms * 1e6) if ms > 0 else float("nan")
 
 
-def run(kernel_id: str, problem: Problem, repeats: int = DEFAULT_REPEATS,
+def _partner(kernel: Kernel, options: RunOptions) -> Kernel | None:
+    """The reference library a host backend's rung alternates with, when it can run."""
+    backend = get_backend(kernel.backend, options)
+    if kernel.reference or not backend.interleaves_reference:
+        return None
+    ref = catalogue.reference_of(kernel.backend)
+    if ref is None or unavailable_reason(ref, options):
+        return None
+    return ref
+
+
+def run(kernel_id: str, problem: Problem, repeats: int | None = None,
         warmup: int = DEFAULT_WARMUP, options: RunOptions | None = None,
         inputs: tuple[np.ndarray, ...] | None = None,
-        reference: np.ndarray | None = None) -> Measurement:
+        reference: np.ndarray | None = None, sampling: Sampling | None = None) -> Measurement:
     """Run, time and verify one kernel.
+
+    ``repeats`` asks for exactly that many samples (``Sampling.fixed``);
+    ``sampling`` gives a stopping rule instead; with neither, NVBench's rule
+    (``DEFAULT_SAMPLING``) applies. ``warmup`` untimed launches come first.
 
     Raises KeyError for an unknown id (naming close matches) and
     KernelUnavailable, carrying the reason, for a kernel that cannot run here.
@@ -108,8 +341,11 @@ def run(kernel_id: str, problem: Problem, repeats: int = DEFAULT_REPEATS,
     ``reference`` so that many kernels share them; a reference alone is refused.
     """
     kernel = catalogue.get(kernel_id)
-    if repeats < 1:
-        raise ValueError(f"repeats must be >= 1, got {repeats}")
+    if repeats is not None and sampling is not None:
+        raise ValueError("give repeats or sampling, not both")
+    if repeats is not None:
+        sampling = Sampling.fixed(repeats)
+    sampling = sampling or DEFAULT_SAMPLING
     if warmup < 0:
         raise ValueError(f"warmup must be >= 0, got {warmup}")
     if reference is not None and inputs is None:
@@ -122,14 +358,64 @@ def run(kernel_id: str, problem: Problem, repeats: int = DEFAULT_REPEATS,
     if inputs is None:
         inputs = problem.inputs()
     call = plan_call(problem, inputs, kernel.layout)
-    execution = backend.execute(kernel, call, repeats, warmup)
-    output = from_storage(np.asarray(execution.output, dtype=np.float32), problem)
+    load_before = _load_avg()
+    if type(backend).execute is not Backend.execute:
+        parts = _run_execute(backend, kernel, call, sampling, warmup)
+    else:
+        parts = _run_session(backend, kernel, problem, inputs, call, sampling, warmup, options)
+    load_avg = {"before": load_before, "after": _load_avg()}
+    output = from_storage(np.asarray(parts.pop("output"), dtype=np.float32), problem)
     if reference is None:
         reference = reference_for(problem, inputs, options, kernel.backend)
     verdict = verify.check(output, reference, problem.k)
-    return Measurement(kernel, problem, output, PhaseStats.of(execution.h2d_ms),
-                       PhaseStats.of(execution.kernel_ms), PhaseStats.of(execution.d2h_ms),
-                       verdict, execution.info)
+    return Measurement(kernel, problem, output, verdict=verdict, l2=options.l2,
+                       load_avg=load_avg, **parts)
+
+
+def _run_session(backend: Backend, kernel: Kernel, problem: Problem,
+                 inputs: tuple[np.ndarray, ...], call: GemmCall, sampling: Sampling,
+                 warmup: int, options: RunOptions) -> dict:
+    partner_kernel = _partner(kernel, options)
+    h2d: list = []
+    d2h: list = []
+    transfers = None
+    with backend.prepare(kernel, call) as session:
+        if session.has_transfers:
+            nbytes_in, nbytes_out = 4 * (call.a.size + call.b.size), 4 * call.c_size
+            transfers = {}
+            for pinned in (False, True):
+                up, down = _transfers(session, sampling, pinned)
+                transfers["pinned" if pinned else "pageable"] = _rates(
+                    nbytes_in, nbytes_out, up, down)
+                if pinned == options.pinned:
+                    h2d, d2h = up, down
+        if partner_kernel is not None:
+            partner_call = plan_call(problem, inputs, partner_kernel.layout)
+            with backend.prepare(partner_kernel, partner_call) as partner:
+                sampled = sample_session(session, sampling, warmup, options.l2, partner)
+        else:
+            sampled = sample_session(session, sampling, warmup, options.l2)
+        session.synchronize()
+        output = session.output()
+        info = dict(session.info)
+    return {"output": output, "h2d_ms": PhaseStats.of(h2d), "d2h_ms": PhaseStats.of(d2h),
+            "kernel_ms": PhaseStats.of(sampled.kernel_ms), "info": info, "sampled": sampled,
+            "reference_ms": PhaseStats.of(sampled.reference_ms) if partner_kernel else None,
+            "transfers": transfers}
+
+
+def _run_execute(backend: Backend, kernel: Kernel, call: GemmCall, sampling: Sampling,
+                 warmup: int) -> dict:
+    """An adapter that still runs its own loop: it gets the rule's least sample count."""
+    repeats = sampling.max_samples or sampling.min_samples
+    start = time.perf_counter()
+    execution = backend.execute(kernel, call, repeats, warmup)
+    sampled = Sampled(list(execution.kernel_ms), [], time.perf_counter() - start, "adapter",
+                      sampling)
+    return {"output": execution.output, "h2d_ms": PhaseStats.of(execution.h2d_ms),
+            "d2h_ms": PhaseStats.of(execution.d2h_ms),
+            "kernel_ms": PhaseStats.of(execution.kernel_ms), "info": execution.info,
+            "sampled": sampled}
 
 
 def reference_for(problem: Problem, inputs: tuple[np.ndarray, ...],
@@ -140,3 +426,4 @@ def reference_for(problem: Problem, inputs: tuple[np.ndarray, ...],
         if ref is not None:
             return ref
     return verify.reference(problem, inputs)
+

@@ -1,22 +1,32 @@
-"""The contract every backend adapter implements.
+"""The contract every backend adapter implements: ``Backend.prepare`` gives a ``Session``.
 
-An adapter owns allocation, transfers, launches and timing for one kind of
-device. It receives a ``GemmCall`` already mapped to the kernel's native layout
-(see ``mmsuite.layout``) and returns an ``Execution``: the C storage of the
-last timed run and the per-phase samples. Verification, statistics and
-reporting happen elsewhere, once for all backends.
+The measurement loop (warm-up, resetting C, sampling, the stopping rule, the L2
+policy) lives once, in ``mmsuite.measure``. An adapter only gives it primitives:
 
-Rules every adapter follows:
-- Before every run (warm-up and timed), C is reset: filled with NaN when
-  beta == 0 (so unwritten elements fail verification), else with C0.
-- ``warmup`` untimed runs come first (compilation, caches, first-touch), then
-  ``repeats`` timed runs. Device work is timed with device clocks.
-- h2d covers A and B (and C0 when beta != 0); d2h covers C. Host backends
-  report no transfer samples.
+- ``Backend.prepare(kernel, call)`` compiles or looks up the kernel, allocates,
+  and copies the inputs in (untimed). ``call`` is already mapped to the
+  kernel's native layout (``mmsuite.layout``).
+- ``Session.reset_c()`` enqueues C's reset: NaN when beta == 0 (so an unwritten
+  element fails verification), else C0. Never inside a sample.
+- ``Session.launch()`` enqueues one launch of the kernel (or the vendor library
+  call, or a sequence of kernels), asynchronously where the device allows.
+- ``Session.timer()`` gives a device timer: ``start()``, ``stop()`` bracket the
+  launches of one sample, ``elapsed_ms()`` waits for them and returns their
+  device time. Nothing of the host's may land between start and stop on a
+  device that runs asynchronously (see the CUDA adapter's spin kernel).
+- ``Session.scrub_l2()`` evicts the inputs from the last-level cache
+  (``--l2 cold``), ``synchronize()`` waits for the device, ``output()`` copies C
+  out (untimed), ``transfer_ms(pinned)`` times one h2d of A and B and one d2h
+  of C, ``close()`` frees everything.
+
+Vendor libraries are sessions like any other, so no adapter branches on "is
+this the reference" inside its loop; verification, statistics and reporting
+happen elsewhere, once for all backends.
 """
 
 from __future__ import annotations
 
+import time
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 
@@ -25,6 +35,8 @@ import numpy as np
 from ..catalogue import Kernel
 from ..layout import GemmCall
 from ..problem import Problem
+
+L2_POLICIES = ("warm", "cold")
 
 
 @dataclass(frozen=True)
@@ -35,11 +47,110 @@ class RunOptions:
     cl_device: str | None = None  # OpenCL device: index or name substring
     pinned: bool = False  # page-locked host buffers for GPU transfers
     profile: bool = False  # add registers / shared / spill bytes per kernel
+    l2: str = "warm"  # "warm": inputs stay cached between samples; "cold": scrubbed before each
+
+    def __post_init__(self) -> None:
+        if self.l2 not in L2_POLICIES:
+            raise ValueError(f"l2 must be one of {', '.join(L2_POLICIES)}, got {self.l2!r}")
+
+
+class KernelUnavailable(RuntimeError):
+    """The kernel cannot run here; the message is the reason."""
+
+
+class Timer(ABC):
+    """Times the launches enqueued between ``start()`` and ``stop()`` with the device's clock."""
+
+    @abstractmethod
+    def start(self) -> None:
+        """Mark the start of a sample (enqueued, on an asynchronous device)."""
+
+    @abstractmethod
+    def stop(self) -> None:
+        """Mark the end of a sample."""
+
+    @abstractmethod
+    def elapsed_ms(self) -> float:
+        """Wait until the sample is done; its duration in milliseconds."""
+
+
+class WallTimer(Timer):
+    """A monotonic wall clock, for devices where a launch returns when the work is done."""
+
+    def __init__(self) -> None:
+        self._start = self._stop = 0.0
+
+    def start(self) -> None:
+        self._start = time.perf_counter()
+
+    def stop(self) -> None:
+        self._stop = time.perf_counter()
+
+    def elapsed_ms(self) -> float:
+        return (self._stop - self._start) * 1e3
+
+
+class Session(ABC):
+    """One kernel prepared on one call: buffers allocated and filled, ready to launch.
+
+    ``info`` collects facts for the result record (threads, grid, ...).
+    ``warmup_floor_s`` is the least time the engine spends warming up when it
+    warms up at all (some devices need more than one launch to settle).
+    """
+
+    has_transfers: bool = False
+    warmup_floor_s: float = 0.0
+
+    def __init__(self, kernel: Kernel, call: GemmCall) -> None:
+        self.kernel = kernel
+        self.call = call
+        self.info: dict = {}
+
+    @abstractmethod
+    def reset_c(self) -> None:
+        """Enqueue C's reset: NaN when beta == 0, else C0."""
+
+    @abstractmethod
+    def launch(self) -> None:
+        """Enqueue one launch (or the library call, or the sequence of kernels)."""
+
+    @abstractmethod
+    def timer(self) -> Timer:
+        """A timer for one sample; the engine may reuse it for the next sample."""
+
+    @abstractmethod
+    def output(self) -> np.ndarray:
+        """C's storage after the last launch, copied to the host (untimed)."""
+
+    @abstractmethod
+    def scrub_l2(self) -> None:
+        """Enqueue the eviction of the operands from the last-level cache (``--l2 cold``)."""
+
+    def synchronize(self) -> None:
+        """Wait until everything enqueued is done (host sessions: nothing is pending)."""
+        return None
+
+    def transfer_ms(self, pinned: bool) -> tuple[float, float]:
+        """(h2d of A and B, d2h of C) in ms with pageable or pinned host memory.
+
+        Host backends have no transfers and return zeros (``has_transfers`` False).
+        """
+        return 0.0, 0.0
+
+    def close(self) -> None:
+        """Free the session's buffers (host sessions: garbage collection does)."""
+        return None
+
+    def __enter__(self) -> Session:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
 
 
 @dataclass
 class Execution:
-    """What one adapter run returns: C's storage and the per-phase samples in ms."""
+    """What an adapter that still runs its own loop returns (``Backend.execute``)."""
 
     output: np.ndarray
     kernel_ms: list[float]
@@ -48,14 +159,13 @@ class Execution:
     info: dict = field(default_factory=dict)
 
 
-class KernelUnavailable(RuntimeError):
-    """The kernel cannot run here; the message is the reason."""
-
-
 class Backend(ABC):
-    """One kind of device. Subclasses are thin: they launch and time, nothing else."""
+    """One kind of device. Subclasses are thin: they prepare sessions, nothing else."""
 
     name: str = ""
+    # A host backend's rungs share the cores with everything else: the engine then
+    # alternates their samples with the backend's reference library (measure.py).
+    interleaves_reference: bool = False
 
     def __init__(self, options: RunOptions) -> None:
         self.options = options
@@ -68,9 +178,20 @@ class Backend(ABC):
         """Empty when this kernel can run on the selected device, else why not."""
         return ""
 
-    @abstractmethod
+    def prepare(self, kernel: Kernel, call: GemmCall) -> Session:
+        """Compile or look up ``kernel``, allocate and copy ``call``'s inputs in (untimed)."""
+        raise NotImplementedError(f"the {self.name} adapter has no sessions yet")
+
     def execute(self, kernel: Kernel, call: GemmCall, repeats: int, warmup: int) -> Execution:
-        """Run ``kernel`` on ``call``: warm-up, then ``repeats`` timed runs."""
+        """The former contract, kept while adapters move to ``prepare``: an adapter that
+        overrides it runs its own loop; otherwise it is ``prepare`` driven by the engine
+        for exactly ``repeats`` samples."""
+        from ..measure import Sampling, sample_session
+
+        with self.prepare(kernel, call) as session:
+            result = sample_session(session, Sampling.fixed(repeats), warmup, self.options.l2)
+            return Execution(output=session.output(), kernel_ms=list(result.kernel_ms),
+                             info=dict(session.info))
 
     def environment(self) -> dict:
         """Facts about where this backend runs (device, driver, versions)."""

@@ -13,14 +13,15 @@ from __future__ import annotations
 
 import contextlib
 import os
-import time
+from collections.abc import Callable
+from pathlib import Path
 
 import numpy as np
 
 from ..catalogue import Kernel
 from ..host import blas_info
 from ..layout import GemmCall
-from .base import Backend, Execution, RunOptions
+from .base import Backend, RunOptions, Session, Timer, WallTimer
 
 # A warm-up (when asked for) lasts at least this long: OpenBLAS's worker threads,
 # used by numpy for the float64 reference of the previous measurement, keep
@@ -60,6 +61,7 @@ def _blas_limiter(threads: int | None):
 
 class CpuBackend(Backend):
     name = "cpu"
+    interleaves_reference = True
 
     def __init__(self, options: RunOptions) -> None:
         if options.threads is not None and options.threads < 1:
@@ -84,34 +86,21 @@ class CpuBackend(Backend):
         """The OpenMP threads the C rungs run with under these options."""
         return self.options.threads or _DEFAULT_THREADS or os.cpu_count() or 1
 
-    def execute(self, kernel: Kernel, call: GemmCall, repeats: int, warmup: int) -> Execution:
-        c = np.empty(call.c_size, dtype=np.float32)
+    def prepare(self, kernel: Kernel, call: GemmCall) -> Session:
+        session = _CpuSession(kernel, call)
         if kernel.reference:
-            launch = self._numpy_launch(call, c)
             limiter, threads = _blas_limiter(self.options.threads)
+            session.hold(limiter)
+            session.launch_fn = _numpy_launch(call, session.c)
         else:
-            launch = self._c_launch(kernel, call, c)
-            # Set in this thread, right before the runs: the setting is per thread.
+            session.launch_fn = self._c_launch(kernel, call, session.c)
+            # Set in this thread, where the engine launches: the setting is per thread.
             self._ext.lib.mm_set_threads(self.threads)
-            limiter, threads = contextlib.nullcontext(), int(self._ext.lib.mm_max_threads())
-        def timed_run() -> float:
-            if call.beta == 0.0:
-                c.fill(np.nan)
-            else:
-                c[:] = call.c0
-            start = time.perf_counter()
-            launch()
-            return (time.perf_counter() - start) * 1e3
+            threads = int(self._ext.lib.mm_max_threads())
+        session.info["threads"] = threads
+        return session
 
-        with limiter:
-            warm_start, done = time.perf_counter(), 0
-            while done < warmup or (done and time.perf_counter() - warm_start < WARMUP_FLOOR_S):
-                timed_run()
-                done += 1
-            samples = [timed_run() for _ in range(repeats)]
-        return Execution(output=c, kernel_ms=samples, info={"threads": threads})
-
-    def _c_launch(self, kernel: Kernel, call: GemmCall, c: np.ndarray):
+    def _c_launch(self, kernel: Kernel, call: GemmCall, c: np.ndarray) -> Callable[[], None]:
         ffi, lib = self._ext.ffi, self._ext.lib
         fn = getattr(lib, kernel.entry)
         a = ffi.cast("const float *", ffi.from_buffer(call.a))
@@ -119,26 +108,6 @@ class CpuBackend(Backend):
         cp = ffi.cast("float *", ffi.from_buffer(c))
         args = (call.m, call.n, call.k, call.batch, call.alpha, a, b, call.beta, cp)
         return lambda: fn(*args)
-
-    @staticmethod
-    def _numpy_launch(call: GemmCall, c: np.ndarray):
-        # numpy's matmul on float32 calls OpenBLAS sgemm; the kernel layout is row-major.
-        shape_a, shape_b = (call.batch, call.m, call.k), (call.batch, call.k, call.n)
-        a, b = call.a.reshape(shape_a), call.b.reshape(shape_b)
-        out = c.reshape(call.batch, call.m, call.n)
-
-        def launch() -> None:
-            if call.beta == 0.0:
-                np.matmul(a, b, out=out)
-                if call.alpha != 1.0:
-                    np.multiply(out, np.float32(call.alpha), out=out)
-            else:
-                product = np.matmul(a, b)
-                product *= np.float32(call.alpha)
-                np.multiply(out, np.float32(call.beta), out=out)
-                np.add(out, product, out=out)
-
-        return launch
 
     def environment(self) -> dict:
         env: dict = {"omp_threads": self.threads, "numpy": np.__version__}
@@ -148,3 +117,77 @@ class CpuBackend(Backend):
         with limiter:  # the BLAS thread count the reference runs with
             env["blas"] = blas_info()
         return env
+
+
+def _numpy_launch(call: GemmCall, c: np.ndarray) -> Callable[[], None]:
+    # numpy's matmul on float32 calls OpenBLAS sgemm; the kernel layout is row-major.
+    shape_a, shape_b = (call.batch, call.m, call.k), (call.batch, call.k, call.n)
+    a, b = call.a.reshape(shape_a), call.b.reshape(shape_b)
+    out = c.reshape(call.batch, call.m, call.n)
+    alpha, beta = np.float32(call.alpha), np.float32(call.beta)
+
+    def launch() -> None:
+        if call.beta == 0.0:
+            np.matmul(a, b, out=out)
+            if call.alpha != 1.0:
+                np.multiply(out, alpha, out=out)
+        else:
+            product = np.matmul(a, b)
+            product *= alpha
+            np.multiply(out, beta, out=out)
+            np.add(out, product, out=out)
+
+    return launch
+
+
+def _last_level_cache_bytes() -> int:
+    """The largest CPU cache on this machine (sysfs), or 32 MiB when it cannot be read."""
+    sizes = []
+    for path in Path("/sys/devices/system/cpu/cpu0/cache").glob("index*/size"):
+        text = path.read_text().strip().upper()
+        scale = {"K": 2**10, "M": 2**20, "G": 2**30}.get(text[-1:], 1)
+        with contextlib.suppress(ValueError):
+            sizes.append(int(text.rstrip("KMG")) * scale)
+    return max(sizes, default=32 * 2**20)
+
+
+class _CpuSession(Session):
+    """A C rung or numpy on host buffers: launches return when the work is done."""
+
+    warmup_floor_s = WARMUP_FLOOR_S
+
+    def __init__(self, kernel: Kernel, call: GemmCall) -> None:
+        super().__init__(kernel, call)
+        self.c = np.empty(call.c_size, dtype=np.float32)
+        self.launch_fn: Callable[[], None] = lambda: None
+        self._held = contextlib.ExitStack()
+        self._scrub: np.ndarray | None = None
+
+    def hold(self, context: contextlib.AbstractContextManager) -> None:
+        """Keep ``context`` entered for the session's lifetime (a BLAS thread limit)."""
+        self._held.enter_context(context)
+
+    def reset_c(self) -> None:
+        if self.call.beta == 0.0:
+            self.c.fill(np.nan)
+        else:
+            self.c[:] = self.call.c0
+
+    def launch(self) -> None:
+        self.launch_fn()
+
+    def timer(self) -> Timer:
+        return WallTimer()
+
+    def scrub_l2(self) -> None:
+        # Writing twice the largest cache evicts A, B and C from every level.
+        if self._scrub is None:
+            self._scrub = np.zeros(2 * _last_level_cache_bytes() // 8, dtype=np.float64)
+        self._scrub += 1.0
+
+    def output(self) -> np.ndarray:
+        return self.c.copy()
+
+    def close(self) -> None:
+        self._held.close()
+        self._scrub = None
