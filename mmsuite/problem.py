@@ -9,6 +9,7 @@ from dataclasses import dataclass
 import numpy as np
 
 LAYOUTS = ("row", "col")
+FLOAT32_MAX = float(np.finfo(np.float32).max)
 
 
 @dataclass(frozen=True)
@@ -46,9 +47,16 @@ class Problem:
                 raise ValueError(f"{name} must be a finite real number, got {value!r}")
             if not math.isfinite(value):
                 raise ValueError(f"{name} must be finite, got {value}")
+            # Kernels take the scalars as float32: a larger value becomes Inf there.
+            if abs(value) > FLOAT32_MAX:
+                raise ValueError(f"{name} must be finite in float32 (|{name}| <= "
+                                 f"{FLOAT32_MAX:.4g}), got {value:g}")
             object.__setattr__(self, name, float(value))
         if isinstance(self.seed, bool) or not isinstance(self.seed, numbers.Integral):
-            raise ValueError(f"seed must be an integer, got {self.seed!r}")
+            raise ValueError(f"seed must be a non-negative integer, got {self.seed!r}")
+        if self.seed < 0:  # numpy's generators take no negative seed
+            raise ValueError(f"seed must be a non-negative integer, got {self.seed}")
+        object.__setattr__(self, "seed", int(self.seed))
 
     # ------------------------------------------------------------------ sizes
     @property
@@ -69,6 +77,17 @@ class Problem:
     def nbytes(self) -> int:
         """Bytes of A, B and C together in float32."""
         return 4 * self.batch * (self.m * self.k + self.k * self.n + self.m * self.n)
+
+    @property
+    def host_bytes(self) -> int:
+        """Peak host memory a sweep of this problem needs, in bytes (an upper estimate).
+
+        The float32 inputs stay resident; the float64 reference needs float64
+        copies of A, B and C0 plus the product and its scaled sum; verifying an
+        output holds a float32 copy and two float64 arrays of C.
+        """
+        a, b, c = (self.batch * x for x in (self.m * self.k, self.k * self.n, self.m * self.n))
+        return 12 * (a + b + c) + 24 * c
 
     def with_seed(self, seed: int) -> Problem:
         return Problem(self.m, self.n, self.k, self.batch, self.layout, self.alpha, self.beta, seed)
@@ -103,6 +122,8 @@ def to_layout(array: np.ndarray, layout: str) -> np.ndarray:
 
 def parse_shape(text: str) -> tuple[int, int, int]:
     """Parse ``MxNxK`` (or a single ``S`` for a cube) into three positive sizes."""
+    if not text.strip():
+        raise ValueError("shape is empty; expected MxNxK (e.g. 512x512x512)")
     parts = text.lower().replace("*", "x").split("x")
     if len(parts) == 1:
         parts = parts * 3

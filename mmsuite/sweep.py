@@ -1,73 +1,119 @@
 """The sweep runner: many kernels over many problems, one row per pair, never stopping early.
 
-A kernel that is unavailable, fails verification or raises becomes a row with
-its reason; the sweep goes on. The float64 reference is computed once per
-problem and shared by every kernel.
+A kernel that is unavailable, fails verification, raises, crashes its worker
+or times out becomes a row with its reason; the sweep goes on. Rows come back
+in ladder order (problem by problem, catalogue order within each), however
+many devices ran them; ``on_row`` sees each row as it finishes, so a caller
+can save it at once.
+
+Host kernels run in this process, one after another, before the GPU kernels;
+the kernels of an ``isolated`` backend (CUDA by default) run in worker
+processes, one per device (see ``mmsuite.workers``). The float64 reference is
+computed once per problem in each process and shared by its kernels.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
-from dataclasses import dataclass
+import threading
+from collections.abc import Callable, Collection, Iterable, Sequence
+from dataclasses import dataclass, field
 
-import numpy as np
-
+from . import results, workers
 from .backends import RunOptions, unavailable_reason
 from .catalogue import Kernel
-from .measure import Measurement, reference_for, run
 from .problem import Problem
+
+ISOLATED = ("cuda",)
 
 
 @dataclass
 class Row:
-    """One kernel on one problem: status is ok, failed, unavailable or error."""
+    """One kernel on one problem: status is ok, failed, invalid, unavailable or error."""
 
     kernel: Kernel
     problem: Problem
     status: str
     reason: str = ""
-    measurement: Measurement | None = None
+    record: dict | None = field(default=None, repr=False)
+    device: int | None = None
 
     def to_record(self) -> dict:
-        if self.measurement is not None:
-            return self.measurement.to_record()
-        return {"kernel": self.kernel.id, "backend": self.kernel.backend,
-                "rung": self.kernel.rung, "parent": self.kernel.parent, "adds": self.kernel.adds,
-                "seed": self.kernel.seed, "problem": self.problem.to_dict(),
-                "flops": self.problem.flops, "status": self.status, "reason": self.reason}
+        if self.record is not None:
+            return self.record
+        record = {"kernel": self.kernel.id, "backend": self.kernel.backend,
+                  "rung": self.kernel.rung, "parent": self.kernel.parent,
+                  "adds": self.kernel.adds, "seed": self.kernel.seed,
+                  "problem": self.problem.to_dict(), "flops": self.problem.flops,
+                  "status": self.status, "reason": self.reason}
+        if self.device is not None:
+            record["device"] = self.device
+        return record
 
 
-def _reference_backend(kernels: list[Kernel], options: RunOptions) -> str | None:
-    """Compute the float64 reference on a GPU when the sweep uses one that is available."""
-    for kernel in kernels:
-        if kernel.backend == "cuda" and not unavailable_reason(kernel, options):
-            return "cuda"
-    return None
+def row_key(kernel_id: str, problem: dict) -> tuple:
+    """What identifies a row across runs: the kernel and every field of its problem."""
+    return (kernel_id, tuple(sorted(problem.items())))
 
 
-def sweep(kernels: Iterable[Kernel], problems: Iterable[Problem], *, repeats: int, warmup: int,
-          options: RunOptions, on_row: Callable[[Row], None] | None = None) -> list[Row]:
-    """Run every kernel on every problem; ``on_row`` is called after each row (for progress)."""
-    kernels, rows = list(kernels), []
-    ref_backend = _reference_backend(kernels, options)
-    for problem in problems:
-        inputs: tuple[np.ndarray, ...] | None = None
-        reference: np.ndarray | None = None
-        for kernel in kernels:
-            reason = unavailable_reason(kernel, options)
-            if reason:
-                row = Row(kernel, problem, "unavailable", reason)
-            else:
-                try:
-                    if inputs is None:
-                        inputs = problem.inputs()
-                        reference = reference_for(problem, inputs, options, ref_backend)
-                    m = run(kernel.id, problem, repeats=repeats, warmup=warmup, options=options,
-                            inputs=inputs, reference=reference)
-                    row = Row(kernel, problem, "ok" if m.ok else "failed", m.verdict.reason, m)
-                except Exception as exc:  # a broken kernel must not end the sweep
-                    row = Row(kernel, problem, "error", f"{type(exc).__name__}: {exc}".strip())
-            rows.append(row)
+def sweep(kernels: Iterable[Kernel], problems: Iterable[Problem], *, options: RunOptions,
+          on_row: Callable[[Row], None] | None = None, resume: Iterable[dict] = (),
+          devices: Sequence[int] | None = None, timeout: float | None = None,
+          isolated: Collection[str] = ISOLATED, job: workers.JobFn = workers.measure_job,
+          **run_kwargs) -> list[Row]:
+    """Run every kernel on every problem and return the rows in ladder order.
+
+    ``run_kwargs`` go to ``mmsuite.measure.run`` (``repeats``, ``warmup``, ...).
+    ``resume``: records of an earlier run; a pair measured there (ok, failed or
+    invalid) is taken from it instead of run again. ``devices``: the GPUs the
+    isolated backends' kernels are spread over (default: device 0). ``timeout``:
+    seconds per isolated job (default ``workers.default_timeout``). ``job`` is
+    the function a job runs (tests plant crashing ones).
+    """
+    kernels, problems = list(kernels), list(problems)
+    done = {row_key(r["kernel"], r["problem"]): r for r in resume
+            if r.get("status") in results.MEASURED}
+    slots: list[Row | None] = [None] * (len(kernels) * len(problems))
+    lock = threading.Lock()  # rows arrive from several device threads
+
+    def finish(index: int, row: Row) -> None:
+        with lock:
+            slots[index] = row
             if on_row is not None:
                 on_row(row)
-    return rows
+
+    host_jobs: list[workers.Job] = []
+    device_jobs: list[workers.Job] = []
+    for p_index, problem in enumerate(problems):
+        for k_index, kernel in enumerate(kernels):
+            index = p_index * len(kernels) + k_index
+            previous = done.get(row_key(kernel.id, problem.to_dict()))
+            reason = unavailable_reason(kernel, options)
+            if previous is not None:
+                finish(index, Row(kernel, problem, previous["status"],
+                                  previous.get("reason", ""), previous, previous.get("device")))
+            elif reason:
+                finish(index, Row(kernel, problem, "unavailable", reason))
+            else:
+                item = workers.Job(index, kernel.id, problem)
+                (device_jobs if kernel.backend in isolated else host_jobs).append(item)
+
+    def record_result(item: workers.Job, device: int | None, result: workers.Result) -> None:
+        status, reason, record = result
+        kernel = kernels[item.index % len(kernels)]
+        if record is not None and device is not None:
+            record["device"] = device
+        finish(item.index, Row(kernel, item.problem, status, reason, record, device))
+
+    if host_jobs:
+        lane = workers.HostLane()
+        try:
+            for item in host_jobs:
+                result = lane.run(job, item.kernel_id, item.problem, options, run_kwargs)
+                record_result(item, None, result)
+        finally:
+            lane.close()
+            workers.clear_cache()
+    if device_jobs:
+        workers.run_on_devices(device_jobs, list(devices) if devices else [0], options,
+                               run_kwargs, timeout, record_result, job=job)
+    return [row for row in slots if row is not None]

@@ -54,6 +54,9 @@ def test_flops() -> None:
     ({"alpha": math.nan}, "alpha must be finite"),
     ({"beta": math.inf}, "beta must be finite"),
     ({"m": True}, "m must be a positive integer"),
+    ({"seed": -1}, "seed must be a non-negative integer, got -1"),
+    ({"alpha": 1e39}, r"alpha must be finite in float32 \(\|alpha\| <= 3.403e\+38\), got 1e\+39"),
+    ({"beta": -4e38}, "beta must be finite in float32"),
 ])
 def test_bad_fields_raise_clear_value_errors(kwargs: dict, message: str) -> None:
     fields = {"m": 4, "n": 4, "k": 4} | kwargs
@@ -81,7 +84,23 @@ def test_parse_shape(text: str, expected: tuple) -> None:
     assert parse_shape(text) == expected
 
 
-@pytest.mark.parametrize("text", ["4x5", "axbxc", "0x1x1", "1x2x3x4"])
-def test_parse_shape_rejects_bad_text(text: str) -> None:
-    with pytest.raises(ValueError):
+@pytest.mark.parametrize("text,message", [
+    ("4x5", "MxNxK"), ("axbxc", "integer sizes"), ("0x1x1", "positive"), ("1x2x3x4", "MxNxK"),
+    ("", "shape is empty"), ("  ", "shape is empty"), ("-3x4x4", "positive, got '-3x4x4'"),
+])
+def test_parse_shape_rejects_bad_text(text: str, message: str) -> None:
+    with pytest.raises(ValueError, match=message):
         parse_shape(text)
+
+
+def test_float32_extremes_are_accepted() -> None:
+    largest = float(np.finfo(np.float32).max)
+    assert Problem(2, 2, 2, alpha=largest, beta=-largest).alpha == largest
+
+
+def test_host_bytes_covers_inputs_and_the_float64_reference() -> None:
+    p = Problem(100, 200, 300, batch=2)
+    float32_inputs = p.nbytes
+    float64_reference = 2 * 8 * 2 * 100 * 200  # the product and the scaled sum
+    assert p.host_bytes >= 3 * float32_inputs + float64_reference
+    assert Problem(20000, 20000, 20000).host_bytes > 16 * 2**30

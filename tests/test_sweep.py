@@ -1,44 +1,110 @@
-"""The sweep runner turns every outcome into a row and never stops early."""
+"""The sweep runner turns every outcome into a row, keeps ladder order and never stops early."""
 
 from __future__ import annotations
 
-from mmsuite import Problem, catalogue
+import numpy as np
+import pytest
+
+from mmsuite import Problem, catalogue, verify, workers
 from mmsuite.backends import RunOptions
-from mmsuite.backends.cpu import CpuBackend
-from mmsuite.sweep import sweep
+from mmsuite.sweep import row_key, sweep
+
+QUICK = {"repeats": 1, "warmup": 0}
+
+
+def _kernels(*ids: str) -> list:
+    return [catalogue.get(i) for i in ids]
 
 
 def test_rows_for_every_kernel_and_problem_in_order() -> None:
-    kernels = [catalogue.get("cpu.blas"), catalogue.get("cpu.seq_naive")]
+    kernels = _kernels("cpu.blas", "cpu.seq_naive")
     problems = [Problem(5, 6, 7), Problem(3, 3, 3, batch=2)]
     seen = []
-    rows = sweep(kernels, problems, repeats=1, warmup=0, options=RunOptions(),
-                 on_row=seen.append)
+    rows = sweep(kernels, problems, options=RunOptions(), on_row=seen.append, **QUICK)
     assert [(r.kernel.id, r.problem) for r in rows] == [
         (k.id, p) for p in problems for k in kernels]
     assert seen == rows and all(r.status == "ok" for r in rows)
+    assert rows[1].to_record()["kernel_ms"]["median"] > 0
 
 
-def test_a_raising_kernel_becomes_an_error_row(monkeypatch) -> None:
-    def explode(self, kernel, call, repeats, warmup):
-        raise RuntimeError("launch failed: illegal address")
+def test_a_raising_kernel_becomes_an_error_row_and_the_sweep_goes_on(monkeypatch) -> None:
+    real_run = workers.run
 
-    monkeypatch.setattr(CpuBackend, "execute", explode)
-    rows = sweep([catalogue.get("cpu.seq_naive"), catalogue.get("cpu.blas")], [Problem(4, 4, 4)],
-                 repeats=1, warmup=0, options=RunOptions())
-    assert [r.status for r in rows] == ["error", "error"]
-    assert "illegal address" in rows[0].reason
+    def run(kernel_id, *args, **kwargs):
+        if kernel_id == "cpu.seq_naive":
+            raise RuntimeError("launch failed: illegal address")
+        return real_run(kernel_id, *args, **kwargs)
+
+    monkeypatch.setattr(workers, "run", run)
+    rows = sweep(_kernels("cpu.seq_naive", "cpu.blas"), [Problem(4, 4, 4)], options=RunOptions(),
+                 **QUICK)
+    assert [r.status for r in rows] == ["error", "ok"]
+    assert rows[0].reason == "RuntimeError: launch failed: illegal address"
+
+
+def test_measure_job_turns_exceptions_into_error_results(monkeypatch) -> None:
+    def explode(*args, **kwargs):
+        raise RuntimeError("kernel exploded")
+
+    monkeypatch.setattr(workers, "run", explode)
+    status, reason, record = workers.measure_job("cpu.blas", Problem(4, 4, 4), RunOptions(), {})
+    assert (status, record) == ("error", None) and reason == "RuntimeError: kernel exploded"
 
 
 def test_wrong_output_becomes_a_failed_row(monkeypatch) -> None:
-    original = CpuBackend.execute
+    original = verify.check
 
-    def corrupt(self, kernel, call, repeats, warmup):
-        execution = original(self, kernel, call, repeats, warmup)
-        execution.output[0] = 1e3
-        return execution
+    def corrupt(output, ref, k):
+        output = np.array(output, copy=True)
+        output.flat[0] = 1e3
+        return original(output, ref, k)
 
-    monkeypatch.setattr(CpuBackend, "execute", corrupt)
-    rows = sweep([catalogue.get("cpu.seq_naive")], [Problem(8, 8, 8)], repeats=1, warmup=0,
-                 options=RunOptions())
+    monkeypatch.setattr(verify, "check", corrupt)
+    rows = sweep(_kernels("cpu.seq_naive"), [Problem(8, 8, 8)], options=RunOptions(), **QUICK)
     assert rows[0].status == "failed" and "exceeds tolerance" in rows[0].reason
+
+
+def test_unavailable_kernels_become_rows_with_their_reason() -> None:
+    kernel = catalogue.get("cuda.01_naive")
+    if kernel.available:
+        pytest.skip("CUDA is available here")
+    rows = sweep([kernel], [Problem(4, 4, 4)], options=RunOptions(), **QUICK)
+    assert rows[0].status == "unavailable" and rows[0].reason == kernel.reason
+
+
+def test_resume_skips_what_is_already_measured() -> None:
+    problem = Problem(6, 5, 4)
+    first = sweep(_kernels("cpu.blas"), [problem], options=RunOptions(), **QUICK)
+    calls = []
+
+    def job(kernel_id, problem, options, run_kwargs):
+        calls.append(kernel_id)
+        return workers.measure_job(kernel_id, problem, options, run_kwargs)
+
+    rows = sweep(_kernels("cpu.blas", "cpu.seq_naive"), [problem], options=RunOptions(),
+                 resume=[r.to_record() for r in first], job=job, **QUICK)
+    assert calls == ["cpu.seq_naive"]
+    assert [r.kernel.id for r in rows] == ["cpu.blas", "cpu.seq_naive"]
+    assert rows[0].to_record() is first[0].to_record()
+
+
+def test_resume_reruns_errors_and_other_problems() -> None:
+    error = {"kernel": "cpu.blas", "status": "error", "reason": "timed out",
+             "problem": Problem(4, 4, 4).to_dict()}
+    other_seed = sweep(_kernels("cpu.blas"), [Problem(4, 4, 4, seed=1)], options=RunOptions(),
+                       **QUICK)[0].to_record()
+    rows = sweep(_kernels("cpu.blas"), [Problem(4, 4, 4)], options=RunOptions(),
+                 resume=[error, other_seed], **QUICK)
+    assert rows[0].status == "ok" and rows[0].to_record() is not other_seed
+
+
+def test_row_key_ignores_field_order() -> None:
+    assert row_key("k", {"m": 1, "n": 2}) == row_key("k", {"n": 2, "m": 1})
+
+
+def test_a_problem_too_big_for_host_memory_is_an_error_row(monkeypatch) -> None:
+    monkeypatch.setattr(workers, "available_host_memory", lambda: 4 * 2**30)
+    rows = sweep(_kernels("cpu.blas", "cpu.seq_naive"), [Problem(20000, 20000, 20000)],
+                 options=RunOptions(), **QUICK)
+    assert [r.status for r in rows] == ["error", "error"]
+    assert "GiB of host memory" in rows[0].reason and "4.0 GiB is available" in rows[0].reason

@@ -1,0 +1,312 @@
+"""Where a sweep's jobs run: in this process, or in one worker process per GPU.
+
+A job measures one kernel on one problem and returns ``(status, reason, record)``.
+
+GPU kernels run in spawned worker processes, one per device, each a
+single-process ``concurrent.futures.ProcessPoolExecutor``. A CUDA error that
+corrupts the context (an illegal address), an abort or a kernel that never
+returns then costs one row: a worker that died, timed out or raised is
+replaced by a fresh one, and the next job starts clean. Spawn, not fork: CUDA
+and libgomp do not survive a fork.
+
+Host kernels (C, OpenMP, OpenCL on PoCL) run in this process on one daemon
+thread while the main thread waits, so that Ctrl-C is seen at once even while a
+C kernel runs (the C call itself cannot be stopped; it is left behind when the
+process exits).
+
+Before any allocation a job checks the problem's host memory against what the
+host and its cgroup have available.
+"""
+
+from __future__ import annotations
+
+import faulthandler
+import os
+import queue
+import signal
+import tempfile
+import threading
+from collections.abc import Callable, Iterable
+from concurrent.futures import Future, ProcessPoolExecutor
+from concurrent.futures import TimeoutError as FutureTimeout
+from concurrent.futures.process import BrokenProcessPool
+from dataclasses import dataclass
+from multiprocessing import get_context
+from pathlib import Path
+from typing import Any
+
+from . import catalogue
+from .backends import RunOptions
+from .measure import reference_for, run
+from .problem import Problem
+
+# The default per-job timeout: a floor for start-up (spawn, imports, compilation,
+# inputs and reference), plus 20 launches at 10 GFLOP/s, far below any GPU rung.
+TIMEOUT_FLOOR_S = 60.0
+TIMEOUT_LAUNCHES = 20
+TIMEOUT_RATE_FLOPS = 1e10
+# How long a fresh worker may take to start (spawn and import).
+START_TIMEOUT_S = 120.0
+
+Result = tuple[str, str, "dict | None"]  # (status, reason, record)
+JobFn = Callable[[str, Problem, RunOptions, dict], Result]
+
+
+def default_timeout(problem: Problem) -> float:
+    """Seconds a GPU job may take before its worker is killed (``--timeout`` overrides)."""
+    return TIMEOUT_FLOOR_S + TIMEOUT_LAUNCHES * problem.flops / TIMEOUT_RATE_FLOPS
+
+
+# ------------------------------------------------------------------ host memory
+class HostMemoryError(MemoryError):
+    """The problem does not fit in the host memory available now."""
+
+
+def _read_int(path: str) -> int | None:
+    try:
+        text = Path(path).read_text().strip()
+    except OSError:
+        return None
+    return int(text) if text.isdigit() else None  # "max": no limit
+
+
+def available_host_memory() -> int | None:
+    """Bytes this process may still allocate: MemAvailable, capped by the cgroup's free
+    room (v2 or v1); None when neither can be read."""
+    candidates = []
+    try:
+        for line in Path("/proc/meminfo").read_text().splitlines():
+            if line.startswith("MemAvailable:"):
+                candidates.append(int(line.split()[1]) * 1024)
+    except (OSError, ValueError, IndexError):
+        pass
+    for limit_file, usage_file in (("/sys/fs/cgroup/memory.max", "/sys/fs/cgroup/memory.current"),
+                                   ("/sys/fs/cgroup/memory/memory.limit_in_bytes",
+                                    "/sys/fs/cgroup/memory/memory.usage_in_bytes")):
+        limit, usage = _read_int(limit_file), _read_int(usage_file)
+        if limit is not None and usage is not None and limit < 2**60:  # v1 writes ~2**63
+            candidates.append(max(0, limit - usage))
+    return min(candidates) if candidates else None
+
+
+def check_host_memory(problem: Problem) -> None:
+    """Raise HostMemoryError when ``problem`` needs more host memory than is available."""
+    available = available_host_memory()
+    need = problem.host_bytes
+    if available is not None and need > available:
+        raise HostMemoryError(
+            f"{problem.shape_label} needs about {need / 2**30:.1f} GiB of host memory "
+            f"(inputs, float64 reference, output); {available / 2**30:.1f} GiB is available; "
+            "use a smaller shape or batch")
+
+
+# --------------------------------------------------------------------- the job
+_CACHE: dict[str, Any] = {}  # the last problem's inputs and reference, per process
+
+
+def measure_job(kernel_id: str, problem: Problem, options: RunOptions, run_kwargs: dict) -> Result:
+    """Measure one kernel on one problem; never raises (a failure is an ``error`` result).
+
+    The inputs and their float64 reference are kept for the next kernel on the
+    same problem; the reference is computed on the kernel's device in a worker
+    and on the host in this process.
+    """
+    try:
+        kernel = catalogue.get(kernel_id)
+        ref_backend = kernel.backend if _IN_WORKER else None
+        key = (problem, options, ref_backend)
+        if _CACHE.get("key") != key:
+            _CACHE.clear()  # drop the previous problem's arrays before allocating
+            check_host_memory(problem)
+            inputs = problem.inputs()
+            _CACHE.update(key=key, inputs=inputs,
+                          reference=reference_for(problem, inputs, options, ref_backend))
+        m = run(kernel_id, problem, options=options, inputs=_CACHE["inputs"],
+                reference=_CACHE["reference"], **run_kwargs)
+        record = m.to_record()
+        return record["status"], record.get("reason", ""), record
+    except Exception as exc:  # a broken kernel must not end the sweep
+        return "error", f"{type(exc).__name__}: {exc}".strip(), None
+
+
+def clear_cache() -> None:
+    """Free the arrays ``measure_job`` keeps between kernels of one problem."""
+    _CACHE.clear()
+
+
+# ----------------------------------------------------------------- host lane
+class HostLane:
+    """Runs jobs in this process on one daemon thread; ``run`` blocks, interruptibly."""
+
+    def __init__(self) -> None:
+        self._jobs: queue.Queue = queue.Queue()
+        threading.Thread(target=self._serve, name="mmsuite-host", daemon=True).start()
+
+    def _serve(self) -> None:
+        while True:
+            item = self._jobs.get()
+            if item is None:
+                return
+            fn, args, future = item
+            try:
+                future.set_result(fn(*args))
+            except BaseException as exc:  # handed to the waiting thread
+                future.set_exception(exc)
+
+    def run(self, fn: Callable[..., Any], *args: Any) -> Any:
+        future: Future = Future()
+        self._jobs.put((fn, args, future))
+        return future.result()
+
+    def close(self) -> None:
+        """The thread ends after the job it is running, if any."""
+        self._jobs.put(None)
+
+
+# --------------------------------------------------------------- GPU workers
+_IN_WORKER = False
+_CRASH_LOG = None  # keeps faulthandler's file open in a worker
+
+
+def visible_device(device: int, visible: str | None) -> str:
+    """CUDA_VISIBLE_DEVICES for the worker of ``device``, an index into the parent's list."""
+    ids = [x.strip() for x in visible.split(",") if x.strip()] if visible else []
+    return ids[device] if ids else str(device)
+
+
+def _init_worker(device: int | None, crash_log: str) -> None:
+    """Start-up of a worker process: its device, Ctrl-C left to the parent, crash reports."""
+    global _IN_WORKER, _CRASH_LOG
+    _IN_WORKER = True
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent saves rows and retires us
+    if device is not None:
+        # Set before CUDA starts in this process: the worker sees its GPU as device 0.
+        os.environ["CUDA_VISIBLE_DEVICES"] = visible_device(
+            device, os.environ.get("CUDA_VISIBLE_DEVICES"))
+    _CRASH_LOG = open(crash_log, "w")  # open for the worker's life
+    faulthandler.enable(_CRASH_LOG)  # an abort or segfault leaves its cause here
+
+
+class Worker:
+    """One worker process bound to one device, replaced whenever a job kills or taints it."""
+
+    def __init__(self, device: int | None, job: JobFn = measure_job) -> None:
+        self.device, self._job = device, job
+        self._pool: ProcessPoolExecutor | None = None
+        self._pid = 0
+        self._lock = threading.Lock()  # retire() comes from the device thread and from close()
+        fd, self._crash_log = tempfile.mkstemp(prefix="mmsuite-worker-", suffix=".log")
+        os.close(fd)
+
+    def _start(self) -> None:
+        self._pid = 0
+        self._pool = ProcessPoolExecutor(1, mp_context=get_context("spawn"),
+                                         initializer=_init_worker,
+                                         initargs=(self.device, self._crash_log))
+        self._pid = self._pool.submit(os.getpid).result(timeout=START_TIMEOUT_S)
+
+    def _crash_cause(self) -> str:
+        try:
+            text = Path(self._crash_log).read_text().strip()
+        except OSError:
+            return ""
+        return text.splitlines()[0] if text else ""
+
+    def retire(self) -> None:
+        """Kill the worker process (if any); the next job starts a fresh one."""
+        with self._lock:
+            pool, self._pool = self._pool, None
+            if pool is None:
+                return
+            if self._pid > 0:  # never 0: that would signal our own process group
+                try:
+                    os.kill(self._pid, signal.SIGKILL)
+                except (ProcessLookupError, PermissionError):
+                    pass
+            pool.shutdown(wait=True, cancel_futures=True)
+
+    def run(self, kernel_id: str, problem: Problem, options: RunOptions, run_kwargs: dict,
+            timeout: float) -> Result:
+        """Run one job with a time limit; a worker that dies, hangs or fails is replaced."""
+        if self._pool is None:
+            try:
+                self._start()
+            except (FutureTimeout, BrokenProcessPool, OSError) as exc:
+                cause = self._crash_cause() or f"{type(exc).__name__}: {exc}"
+                self.retire()
+                return "error", f"its worker process failed to start: {cause}", None
+        pool = self._pool  # close() may clear it from another thread on Ctrl-C
+        try:
+            future = pool.submit(self._job, kernel_id, problem, options, run_kwargs)
+            status, reason, record = future.result(timeout=timeout)
+        except FutureTimeout:
+            self.retire()
+            return "error", f"timed out after {timeout:.0f} s; its worker was killed", None
+        except BrokenProcessPool:
+            cause = self._crash_cause()
+            self.retire()
+            return "error", ("its worker process died" + (f": {cause}" if cause else "")), None
+        if status == "error":
+            self.retire()  # a CUDA error may have left the context unusable
+        return status, reason, record
+
+    def close(self) -> None:
+        self.retire()
+        Path(self._crash_log).unlink(missing_ok=True)
+
+
+@dataclass(frozen=True)
+class Job:
+    """One kernel on one problem, at ``index`` in ladder order."""
+
+    index: int
+    kernel_id: str
+    problem: Problem
+
+
+def run_on_devices(jobs: Iterable[Job], devices: list[int | None], options: RunOptions,
+                   run_kwargs: dict, timeout: float | None,
+                   on_result: Callable[[Job, int | None, Result], None],
+                   job: JobFn = measure_job) -> None:
+    """Run ``jobs`` on one worker per device; each device takes the next job as it is free.
+
+    ``on_result(job, device, result)`` is called (from a device's thread) as each
+    finishes; ``timeout`` None means ``default_timeout`` of each problem.
+    Ctrl-C kills every worker and propagates.
+    """
+    pending: queue.Queue = queue.Queue()
+    for item in jobs:
+        pending.put(item)
+    workers = [Worker(device, job) for device in devices]
+    stop = threading.Event()
+    failures: list[BaseException] = []
+
+    def serve(worker: Worker) -> None:
+        try:
+            while not stop.is_set():
+                try:
+                    item = pending.get_nowait()
+                except queue.Empty:
+                    return
+                limit = timeout if timeout is not None else default_timeout(item.problem)
+                result = worker.run(item.kernel_id, item.problem, options, run_kwargs, limit)
+                if stop.is_set():
+                    return  # interrupted: this result is not reported
+                on_result(item, worker.device, result)
+        except BaseException as exc:  # a bug here: stop the others and raise it in the caller
+            failures.append(exc)
+            stop.set()
+
+    threads = [threading.Thread(target=serve, args=(w,), name=f"mmsuite-device-{w.device}",
+                                daemon=True) for w in workers]
+    try:
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+    finally:
+        stop.set()
+        for worker in workers:
+            worker.close()
+    if failures:
+        raise failures[0]
