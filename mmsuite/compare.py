@@ -146,7 +146,7 @@ def judge(base: Side, new: Side, threshold: float = DEFAULT_THRESHOLD,
         return "unsure", "no median", None, None
     fewest = min(len(base.samples), len(new.samples))
     if fewest < MIN_SAMPLES:
-        return "unsure", f"{fewest} samples (need {MIN_SAMPLES})", ratio, None
+        return "unsure", f"{fewest} samples", ratio, None
     _, p = mann_whitney_u(new.samples, base.samples)
     beyond = abs(math.log(ratio)) > math.log1p(threshold)
     if p < alpha:
@@ -154,11 +154,11 @@ def judge(base: Side, new: Side, threshold: float = DEFAULT_THRESHOLD,
             return "same", f"difference within {threshold:.0%}", ratio, p
         return ("slower" if ratio > 1 else "faster"), "significant", ratio, p
     if beyond:
-        return "unsure", f"not significant at alpha {alpha:g}: too noisy to tell", ratio, p
+        return "unsure", "too noisy", ratio, p  # a large change the test cannot confirm
     noises = [s.noise for s in (base, new)]
     if any(n is None or n > threshold for n in noises):
         worst = max((n for n in noises if n is not None), default=math.nan)
-        return "unsure", f"noise {worst:.1%} is above the threshold", ratio, p
+        return "unsure", f"noise {worst:.0%}", ratio, p
     return "same", f"difference within {threshold:.0%}", ratio, p
 
 
@@ -237,8 +237,7 @@ def compare(base_path: Path, new_path: Path, threshold: float = DEFAULT_THRESHOL
 
 
 # ------------------------------------------------------------------ rendering
-HEADERS = ("kernel", "problem", "BASE ms", "NEW ms", "NEW/BASE", "p", "samples", "noise",
-           "verdict")
+HEADERS = ("kernel", "problem", "BASE ms", "NEW ms", "change", "p", "n", "noise", "verdict")
 
 
 def _fmt_ms(side: Side) -> str:
@@ -248,14 +247,15 @@ def _fmt_ms(side: Side) -> str:
 
 
 def _fmt_noise(side: Side) -> str:
-    return "-" if side.noise is None else f"{side.noise:.1%}"
+    return "-" if side.noise is None else f"{100 * side.noise:.1f}"
 
 
 def cells(row: Row) -> list[str]:
-    ratio = "-" if row.ratio is None else f"{row.ratio:.3f} ({row.ratio - 1:+.1%})"
-    p = "-" if row.p_value is None else f"{row.p_value:.2g}"
-    verdict = row.verdict if row.verdict in ("slower", "faster") else f"{row.verdict}: {row.why}"
-    return [row.kernel, row.problem, _fmt_ms(row.base), _fmt_ms(row.new), ratio, p,
+    """One table row; change is NEW/BASE - 1 of the medians, noise BASE/NEW in percent."""
+    change = "-" if row.ratio is None else f"{row.ratio - 1:+.1%}"
+    p = "-" if row.p_value is None else f"{row.p_value:.1g}"
+    verdict = f"{row.verdict} ({row.why})" if row.verdict in ("unsure", "broken") else row.verdict
+    return [row.kernel, row.problem, _fmt_ms(row.base), _fmt_ms(row.new), change, p,
             f"{len(row.base.samples)}/{len(row.new.samples)}",
             f"{_fmt_noise(row.base)}/{_fmt_noise(row.new)}", verdict]
 
@@ -276,16 +276,20 @@ def _missing_lines(result: Comparison) -> list[str]:
 
 
 def render_rich(result: Comparison, threshold: float, console) -> None:
+    from rich import box
     from rich.table import Table
 
-    table = Table(title="NEW against BASE: kernel time (median ms; ! = noisy)",
-                  title_justify="left")
+    table = Table(title="NEW against BASE: kernel time, median ms (! = noisy)",
+                  title_justify="left", box=box.SIMPLE_HEAD, pad_edge=False)
     for i, title in enumerate(HEADERS):
-        table.add_column(title, justify="left" if i in (0, 1, 8) else "right", overflow="fold")
+        table.add_column(title, justify="left" if i in (0, 1, 8) else "right",
+                         no_wrap=i < 8)  # only the verdict's reason may wrap
     styles = {"slower": "bold red", "broken": "bold red", "faster": "green", "unsure": "yellow"}
     for row in result.rows:
         table.add_row(*cells(row), style=styles.get(row.verdict))
     console.print(table)
+    console.print("change: NEW/BASE - 1; p: two-sided Mann-Whitney U on the samples; "
+                  "n and noise (1.4826*MAD/median, %): BASE/NEW", style="dim")
     for line in _missing_lines(result) + result.notes:
         console.print(line, style="dim")
     console.print(summary(result, threshold))
@@ -296,8 +300,9 @@ def render_markdown(result: Comparison, threshold: float) -> str:
         return "| " + " | ".join(str(v).replace("|", "\\|") for v in values) + " |"
 
     out = ["### mmsuite compare: NEW against BASE", "",
-           "Kernel time, median ms (`!` = noisy); NEW/BASE above 1 is slower; "
-           "p from a two-sided Mann-Whitney U test on the samples.", "",
+           "Kernel time, median ms (`!` = noisy). change: NEW/BASE - 1; p: two-sided "
+           "Mann-Whitney U test on the samples; n and noise (1.4826·MAD/median, %): "
+           "BASE/NEW.", "",
            line(HEADERS), line(["---"] * 2 + ["---:"] * 6 + ["---"])]
     out += [line(cells(row)) for row in result.rows]
     extra = _missing_lines(result) + result.notes
