@@ -21,6 +21,7 @@ from __future__ import annotations
 import os
 import statistics
 import time
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 
 import numpy as np
@@ -163,11 +164,11 @@ def _sample(session: Session, timer: Timer, cold: bool) -> float:
     return timer.elapsed_ms()
 
 
-def _warm_up(session: Session, warmup: int) -> None:
+def _warm_up(session: Session, warmup: int, clock: Callable[[], float]) -> None:
     if warmup <= 0:
         return
-    start, done = time.perf_counter(), 0
-    while done < warmup or time.perf_counter() - start < session.warmup_floor_s:
+    start, done = clock(), 0
+    while done < warmup or clock() - start < session.warmup_floor_s:
         session.reset_c()
         session.launch()
         session.synchronize()
@@ -175,7 +176,8 @@ def _warm_up(session: Session, warmup: int) -> None:
 
 
 def sample_session(session: Session, sampling: Sampling, warmup: int = DEFAULT_WARMUP,
-                   l2: str = "warm", partner: Session | None = None) -> Sampled:
+                   l2: str = "warm", partner: Session | None = None,
+                   clock: Callable[[], float] = time.perf_counter) -> Sampled:
     """Warm up, then take samples of ``session`` until ``sampling`` says stop.
 
     With a ``partner`` (the reference library on the same call), every sample of
@@ -183,23 +185,24 @@ def sample_session(session: Session, sampling: Sampling, warmup: int = DEFAULT_W
     returned as ``reference_ms``. The rule looks at the session's samples only.
     The noise is checked after every sample up to ``min_samples``, then at
     growing intervals (every tenth of the count so far), so that long runs of
-    short kernels do not spend their time in the median.
+    short kernels do not spend their time in the median. ``clock`` (seconds)
+    measures the time the rule sees.
     """
     cold = l2 == "cold"
-    _warm_up(session, warmup)
+    _warm_up(session, warmup, clock)
     if partner is not None:
-        _warm_up(partner, warmup)
+        _warm_up(partner, warmup, clock)
     timer = session.timer()
     partner_timer = partner.timer() if partner is not None else None
     samples: list[float] = []
     reference: list[float] = []
-    start = time.perf_counter()
+    start = clock()
     next_check = 1
     while True:
         samples.append(_sample(session, timer, cold))
         if partner is not None:
             reference.append(_sample(partner, partner_timer, cold))
-        seconds = time.perf_counter() - start
+        seconds = clock() - start
         if len(samples) < next_check:
             hard_stop = sampling.max_samples is not None and len(samples) >= sampling.max_samples
             over_time = sampling.max_seconds is not None and seconds >= sampling.max_seconds

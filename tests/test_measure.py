@@ -1,15 +1,169 @@
-"""mmsuite.run: phases, derived rates and verification in one Measurement."""
+"""The measurement engine: the stopping rule, robust noise, the L2 policy, interleaving and
+mmsuite.run's Measurement. The rule is driven by a fake session whose samples and clock
+are scripted, so that every stop is exact."""
 
 from __future__ import annotations
+
+import json
 
 import numpy as np
 import pytest
 
 import mmsuite
 from mmsuite import Problem
-from mmsuite.measure import PhaseStats
+from mmsuite.backends.base import Session, Timer
+from mmsuite.layout import plan_call
+from mmsuite.measure import (
+    DEFAULT_SAMPLING,
+    PhaseStats,
+    Sampling,
+    robust_noise,
+    sample_session,
+)
 
 
+class FakeClock:
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+class FakeTimer(Timer):
+    def __init__(self, session: FakeSession) -> None:
+        self.session = session
+
+    def start(self) -> None:
+        self.session.log.append("start")
+
+    def stop(self) -> None:
+        self.session.log.append("stop")
+
+    def elapsed_ms(self) -> float:
+        return self.session.last
+
+
+class FakeSession(Session):
+    """Each launch takes ``step`` seconds of the fake clock and yields the next scripted time."""
+
+    def __init__(self, times: list[float], clock: FakeClock, step: float = 0.01,
+                 name: str = "k", log: list | None = None) -> None:
+        problem = Problem(2, 2, 2)
+        super().__init__(mmsuite.get("cpu.blas"), plan_call(problem, problem.inputs(), "row"))
+        self.times, self.clock, self.step, self.name = times, clock, step, name
+        self.log = [] if log is None else log
+        self.launches = 0
+        self.last = 0.0
+
+    def reset_c(self) -> None:
+        self.log.append("reset")
+
+    def launch(self) -> None:
+        self.log.append(f"launch {self.name}")
+        self.last = self.times[min(self.launches, len(self.times) - 1)]
+        self.launches += 1
+        self.clock.now += self.step
+
+    def timer(self) -> Timer:
+        return FakeTimer(self)
+
+    def scrub_l2(self) -> None:
+        self.log.append("scrub")
+
+    def output(self) -> np.ndarray:
+        return np.zeros(4, dtype=np.float32)
+
+
+def test_robust_noise_is_scaled_mad_over_median() -> None:
+    assert robust_noise([1.0, 2.0, 3.0]) == pytest.approx(1.4826 * 1.0 / 2.0)
+    assert robust_noise([1.0, 1.0, 1.0, 9.0]) == 0.0  # one outlier does not move it
+    assert robust_noise([1.0]) is None
+
+
+def test_quiet_samples_stop_at_the_noise_target_once_minimums_are_met() -> None:
+    clock = FakeClock()
+    rule = Sampling(min_samples=10, min_seconds=0.5, noise_target=0.005, max_seconds=15.0)
+    session = FakeSession([1.0], clock, step=0.01)
+    result = sample_session(session, rule, warmup=0, clock=clock)
+    # 0.5 s at 0.01 s a sample: the rule first holds at the 50th sample.
+    assert result.stopped_by == "noise_target" and len(result.kernel_ms) == 50
+    assert not result.noisy
+
+
+def test_minimum_sample_count_holds_for_slow_kernels() -> None:
+    clock = FakeClock()
+    session = FakeSession([5.0], clock, step=1.0)
+    result = sample_session(session, Sampling(min_samples=10, min_seconds=0.5), 0, clock=clock)
+    assert result.stopped_by == "noise_target" and len(result.kernel_ms) == 10
+
+
+def test_noise_above_target_runs_to_the_time_cap_and_is_flagged() -> None:
+    clock = FakeClock()
+    session = FakeSession([1.0, 1.2, 1.4] * 1000, clock, step=0.01)
+    rule = Sampling(min_samples=10, min_seconds=0.5, noise_target=0.005, max_seconds=3.0)
+    result = sample_session(session, rule, warmup=0, clock=clock)
+    assert result.stopped_by == "max_seconds" and result.noisy
+    assert len(result.kernel_ms) == pytest.approx(300, abs=1)
+    record = result.record()
+    assert record["stopped_by"] == "max_seconds" and record["samples"] == len(result.kernel_ms)
+    assert {"min_samples", "min_seconds", "noise_target", "max_seconds", "seconds"} <= set(record)
+
+
+def test_noise_that_settles_stops_early() -> None:
+    clock = FakeClock()
+    session = FakeSession([1.0, 3.0] * 5 + [1.0] * 1000, clock, step=0.01)
+    result = sample_session(session, Sampling(min_samples=10, min_seconds=0.0), 0, clock=clock)
+    assert result.stopped_by == "noise_target" and 10 < len(result.kernel_ms) < 40
+
+
+def test_fixed_sampling_takes_exactly_that_many_and_still_records_noise() -> None:
+    clock = FakeClock()
+    session = FakeSession([1.0, 2.0, 1.5, 9.0], clock)
+    result = sample_session(session, Sampling.fixed(3), warmup=0, clock=clock)
+    assert result.kernel_ms == [1.0, 2.0, 1.5] and result.stopped_by == "max_samples"
+    assert result.noisy
+    with pytest.raises(ValueError, match="repeats"):
+        Sampling.fixed(0)
+
+
+def test_every_sample_resets_c_outside_the_timer_and_warm_up_is_untimed() -> None:
+    clock = FakeClock()
+    session = FakeSession([1.0], clock)
+    sample_session(session, Sampling.fixed(2), warmup=2, clock=clock)
+    assert session.log == ["reset", "launch k"] * 2 + [
+        "reset", "start", "launch k", "stop"] * 2
+
+
+def test_cold_l2_scrubs_before_each_sample_outside_the_timer() -> None:
+    clock = FakeClock()
+    session = FakeSession([1.0], clock)
+    sample_session(session, Sampling.fixed(2), warmup=0, l2="cold", clock=clock)
+    assert session.log == ["reset", "scrub", "start", "launch k", "stop"] * 2
+
+
+def test_partner_samples_alternate_with_the_session() -> None:
+    clock, log = FakeClock(), []
+    rung = FakeSession([2.0], clock, name="rung", log=log)
+    ref = FakeSession([1.0], clock, name="ref", log=log)
+    result = sample_session(rung, Sampling.fixed(3), warmup=0, partner=ref, clock=clock)
+    launches = [entry for entry in log if entry.startswith("launch")]
+    assert launches == ["launch rung", "launch ref"] * 3
+    assert result.kernel_ms == [2.0] * 3 and result.reference_ms == [1.0] * 3
+
+
+def test_default_rule_is_nvbench() -> None:
+    rule = DEFAULT_SAMPLING
+    assert (rule.min_samples, rule.min_seconds, rule.noise_target, rule.max_seconds) == (
+        10, 0.5, 0.005, 15.0)
+
+
+def test_bad_l2_policy_is_refused() -> None:
+    with pytest.raises(ValueError, match="l2"):
+        mmsuite.RunOptions(l2="lukewarm")
+
+
+# ------------------------------------------------------------------ mmsuite.run
 def test_run_returns_output_times_rates_and_verdict() -> None:
     p = Problem(64, 32, 48)
     m = mmsuite.run("cpu.seq_naive", p, repeats=3, warmup=1)
@@ -22,10 +176,31 @@ def test_run_returns_output_times_rates_and_verdict() -> None:
     np.testing.assert_allclose(m.output, a @ b, rtol=1e-4, atol=1e-5)
 
 
-def test_record_is_json_ready() -> None:
-    record = mmsuite.run("cpu.blas", Problem(8, 8, 8), repeats=2).to_record()
-    assert record["status"] == "ok" and record["kernel"] == "cpu.blas"
-    assert set(record["kernel_ms"]) >= {"median", "min", "max", "spread", "samples"}
+def test_a_cpu_rung_carries_its_interleaved_reference() -> None:
+    m = mmsuite.run("cpu.seq_ikj", Problem(40, 30, 20), repeats=4)
+    assert m.reference_ms is not None and len(m.reference_ms.samples) == 4
+    assert mmsuite.run("cpu.blas", Problem(8, 8, 8), repeats=2).reference_ms is None
+
+
+def test_stopping_rule_runs_through_mmsuite_run() -> None:
+    rule = Sampling(min_samples=3, min_seconds=0.0, noise_target=1.0, max_seconds=5.0)
+    m = mmsuite.run("cpu.blas", Problem(16, 16, 16), sampling=rule, warmup=0)
+    assert m.sampled.stopped_by == "noise_target" and len(m.kernel_ms.samples) >= 3
+    with pytest.raises(ValueError, match="not both"):
+        mmsuite.run("cpu.blas", Problem(2, 2, 2), repeats=2, sampling=rule)
+
+
+def test_record_is_json_ready_with_samples_noise_and_load() -> None:
+    record = mmsuite.run("cpu.seq_naive", Problem(8, 8, 8), repeats=2,
+                         options=mmsuite.RunOptions(l2="cold")).to_record()
+    json.dumps(record, allow_nan=False)
+    assert record["status"] == "ok" and record["kernel"] == "cpu.seq_naive"
+    assert set(record["kernel_ms"]) >= {"median", "min", "max", "spread", "noise", "samples"}
+    assert len(record["kernel_ms"]["samples"]) == 2 and record["l2"] == "cold"
+    assert record["sampling"]["stopped_by"] == "max_samples"
+    assert isinstance(record["noisy"], bool)
+    assert set(record["load_avg"]) == {"before", "after"}
+    assert len(record["reference_ms"]["samples"]) == 2
 
 
 def test_bad_repeats_and_unknown_kernel() -> None:
@@ -38,4 +213,5 @@ def test_bad_repeats_and_unknown_kernel() -> None:
 def test_phase_stats() -> None:
     s = PhaseStats.of([3.0, 1.0, 2.0])
     assert (s.median, s.min, s.max) == (2.0, 1.0, 3.0) and s.spread == pytest.approx(1.0)
-    assert PhaseStats.of([]).median == 0.0
+    assert s.noise == pytest.approx(1.4826 / 2.0)
+    assert PhaseStats.of([]).median == 0.0 and PhaseStats.of([]).noise is None
