@@ -84,21 +84,105 @@ CPU = [
 ]
 
 # -------------------------------------------------------------------- OpenCL
+@dataclass(frozen=True)
+class ClGeometry:
+    """How an OpenCL rung is built and launched: -D options, local size, C block per group."""
+
+    defines: tuple[tuple[str, int], ...]
+    local: tuple[int, int]
+    block: tuple[int, int]  # (columns, rows) of C per work-group
+    local_mem: int = 0  # bytes of local memory the kernel declares
+
+    @property
+    def options(self) -> list[str]:
+        return [f"-D{name}={value}" for name, value in self.defines]
+
+    @property
+    def work_group_size(self) -> int:
+        return self.local[0] * self.local[1]
+
+    def global_size(self, m: int, n: int, batch: int) -> tuple[int, int, int]:
+        groups_x = -(-n // self.block[0])
+        groups_y = -(-m // self.block[1])
+        return (groups_x * self.local[0], groups_y * self.local[1], batch)
+
+    def with_define(self, name: str, value: int) -> ClGeometry:
+        defines = tuple((n, value if n == name else v) for n, v in self.defines)
+        return ClGeometry(defines, self.local, self.block, self.local_mem)
+
+    def shape_error(self) -> str:
+        """Why the -D values are inconsistent (rung 4's slices must split evenly), else ''."""
+        d = dict(self.defines)
+        if d.get("STAGE", 0):
+            width = 4 if d.get("VEC") else 1
+            items = self.work_group_size
+            if (d["BM"] * d["BK"] // width) % items or (d["BK"] * d["BN"] // width) % items:
+                return f"{self.describe()}: slices do not split evenly over {items} work-items"
+        return ""
+
+    def describe(self) -> str:
+        defs = " ".join(f"{n}={v}" for n, v in self.defines)
+        return f"local {self.local[0]}x{self.local[1]}" + (f", {defs}" if defs else "")
+
+
+def naive_geometry(lx: int, ly: int) -> ClGeometry:
+    return ClGeometry((), (lx, ly), (lx, ly))
+
+
+def tiled_geometry(ts: int) -> ClGeometry:
+    return ClGeometry((("TS", ts),), (ts, ts), (ts, ts), 2 * ts * ts * 4)
+
+
+def more_work_geometry(ts: int, wpt: int) -> ClGeometry:
+    return ClGeometry((("TS", ts), ("WPT", wpt)), (ts, ts // wpt), (ts, ts), 2 * ts * ts * 4)
+
+
+def regblock_geometry(bm: int, bn: int, bk: int, tm: int, tn: int, pad: int = 4,
+                      vec: int = 0, stage: int = 1) -> ClGeometry:
+    defines = (("BM", bm), ("BN", bn), ("BK", bk), ("TM", tm), ("TN", tn), ("PAD", pad),
+               ("VEC", vec), ("STAGE", stage))
+    local_mem = (2 * bk * (bm + pad) * 4 + 2 * bk * bn * 4) if stage else 0
+    return ClGeometry(defines, (bn // tn, bm // tm), (bn, bm), local_mem)
+
+
 def _cl(id: str, rung: int, parent: str | None, adds: str, seed: str, source: str,
-        **kw) -> Kernel:
-    return _k(id, rung, parent, adds, seed, source=f"cl/{source}.cl", entry=f"mm_{id[7:]}", **kw)
+        gpu: list[ClGeometry], cpu: list[ClGeometry]) -> Kernel:
+    """An OpenCL rung; its launch holds geometries per device type, best first: the
+    adapter uses the first the device accepts."""
+    return _k(id, rung, parent, adds, seed, source=f"cl/{source}.cl", entry=f"mm_{id[7:]}",
+              launch={"GPU": tuple(gpu), "CPU": tuple(cpu)})
 
 
+# GPU geometries were tuned on an H100 through NVIDIA's driver, CPU ones on PoCL (x86-64).
 OPENCL = [
     _k("opencl.clblast", 0, None, "reference: CLBlast sgemm (pyclblast)", "reference",
        reference=True),
-    _cl("opencl.naive", 1, None, "one work-item per element of C", "001", "01_naive"),
+    _cl("opencl.naive", 1, None, "one work-item per element of C", "001", "01_naive",
+        gpu=[naive_geometry(32, 8), naive_geometry(16, 16), naive_geometry(8, 8),
+             naive_geometry(1, 1)],
+        cpu=[naive_geometry(64, 4), naive_geometry(16, 16), naive_geometry(8, 8),
+             naive_geometry(1, 1)]),
     _cl("opencl.tiled", 2, "opencl.naive", "square tiles of A and B staged in local memory",
-        "001", "02_tiled"),
+        "001", "02_tiled",
+        gpu=[tiled_geometry(32), tiled_geometry(16), tiled_geometry(8), tiled_geometry(4)],
+        cpu=[tiled_geometry(8), tiled_geometry(16), tiled_geometry(4)]),
     _cl("opencl.more_work", 3, "opencl.tiled",
-        "each work-item computes several elements of a column strip", "beyond", "03_more_work"),
+        "each work-item computes several elements of a column strip", "beyond", "03_more_work",
+        gpu=[more_work_geometry(32, 8), more_work_geometry(32, 4), more_work_geometry(16, 4),
+             more_work_geometry(8, 2)],
+        cpu=[more_work_geometry(16, 4), more_work_geometry(32, 8), more_work_geometry(8, 2)]),
+    # H100, 4096^3: 64x128 block 45.0 TFLOP/s (167 registers, 128 work-items);
+    # 128x128x16 39.4; 128x128x8 39.1; 64x64x16 with 4x4 per work-item 32.6.
+    # x86-64 (2 cores, AVX2), PoCL 3.0, 1024^3: unstaged 32x64 block, 4x8 per
+    # work-item 40 GFLOP/s; staged 64x64x16 with 4x4 per work-item 16.
     _cl("opencl.regblock_vec", 4, "opencl.more_work",
-        "2D register blocking with float4 vector loads", "beyond", "04_regblock_vec"),
+        "2D register blocking with float4 vector loads", "beyond", "04_regblock_vec",
+        gpu=[regblock_geometry(64, 128, 16, 8, 8), regblock_geometry(128, 128, 16, 8, 8),
+             regblock_geometry(128, 128, 8, 8, 8), regblock_geometry(64, 64, 16, 4, 4),
+             regblock_geometry(32, 32, 8, 4, 4)],
+        cpu=[regblock_geometry(32, 64, 8, 4, 8, stage=0),
+             regblock_geometry(32, 32, 8, 4, 8, stage=0),
+             regblock_geometry(16, 16, 8, 4, 4, stage=0)]),
 ]
 
 # ---------------------------------------------------------------------- CUDA

@@ -16,10 +16,12 @@ compiler's own first error line, once, and the package that fixes it.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 from typing import Any
 
@@ -272,3 +274,29 @@ def _select_pyopencl_ctx(value: str, entries: list[DeviceEntry]) -> DeviceEntry:
         raise ValueError(f"PYOPENCL_CTX={value!r} matches no OpenCL device; "
                          f"devices: {_listing(entries)}")
     return candidates[0]
+
+
+def device_facts(entry: DeviceEntry) -> dict:
+    """What a result records about the OpenCL device it ran on (PoCL's version included)."""
+    dev, platform = entry.device, entry.platform
+    facts = {
+        "opencl_platform": entry.platform_name,
+        "opencl_platform_version": platform.version.strip(),
+        "opencl_device": entry.name,
+        "opencl_device_index": entry.index,
+        "opencl_device_type": entry.type_name,
+        "opencl_device_version": dev.version.strip(),
+        "opencl_c_version": dev.opencl_c_version.strip(),
+        "opencl_driver": dev.driver_version.strip(),
+        "compute_units": dev.max_compute_units,
+        "max_clock_mhz": dev.max_clock_frequency,
+        "max_work_group_size": dev.max_work_group_size,
+        "local_mem_bytes": dev.local_mem_size,
+        "global_mem_bytes": dev.global_mem_size,
+    }
+    pocl = re.search(r"PoCL\s+([0-9][^\s]*)", platform.version, re.IGNORECASE)
+    if pocl:
+        facts["pocl"] = pocl.group(1)
+        with contextlib.suppress(PackageNotFoundError):
+            facts["pocl_binary_distribution"] = version("pocl-binary-distribution")
+    return facts
