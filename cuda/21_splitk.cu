@@ -1,0 +1,202 @@
+// Rung 21 (beyond the seeds), column-major: rung 20 with split-K and its tile
+// shape as compile-time parameters.
+// Adds over rung 20 (128x128 tiles, one block per tile of C):
+// - split-K: blockIdx.z = matrix * SPLITS + slice, and slice s sums only its own
+//   run of K tiles. Problems with few tiles of C (512^3 has 16 of 128x128, a
+//   128x128 output with K = 65536 has one) then still put a block on every SM,
+//   where rung 20 leaves most of the 132 SMs idle;
+// - the partial sums go to a workspace (SPLITS x M x N per matrix) and a
+//   second kernel, mm_21_reduce, adds the slices in a fixed order and applies
+//   alpha and beta once. Atomics into C would save that pass but make the sum
+//   order, hence the result's rounding, vary from run to run, and beta * C
+//   would need its own pass before them anyway; the workspace is deterministic
+//   and reads C exactly once (never when beta == 0). With SPLITS == 1 the main
+//   kernel writes C itself, as rung 20 does;
+// - the tile shape comes from -D defines (BM, BN, BK, TM x TN outputs per
+//   thread, LR lanes along a warp tile's rows), so 64x64, 64x128, 128x128,
+//   128x256 ... are one source compiled several times, not copied files; the
+//   dispatching rung (mmsuite/dispatch.py) picks a shape and a split factor
+//   per problem. Plain extern "C" entries: every variant is its own module,
+//   so NVRTC's cache key covers it and nothing is recompiled per process.
+// Each block is rung 20's loop: float4 staging in registers of the next K
+// tile while the FMAs of the current one run, A stored k-major and B
+// transposed (row pitch BN + 4) in shared memory, warp tiles of
+// (LR x TM) x (32 / LR x TN) with each thread's TM x TN outputs in groups of
+// four rows and columns, 4 x LR and 4 x (32 / LR) apart.
+// Edges as in rung 20: predicated float4 / scalar loads with zero fill against
+// the end of the block's K slice, predicated stores; any M, N, K >= 1, any batch.
+#include "common.cuh"
+#include "vec4.cuh"
+
+#ifndef BM
+#define BM 128
+#endif
+#ifndef BN
+#define BN 128
+#endif
+#ifndef BK
+#define BK 16
+#endif
+#ifndef TM
+#define TM 8  // outputs per thread along the rows: 4 or 8
+#endif
+#ifndef TN
+#define TN 8  // outputs per thread along the columns: 4 or 8
+#endif
+#ifndef LR
+#define LR 4  // lanes along the rows of a warp tile; 32 / LR along its columns
+#endif
+#define WM (LR * TM)             // warp tile rows
+#define WN ((32 / LR) * TN)      // warp tile columns
+#define WARPS_M (BM / WM)
+#define THREADS (32 * WARPS_M * (BN / WN))
+#ifndef MINB
+#define MINB ((512 / THREADS) > 0 ? (512 / THREADS) : 1)  // 16 warps per SM at <= 128 registers
+#endif
+#define LDB (BN + 4)             // sb[k * LDB + j]
+#define A_KSTEP (THREADS / (BM / 4))         // K rows of the A tile one pass of the block stages
+#define A_CHUNKS (BK / A_KSTEP)
+#define B_JSTEP (THREADS / (BK / 4))         // B columns one pass stages
+#define B_CHUNKS (BN / B_JSTEP)
+
+static_assert(BM % WM == 0 && BN % WN == 0, "tile must hold whole warp tiles");
+static_assert((TM == 4 || TM == 8) && (TN == 4 || TN == 8), "TM and TN are 4 or 8");
+static_assert(THREADS % (BM / 4) == 0 && BK % A_KSTEP == 0, "A staging must tile BM x BK");
+static_assert(THREADS % (BK / 4) == 0 && BN % B_JSTEP == 0, "B staging must tile BK x BN");
+static_assert(THREADS <= 1024, "too many threads");
+
+// C (SPLITS == 1) or workspace slice (SPLITS > 1) of matrix blockIdx.z / SPLITS
+// gets the block's tile; W holds batch * SPLITS * M * N floats (unused when 1).
+extern "C" __global__ void __launch_bounds__(THREADS, MINB)
+mm_21_splitk(int M, int N, int K, float alpha, const float* A, const float* B, float beta,
+             float* C, float* W, int splits) {
+    const int slice = blockIdx.z % splits;
+    const size_t mat = blockIdx.z / splits;
+    A += mat * (size_t)M * K;
+    B += mat * (size_t)K * N;
+    // Where the tile goes, fixed before the loop as one pointer (C is matrix
+    // `mat` of C when splits == 1): written after the loop, or as a select, it
+    // cost rung 20's 128 registers a spill.
+    float* out = (splits == 1 ? C : W) + (mat * splits + slice) * (size_t)M * N;
+    // This slice's K range: whole BK tiles, the last slice takes what is left.
+    // The loop counts the K left in the slice down (one register, as rung 20's k0).
+    const int k_tiles = (K + BK - 1) / BK;
+    const int per = (k_tiles + splits - 1) / splits;
+    const int kb = min(K, slice * per * BK);
+    int left = min(K, kb + per * BK) - kb;
+
+    __shared__ __align__(16) float sa[BK * BM];   // sa[k * BM + i]
+    __shared__ __align__(16) float sb[BK * LDB];  // sb[k * LDB + j]
+    const int tid = threadIdx.x;
+    const int i0 = blockIdx.x * BM, j0 = blockIdx.y * BN;
+    const bool vec_m = (M & 3) == 0, vec_k = (K & 3) == 0;
+    // Staging: A chunk r is A(i0 + la_i .. +3, k + la_k + A_KSTEP r); B chunk r is
+    // B(k + lb_k .. +3, j0 + lb_j + B_JSTEP r).
+    const int la_i = (tid % (BM / 4)) * 4, la_k = tid / (BM / 4);
+    const int lb_k = (tid % (BK / 4)) * 4, lb_j = tid / (BK / 4);
+    const float* a = A + i0 + la_i + (size_t)(kb + la_k) * M;
+    const float* b = B + kb + lb_k + (size_t)(j0 + lb_j) * K;
+    const size_t a_step = (size_t)BK * M;
+    const int a_left = M - i0 - la_i;
+    // Outputs: rows tr + 4 LR g + {0..3}, columns tc + 4 (32 / LR) h + {0..3}.
+    const int warp = tid >> 5, lane = tid & 31;
+    const int tr = (warp % WARPS_M) * WM + (lane % LR) * 4;
+    const int tc = (warp / WARPS_M) * WN + (lane / LR) * 4;
+    float acc[TM][TN] = {};
+    float4 av[A_CHUNKS], bv[B_CHUNKS];
+#pragma unroll
+    for (int r = 0; r < A_CHUNKS; ++r)
+        av[r] = load4(a + (size_t)(A_KSTEP * r) * M, la_k + A_KSTEP * r < left ? a_left : 0,
+                      vec_m);
+#pragma unroll
+    for (int r = 0; r < B_CHUNKS; ++r)
+        bv[r] = load4(b + (size_t)(B_JSTEP * r) * K,
+                      j0 + lb_j + B_JSTEP * r < N ? left - lb_k : 0, vec_k);
+    for (; left > 0; left -= BK) {
+#pragma unroll
+        for (int r = 0; r < A_CHUNKS; ++r)
+            *reinterpret_cast<float4*>(sa + (la_k + A_KSTEP * r) * BM + la_i) = av[r];
+#pragma unroll
+        for (int r = 0; r < B_CHUNKS; ++r) store4_strided(sb, lb_k, LDB, lb_j + B_JSTEP * r, bv[r]);
+        __syncthreads();
+        const int next = left - BK;  // K left after this tile
+        if (next > 0) {  // next tile into registers while the FMAs below run
+            a += a_step;
+            b += BK;
+#pragma unroll
+            for (int r = 0; r < A_CHUNKS; ++r)
+                av[r] = load4(a + (size_t)(A_KSTEP * r) * M,
+                              la_k + A_KSTEP * r < next ? a_left : 0, vec_m);
+#pragma unroll
+            for (int r = 0; r < B_CHUNKS; ++r)
+                bv[r] = load4(b + (size_t)(B_JSTEP * r) * K,
+                              j0 + lb_j + B_JSTEP * r < N ? next - lb_k : 0, vec_k);
+        }
+#pragma unroll
+        for (int kk = 0; kk < BK; ++kk) {
+            float ar[TM], br[TN];
+#pragma unroll
+            for (int g = 0; g < TM / 4; ++g)
+                *reinterpret_cast<float4*>(ar + 4 * g) =
+                    *reinterpret_cast<const float4*>(sa + kk * BM + tr + 4 * LR * g);
+#pragma unroll
+            for (int h = 0; h < TN / 4; ++h)
+                *reinterpret_cast<float4*>(br + 4 * h) =
+                    *reinterpret_cast<const float4*>(sb + kk * LDB + tc + 4 * (32 / LR) * h);
+            outer_fma(acc, ar, br);
+        }
+        __syncthreads();
+    }
+    // Raw partial sums into the workspace: alpha and beta belong to the reduction.
+    if (splits > 1) {
+        alpha = 1.0f;
+        beta = 0.0f;
+    }
+#pragma unroll
+    for (int y = 0; y < TN; ++y) {
+        const int j = j0 + tc + 4 * (32 / LR) * (y / 4) + y % 4;
+        if (j >= N) continue;
+#pragma unroll
+        for (int g = 0; g < TM / 4; ++g) {
+            const int i = i0 + tr + 4 * LR * g;
+            store4(out + i + (size_t)j * M,
+                   make_float4(acc[4 * g][y], acc[4 * g + 1][y], acc[4 * g + 2][y],
+                               acc[4 * g + 3][y]),
+                   M - i, vec_m, alpha, beta);
+        }
+    }
+}
+
+// C = alpha * (W[0] + ... + W[splits - 1]) + beta * C for every matrix of the
+// batch, slices added in order (the same rounding on every run). One float4
+// per thread when M * N is a multiple of 4, grid-stride loop over the batch.
+extern "C" __global__ void __launch_bounds__(256)
+mm_21_reduce(int M, int N, int batch, float alpha, const float* W, float beta, float* C,
+             int splits) {
+    const size_t mn = (size_t)M * N;
+    const size_t stride = (size_t)gridDim.x * blockDim.x;
+    if ((mn & 3) == 0) {
+        const size_t quads = mn / 4 * batch;
+        for (size_t q = blockIdx.x * (size_t)blockDim.x + threadIdx.x; q < quads; q += stride) {
+            const size_t mat = q / (mn / 4), e = (q % (mn / 4)) * 4;
+            const float* w = W + mat * splits * mn + e;
+            float4 s = *reinterpret_cast<const float4*>(w);
+            for (int t = 1; t < splits; ++t) {
+                const float4 v = *reinterpret_cast<const float4*>(w + t * mn);
+                s.x += v.x;
+                s.y += v.y;
+                s.z += v.z;
+                s.w += v.w;
+            }
+            store4(C + mat * mn + e, s, 4, true, alpha, beta);
+        }
+        return;
+    }
+    for (size_t q = blockIdx.x * (size_t)blockDim.x + threadIdx.x; q < mn * batch; q += stride) {
+        const size_t mat = q / mn, e = q % mn;
+        const float* w = W + mat * splits * mn + e;
+        float s = w[0];
+        for (int t = 1; t < splits; ++t) s += w[t * mn];
+        mm_store(C + mat * mn + e, s, alpha, beta);
+    }
+}

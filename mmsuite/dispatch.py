@@ -1,0 +1,398 @@
+"""Tile shape and split-K factor per problem for the CUDA rungs built on cuda/21_splitk.cu.
+
+One source, many compiled variants: a :class:`Config` is a set of ``-D``
+defines (block tile BM x BN x BK, TM x TN outputs per thread, LR lanes along a
+warp tile's rows, MINB blocks per SM in the launch bounds). A :class:`Choice`
+is a config plus a split factor: the number of slices K is cut into, each slice
+summed by its own blocks into a workspace that ``mm_21_reduce`` adds up.
+
+The choice comes from a tuning file when it holds an entry for the problem's
+exact sizes on this device (written by ``mmsuite tune``), else from
+:func:`heuristic`: a small model of the GPU that counts waves of blocks on the
+SMs, how full the last wave leaves them, the K work each block does and what
+the extra reduction pass costs. It needs no measurement, so the rungs work
+untuned on any device.
+
+Tuning files live in ``$MMSUITE_TUNING_DIR`` when that is set, else in
+``$XDG_CACHE_HOME/mmsuite/tuning`` (``~/.cache/mmsuite/tuning``), one JSON file
+per device name.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import re
+import tempfile
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+SOURCE = "cuda/21_splitk.cu"
+MAIN_ENTRY = "mm_21_splitk"
+REDUCE_ENTRY = "mm_21_reduce"
+REDUCE_THREADS = 256
+TUNING_FORMAT = 1
+TUNING_ENV = "MMSUITE_TUNING_DIR"
+
+# Hopper (H100 SXM) figures the model starts from when the device reports none.
+DEFAULT_SMS = 132
+DEFAULT_CLOCK_MHZ = 1980
+_REGS_PER_SM = 65536
+_THREADS_PER_SM = 2048
+_SMEM_PER_SM = 228 * 1024
+# Device-memory bandwidth the reduction pass sees (partial sums mostly come from L2).
+_REDUCE_BYTES_PER_S = 2.5e12
+_LAUNCH_GAP_S = 2e-6  # a second kernel's start behind the first on one stream
+_BLOCK_LATENCY_S = 1.0e-6  # a block's prologue (first tile's loads) and epilogue
+_MAX_WORKSPACE_BYTES = 512 * 2**20
+_MAX_GRID_YZ = 65535
+
+
+@dataclass(frozen=True)
+class Config:
+    """One compiled variant of cuda/21_splitk.cu: its tile shape and launch bounds.
+
+    ``regs`` is the register count the variant compiles to for sm_90 (nvcc 13);
+    it sets how many blocks share an SM. ``efficiency`` is the fraction of the
+    FP32 peak a full SM reaches with this tile (from rung 20's 69% at 128x128 on
+    the H100; smaller tiles load more per FMA).
+    """
+
+    bm: int
+    bn: int
+    bk: int = 16
+    tm: int = 8
+    tn: int = 8
+    lr: int = 4
+    minb: int = 0  # 0: the source's default, 16 warps per SM
+    regs: int = 128
+    efficiency: float = 0.69
+
+    def __post_init__(self) -> None:
+        problems = self.problems()
+        if problems:
+            raise ValueError(f"invalid tile config {self.name}: {problems}")
+
+    def problems(self) -> str:
+        """Why these defines do not compile (the source's static_asserts), or ''."""
+        if self.tm not in (4, 8) or self.tn not in (4, 8):
+            return "TM and TN must be 4 or 8"
+        if self.lr not in (1, 2, 4, 8, 16, 32) or self.bk % 4 or self.bk < 4:
+            return "LR must divide 32 and BK be a multiple of 4"
+        wm, wn = self.lr * self.tm, (32 // self.lr) * self.tn
+        if self.bm % wm or self.bn % wn:
+            return f"{self.bm}x{self.bn} does not hold whole {wm}x{wn} warp tiles"
+        threads = 32 * (self.bm // wm) * (self.bn // wn)
+        if threads > 1024:
+            return f"{threads} threads per block (at most 1024)"
+        if threads % (self.bm // 4) or self.bk % (threads // (self.bm // 4)):
+            return "A staging does not tile BM x BK"
+        if threads % (self.bk // 4) or self.bn % (threads // (self.bk // 4)):
+            return "B staging does not tile BK x BN"
+        return ""
+
+    @property
+    def threads(self) -> int:
+        return 32 * (self.bm // (self.lr * self.tm)) * (self.bn // ((32 // self.lr) * self.tn))
+
+    @property
+    def name(self) -> str:
+        text = f"{self.bm}x{self.bn}x{self.bk}"
+        if (self.tm, self.tn, self.lr) != (8, 8, 4):
+            text += f"_t{self.tm}x{self.tn}_lr{self.lr}"
+        if self.minb:
+            text += f"_b{self.minb}"
+        return text
+
+    @property
+    def defines(self) -> dict[str, int]:
+        out = {"BM": self.bm, "BN": self.bn, "BK": self.bk, "TM": self.tm, "TN": self.tn,
+               "LR": self.lr}
+        if self.minb:
+            out["MINB"] = self.minb
+        return out
+
+    @property
+    def smem_bytes(self) -> int:
+        return 4 * self.bk * (self.bm + self.bn + 4)
+
+    @property
+    def blocks_per_sm(self) -> int:
+        """Resident blocks per SM: registers (allocated per warp in 256s), threads, shared."""
+        regs_per_warp = -(-self.regs * 32 // 256) * 256
+        by_regs = _REGS_PER_SM // (regs_per_warp * (self.threads // 32))
+        by_threads = _THREADS_PER_SM // self.threads
+        by_smem = _SMEM_PER_SM // (self.smem_bytes + 1024)
+        return max(1, min(by_regs, by_threads, by_smem, 32))
+
+    def params(self) -> dict[str, int]:
+        """The tunable parameters, as stored in tuning files."""
+        return {"BM": self.bm, "BN": self.bn, "BK": self.bk, "TM": self.tm, "TN": self.tn,
+                "LR": self.lr, "MINB": self.minb}
+
+    @classmethod
+    def from_params(cls, params: dict) -> Config:
+        """A config from tuning-file parameters; known shapes keep their measured figures."""
+        args = {"bm": int(params["BM"]), "bn": int(params["BN"]), "bk": int(params.get("BK", 16)),
+                "tm": int(params.get("TM", 8)), "tn": int(params.get("TN", 8)),
+                "lr": int(params.get("LR", 4)), "minb": int(params.get("MINB", 0))}
+        for known in CONFIGS.values():
+            if all(getattr(known, key) == value for key, value in args.items()):
+                return known
+        return cls(**args)
+
+
+# The variants the heuristic chooses from (register counts from `nvcc -arch=sm_90 -Xptxas -v`).
+CONFIGS: dict[str, Config] = {c.name: c for c in (
+    Config(128, 256, regs=128, efficiency=0.70),
+    Config(256, 128, regs=128, efficiency=0.70),
+    Config(128, 128, regs=128, efficiency=0.69),
+    Config(64, 128, minb=3, regs=148, efficiency=0.62),
+    Config(128, 64, minb=3, regs=148, efficiency=0.62),
+    Config(64, 64, tm=4, tn=8, lr=8, regs=101, efficiency=0.50),
+    Config(64, 64, tm=4, tn=4, regs=79, efficiency=0.42),
+    Config(32, 32, tm=4, tn=4, regs=89, efficiency=0.25),
+)}
+RUNG21_CONFIG = CONFIGS["128x128x16"]
+
+
+@dataclass(frozen=True)
+class Device:
+    """What the model needs to know about the GPU."""
+
+    name: str = "NVIDIA H100 80GB HBM3"
+    sms: int = DEFAULT_SMS
+    clock_mhz: int = DEFAULT_CLOCK_MHZ
+
+
+@dataclass(frozen=True)
+class Choice:
+    """A config and a split factor for one problem, and where they came from."""
+
+    config: Config
+    split: int
+    source: str = "heuristic"  # or "tuned"
+    tuning_file: str | None = None
+    estimate_ms: float | None = None
+    extra: dict = field(default_factory=dict, compare=False)
+
+    def grid(self, m: int, n: int, batch: int) -> tuple[int, int, int]:
+        return (-(-m // self.config.bm), -(-n // self.config.bn), batch * self.split)
+
+    def workspace_elems(self, m: int, n: int, batch: int) -> int:
+        return batch * self.split * m * n if self.split > 1 else 0
+
+    def reduce_grid(self, m: int, n: int, batch: int) -> int:
+        """Blocks of the reduction: enough to cover C once in float4s, at most 16 per SM."""
+        quads = -(-(batch * m * n) // 4)
+        return max(1, min(-(-quads // REDUCE_THREADS), 16 * DEFAULT_SMS))
+
+    def info(self) -> dict:
+        """What the result record's ``info`` says about the choice."""
+        out = {"config": self.config.name, "params": self.config.params(), "split": self.split,
+               "threads": self.config.threads, "choice": self.source}
+        if self.tuning_file:
+            out["tuning_file"] = self.tuning_file
+        if self.estimate_ms is not None:
+            out["estimate_ms"] = round(self.estimate_ms, 4)
+        return {**out, **self.extra}
+
+
+def _ceil(a: int, b: int) -> int:
+    return -(-a // b)
+
+
+def _splits(k: int, bk: int) -> list[int]:
+    """Split factors worth trying: each leaves no slice empty."""
+    tiles = -(-k // bk)
+    out = []
+    for s in (1, 2, 3, 4, 5, 6, 8, 10, 12, 16, 20, 24, 32, 48, 64, 96, 128, 192, 256, 384, 512):
+        if s > tiles:
+            break
+        per = -(-tiles // s)
+        if -(-tiles // per) == s:  # otherwise the last slices would be empty
+            out.append(s)
+    return out
+
+
+def estimate_seconds(config: Config, split: int, m: int, n: int, k: int, batch: int,
+                     device: Device = Device()) -> float:
+    """Modelled time of one call: waves of blocks on the SMs plus the reduction pass."""
+    tiles = -(-m // config.bm) * -(-n // config.bn) * batch
+    blocks = tiles * split
+    k_slice = _ceil(_ceil(k, config.bk), split) * config.bk
+    fma_per_block = config.bm * config.bn * k_slice
+    sm_rate = 128 * device.clock_mhz * 1e6 * config.efficiency  # FMA/s of a full SM
+    occupancy = config.blocks_per_sm
+    slots = device.sms * occupancy
+    full_waves, rest = divmod(blocks, slots)
+
+    def wave(per_sm: int) -> float:
+        # An SM holding fewer warps than 16 hides less latency: throughput ~ sqrt(fill).
+        fill = min(1.0, per_sm * config.threads / 32 / 16)
+        return per_sm * fma_per_block / (sm_rate * math.sqrt(fill)) + _BLOCK_LATENCY_S
+
+    seconds = full_waves * wave(occupancy)
+    if rest:
+        seconds += wave(-(-rest // device.sms))
+    if split > 1:
+        # The main kernel writes split partial tiles; the reduction reads them and C once.
+        moved = 4 * batch * m * n * (2 * split + 2)
+        seconds += moved / _REDUCE_BYTES_PER_S + _LAUNCH_GAP_S
+    return seconds
+
+
+def fits(config: Config, split: int, m: int, n: int, batch: int) -> bool:
+    """The launch stays inside CUDA's grid limits and the workspace cap."""
+    grid = (-(-m // config.bm), -(-n // config.bn), batch * split)
+    workspace = 4 * batch * split * m * n if split > 1 else 0
+    return grid[1] <= _MAX_GRID_YZ and grid[2] <= _MAX_GRID_YZ and (
+        workspace <= _MAX_WORKSPACE_BYTES)
+
+
+def heuristic(m: int, n: int, k: int, batch: int = 1, device: Device = Device(),
+              configs: list[Config] | None = None) -> Choice:
+    """The config and split factor with the least modelled time (see the module docstring)."""
+    best: tuple[float, Config, int] | None = None
+    for config in configs or list(CONFIGS.values()):
+        for split in _splits(k, config.bk):
+            if not fits(config, split, m, n, batch):
+                continue
+            seconds = estimate_seconds(config, split, m, n, k, batch, device)
+            if best is None or seconds < best[0] * (1 - 1e-9):
+                best = (seconds, config, split)
+    if best is None:  # nothing fits the grid limits: let the launch report it
+        config = (configs or [RUNG21_CONFIG])[0]
+        return Choice(config, 1)
+    return Choice(best[1], best[2], estimate_ms=best[0] * 1e3)
+
+
+# ---------------------------------------------------------------- tuning files
+def tuning_dir() -> Path:
+    """Where tuning files live: $MMSUITE_TUNING_DIR, else the user's cache folder."""
+    if os.environ.get(TUNING_ENV):
+        return Path(os.environ[TUNING_ENV])
+    cache = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(cache) / "mmsuite" / "tuning"
+
+
+def device_slug(name: str) -> str:
+    """A file name for a device name: 'NVIDIA H100 80GB HBM3' -> 'nvidia-h100-80gb-hbm3'."""
+    slug = re.sub(r"[^a-z0-9]+", "-", name.lower()).strip("-")
+    return slug or "unknown-device"
+
+
+def tuning_path(device_name: str) -> Path:
+    return tuning_dir() / f"{device_slug(device_name)}.json"
+
+
+def shape_key(m: int, n: int, k: int, batch: int = 1) -> str:
+    """The key of a problem in a tuning file: the kernel's own (column-major) sizes."""
+    return f"{m}x{n}x{k}x{batch}"
+
+
+class TuningFileError(ValueError):
+    """A tuning file that cannot be read as one."""
+
+
+def load_tuning(path: Path) -> dict:
+    """A tuning file's content ({'device', 'entries': {shape_key: entry}}); empty if absent."""
+    if not path.is_file():
+        return {"format": TUNING_FORMAT, "device": None, "entries": {}}
+    try:
+        data = json.loads(path.read_text())
+    except (OSError, ValueError) as exc:
+        raise TuningFileError(f"cannot read tuning file {path}: {exc}") from exc
+    if not isinstance(data, dict) or not isinstance(data.get("entries"), dict):
+        raise TuningFileError(f"{path} is not an mmsuite tuning file (no 'entries' mapping)")
+    if data.get("format") != TUNING_FORMAT:
+        raise TuningFileError(f"{path} has format {data.get('format')!r}, this mmsuite reads "
+                              f"format {TUNING_FORMAT}")
+    return data
+
+
+def store_tuning(path: Path, device_name: str, entries: dict) -> dict:
+    """Merge ``entries`` into the tuning file at ``path`` (atomically); returns its content."""
+    data = load_tuning(path)
+    data["device"] = device_name
+    data["entries"] = {**data["entries"], **entries}
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=path.name, suffix=".tmp")
+    with os.fdopen(fd, "w") as out:
+        json.dump(data, out, indent=1, sort_keys=True)
+        out.write("\n")
+    os.replace(tmp, path)
+    return data
+
+
+def tuned_choice(entry: dict, path: Path) -> Choice:
+    """The choice a tuning-file entry holds."""
+    try:
+        config = Config.from_params(entry["params"])
+        split = int(entry["split"])
+    except (KeyError, TypeError, ValueError) as exc:
+        raise TuningFileError(f"bad entry in {path}: {entry!r} ({exc})") from exc
+    if split < 1:
+        raise TuningFileError(f"bad entry in {path}: split {split} < 1")
+    return Choice(config, split, source="tuned", tuning_file=str(path))
+
+
+def choose(m: int, n: int, k: int, batch: int = 1, device: Device = Device(),
+           configs: list[Config] | None = None) -> Choice:
+    """The tuned entry for these exact sizes on this device if there is one, else the heuristic.
+
+    ``configs`` restricts the heuristic (rung 21 keeps its 128x128 tile); a
+    tuned entry applies only when its config is among them.
+    """
+    path = tuning_path(device.name)
+    entry = load_tuning(path)["entries"].get(shape_key(m, n, k, batch))
+    if entry is not None:
+        choice = tuned_choice(entry, path)
+        if (configs is None or choice.config in configs) and fits(
+                choice.config, choice.split, m, n, batch):
+            return choice
+    choice = heuristic(m, n, k, batch, device, configs)
+    if path.is_file():
+        return Choice(choice.config, choice.split, choice.source, str(path), choice.estimate_ms)
+    return choice
+
+
+def as_dict(choice: Choice) -> dict:
+    """A JSON-ready form of a choice (for logs and the tuner's output)."""
+    return {"config": asdict(choice.config), "split": choice.split, "source": choice.source}
+
+
+# --------------------------------------------------------------------- launch
+def make_launch(cp, get_function, choice: Choice, m: int, n: int, k: int, batch: int,
+                alpha: float, beta: float):
+    """``launch(a, b, c)`` enqueueing ``choice`` on CuPy's current stream.
+
+    ``get_function(defines, entry)`` returns the compiled ``cupy.RawKernel``.
+    With a split factor above 1 the workspace is allocated here, once, and each
+    launch is the main kernel followed by the reduction (both on one stream,
+    so the reduction starts after every slice is written).
+    """
+    import numpy as np
+
+    defines = choice.config.defines
+    main = get_function(defines, MAIN_ENTRY)
+    grid, block = choice.grid(m, n, batch), (choice.config.threads, 1, 1)
+    split = np.int32(choice.split)
+    workspace = cp.empty(max(1, choice.workspace_elems(m, n, batch)), dtype=cp.float32)
+    dims = (np.int32(m), np.int32(n), np.int32(k), np.float32(alpha))
+    if choice.split == 1:
+        def launch(a, b, c) -> None:
+            main(grid, block, dims + (a, b, np.float32(beta), c, workspace, split))
+
+        return launch
+    reduce = get_function(defines, REDUCE_ENTRY)
+    reduce_grid = (choice.reduce_grid(m, n, batch),)
+    reduce_dims = (np.int32(m), np.int32(n), np.int32(batch), np.float32(alpha))
+
+    def launch_split(a, b, c) -> None:
+        main(grid, block, dims + (a, b, np.float32(beta), c, workspace, split))
+        reduce(reduce_grid, (REDUCE_THREADS,),
+               reduce_dims + (workspace, np.float32(beta), c, split))
+
+    return launch_split

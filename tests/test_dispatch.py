@@ -1,0 +1,217 @@
+"""The CUDA dispatcher: tile configs, the split-K heuristic and tuning files (no GPU needed)."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from mmsuite import dispatch
+from mmsuite.dispatch import CONFIGS, Choice, Config, Device
+from mmsuite.sources import source_path
+
+H100 = Device("NVIDIA H100 80GB HBM3", 132, 1980)
+NVCC = shutil.which("nvcc")
+
+
+@pytest.fixture(autouse=True)
+def _tuning_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """Every test reads and writes tuning files in its own folder, never the user's cache."""
+    folder = tmp_path / "tuning"
+    monkeypatch.setenv(dispatch.TUNING_ENV, str(folder))
+    return folder
+
+
+# ----------------------------------------------------------------- configs
+def test_config_names_and_defines() -> None:
+    config = Config(64, 64, tm=4, tn=8, lr=8)
+    assert config.name == "64x64x16_t4x8_lr8"
+    assert config.defines == {"BM": 64, "BN": 64, "BK": 16, "TM": 4, "TN": 8, "LR": 8}
+    assert config.threads == 128
+    assert Config(128, 128).threads == 256 and Config(128, 256).threads == 512
+
+
+@pytest.mark.parametrize("kwargs,why", [
+    ({"bm": 128, "bn": 128, "tm": 6}, "TM and TN"),
+    ({"bm": 48, "bn": 128}, "warp tiles"),
+    ({"bm": 256, "bn": 256, "tm": 4}, "threads per block"),
+    ({"bm": 32, "bn": 32, "tm": 8, "tn": 8}, "warp tiles"),
+])
+def test_configs_the_source_rejects_are_refused(kwargs: dict, why: str) -> None:
+    with pytest.raises(ValueError, match=why):
+        Config(**kwargs)
+
+
+def test_params_round_trip_keeps_the_measured_figures() -> None:
+    for config in CONFIGS.values():
+        assert Config.from_params(config.params()) is config
+    fresh = Config.from_params({"BM": 128, "BN": 128, "BK": 8})
+    assert fresh.bk == 8 and fresh not in CONFIGS.values()
+
+
+def test_occupancy_follows_registers_and_threads() -> None:
+    assert CONFIGS["128x128x16"].blocks_per_sm == 2  # rung 20: 128 registers x 256 threads
+    assert CONFIGS["128x256x16"].blocks_per_sm == 1
+    assert CONFIGS["64x128x16_b3"].blocks_per_sm == 3
+
+
+@pytest.mark.skipif(NVCC is None, reason="nvcc is not on PATH (install the CUDA toolkit)")
+@pytest.mark.parametrize("config", list(CONFIGS.values()), ids=lambda c: c.name)
+def test_every_config_compiles_for_sm90_without_spills(config: Config, tmp_path: Path) -> None:
+    source = source_path(dispatch.SOURCE)
+    cmd = [NVCC, "-arch=sm_90", "-c", "-Xptxas", "-v", "-I", str(source.parent),
+           *[f"-D{k}={v}" for k, v in config.defines.items()], "-o", str(tmp_path / "o.o"),
+           str(source)]
+    done = subprocess.run(cmd, capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    assert " 0 bytes spill stores" in done.stderr and "bytes spill stores" in done.stderr
+    spills = [line for line in done.stderr.splitlines() if "spill stores" in line]
+    assert all(line.strip().startswith("0 bytes stack frame, 0 bytes spill") for line in spills)
+    used = [int(line.split("Used ")[1].split()[0]) for line in done.stderr.splitlines()
+            if "Used " in line]
+    assert max(used) <= config.regs, f"{config.name} now uses {max(used)} registers"
+
+
+# --------------------------------------------------------------- heuristic
+def _k_slices(k: int, bk: int, split: int) -> list[tuple[int, int]]:
+    """The K range of every slice, computed as cuda/21_splitk.cu does."""
+    tiles = -(-k // bk)
+    per = -(-tiles // split)
+    out = []
+    for s in range(split):
+        kb = min(k, s * per * bk)
+        out.append((kb, min(k, kb + per * bk)))
+    return out
+
+
+@pytest.mark.parametrize("k", [1, 15, 16, 17, 100, 1031, 4096, 65536])
+def test_offered_splits_cover_k_once_with_no_empty_slice(k: int) -> None:
+    for split in dispatch._splits(k, 16):
+        slices = _k_slices(k, 16, split)
+        assert slices[0][0] == 0 and slices[-1][1] == k
+        assert all(a < b for a, b in slices), f"empty slice at split {split}"
+        assert all(slices[i][1] == slices[i + 1][0] for i in range(split - 1))
+
+
+def test_big_squares_take_big_tiles_and_no_split() -> None:
+    for size in (2048, 4096, 8192):
+        choice = dispatch.heuristic(size, size, size, 1, H100)
+        assert choice.split == 1
+        assert choice.config.bm * choice.config.bn >= 128 * 128
+
+
+def test_tall_k_is_split_until_every_sm_has_work() -> None:
+    choice = dispatch.heuristic(128, 128, 65536, 1, H100)
+    blocks = -(-128 // choice.config.bm) * -(-128 // choice.config.bn) * choice.split
+    assert blocks >= H100.sms
+
+
+@pytest.mark.parametrize("m,n,k", [(512, 512, 512), (1024, 1024, 1024), (128, 8192, 8192)])
+def test_small_grids_fill_the_sms(m: int, n: int, k: int) -> None:
+    choice = dispatch.heuristic(m, n, k, 1, H100)
+    blocks = -(-m // choice.config.bm) * -(-n // choice.config.bn) * choice.split
+    # Rung 20 launches 16, 64 and 64 blocks here: at most half the SMs busy.
+    assert min(blocks, H100.sms) >= 0.9 * H100.sms
+
+
+def test_a_big_batch_needs_no_split() -> None:
+    assert dispatch.heuristic(1000, 1000, 1000, 100, H100).split == 1
+
+
+def test_fewer_sms_need_fewer_slices() -> None:
+    small = Device("small", 16, 1500)
+    assert dispatch.heuristic(128, 128, 65536, 1, small).split < dispatch.heuristic(
+        128, 128, 65536, 1, H100).split
+
+
+def test_workspace_cap_and_grid_limits_are_respected() -> None:
+    assert not dispatch.fits(CONFIGS["128x128x16"], 2, 16384, 16384, 1)  # 2 GiB of partials
+    assert not dispatch.fits(CONFIGS["128x128x16"], 1, 1, 128 * 70000, 1)  # grid y
+    choice = dispatch.heuristic(8192, 8192, 8192, 4, H100)
+    assert dispatch.fits(choice.config, choice.split, 8192, 8192, 4)
+
+
+def test_restricted_heuristic_keeps_rung_21_tile() -> None:
+    choice = dispatch.heuristic(512, 512, 512, 1, H100, [dispatch.RUNG21_CONFIG])
+    assert choice.config is dispatch.RUNG21_CONFIG and choice.split > 1
+
+
+def test_choice_geometry_and_info() -> None:
+    choice = Choice(CONFIGS["128x128x16"], 4)
+    assert choice.grid(130, 129, 3) == (2, 2, 12)
+    assert choice.workspace_elems(130, 129, 3) == 3 * 4 * 130 * 129
+    assert Choice(CONFIGS["128x128x16"], 1).workspace_elems(130, 129, 3) == 0
+    info = choice.info()
+    assert info["config"] == "128x128x16" and info["split"] == 4 and info["choice"] == "heuristic"
+    assert info["params"]["BM"] == 128
+
+
+# ------------------------------------------------------------- tuning files
+def test_tuning_path_follows_the_environment(_tuning_dir: Path,
+                                             monkeypatch: pytest.MonkeyPatch) -> None:
+    assert dispatch.tuning_path("NVIDIA H100 80GB HBM3") == (
+        _tuning_dir / "nvidia-h100-80gb-hbm3.json")
+    monkeypatch.delenv(dispatch.TUNING_ENV)
+    monkeypatch.setenv("XDG_CACHE_HOME", "/somewhere")
+    assert dispatch.tuning_dir() == Path("/somewhere/mmsuite/tuning")
+
+
+def test_tuned_entry_overrides_the_heuristic_for_its_shape_only() -> None:
+    untuned = dispatch.choose(512, 512, 512, 1, H100)
+    assert untuned.source == "heuristic" and untuned.tuning_file is None
+    other = next(c for c in CONFIGS.values() if c != untuned.config)
+    path = dispatch.tuning_path(H100.name)
+    dispatch.store_tuning(path, H100.name, {
+        dispatch.shape_key(512, 512, 512, 1): {"params": other.params(), "split": 3}})
+    tuned = dispatch.choose(512, 512, 512, 1, H100)
+    assert (tuned.config, tuned.split, tuned.source) == (other, 3, "tuned")
+    assert tuned.tuning_file == str(path)
+    assert tuned.info()["tuning_file"] == str(path)
+    elsewhere = dispatch.choose(1024, 1024, 1024, 1, H100)
+    assert elsewhere.source == "heuristic" and elsewhere.tuning_file == str(path)
+    # Another device reads its own file.
+    assert dispatch.choose(512, 512, 512, 1, Device("Other GPU")).source == "heuristic"
+
+
+def test_tuned_entry_outside_a_restricted_rung_is_ignored() -> None:
+    path = dispatch.tuning_path(H100.name)
+    dispatch.store_tuning(path, H100.name, {dispatch.shape_key(512, 512, 512, 1): {
+        "params": CONFIGS["64x64x16_t4x4_lr4"].params(), "split": 2}})
+    choice = dispatch.choose(512, 512, 512, 1, H100, [dispatch.RUNG21_CONFIG])
+    assert choice.config is dispatch.RUNG21_CONFIG and choice.source == "heuristic"
+
+
+def test_store_merges_and_keeps_other_entries(_tuning_dir: Path) -> None:
+    path = _tuning_dir / "gpu.json"
+    dispatch.store_tuning(path, "gpu", {"1x1x1x1": {"params": {"BM": 32, "BN": 32, "TM": 4,
+                                                                "TN": 4}, "split": 1}})
+    data = dispatch.store_tuning(path, "gpu", {"2x2x2x1": {"params": {"BM": 64, "BN": 64,
+                                                                       "TM": 4, "TN": 4},
+                                                            "split": 1}})
+    assert set(data["entries"]) == {"1x1x1x1", "2x2x2x1"}
+    assert json.loads(path.read_text()) == data
+    assert list(_tuning_dir.glob("*.tmp")) == []
+
+
+@pytest.mark.parametrize("content,match", [
+    ("not json", "cannot read"),
+    ('{"format": 1}', "no 'entries'"),
+    ('{"format": 99, "entries": {}}', "format 99"),
+])
+def test_broken_tuning_files_say_what_is_wrong(_tuning_dir: Path, content: str,
+                                              match: str) -> None:
+    path = dispatch.tuning_path(H100.name)
+    path.parent.mkdir(parents=True)
+    path.write_text(content)
+    with pytest.raises(dispatch.TuningFileError, match=match):
+        dispatch.choose(64, 64, 64, 1, H100)
+
+
+def test_bad_tuned_entry_is_an_error_not_a_silent_fallback() -> None:
+    path = dispatch.tuning_path(H100.name)
+    dispatch.store_tuning(path, H100.name, {"64x64x64x1": {"params": {"BM": 64}, "split": 1}})
+    with pytest.raises(dispatch.TuningFileError, match="bad entry"):
+        dispatch.choose(64, 64, 64, 1, H100)
