@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import fnmatch
+import os
 import sys
 from collections import defaultdict
 from pathlib import Path
@@ -66,6 +68,10 @@ def build_parser() -> argparse.ArgumentParser:
                      help="only kernels whose id matches GLOB, e.g. 'cuda.0*' (repeatable)")
     prob = p_run.add_argument_group("problem")
     prob.add_argument("--shape", metavar="MxNxK", help=f"matrix sizes (default {DEFAULT_SHAPE})")
+    prob.add_argument("--sizes", metavar="N,N,...",
+                      help="a size sweep of square problems, e.g. 128,256,512")
+    prob.add_argument("--shapes", metavar="MxNxK,...",
+                      help="a sweep of (non-square) shapes, e.g. 4096x128x4096,128x128x65536")
     prob.add_argument("--batch", type=_positive_int, default=1)
     prob.add_argument("--layout", choices=LAYOUTS, default="row")
     prob.add_argument("--alpha", type=float, default=1.0)
@@ -87,9 +93,22 @@ def build_parser() -> argparse.ArgumentParser:
     out.add_argument("--json", type=Path, metavar="FILE", help="write the results here")
     out.add_argument("--markdown", type=Path, metavar="FILE", help="write the tables as Markdown")
     out.add_argument("--plots", type=Path, metavar="DIR", help="write PNG plots here")
+    out.add_argument("--report", type=Path, metavar="DIR",
+                     help="write the HTML/Markdown/CSV report here (and results.json)")
+    out.add_argument("--wide", action="store_true",
+                     help="print every column (the default table fits 100 columns)")
 
-    p_report = sub.add_parser("report", help="render tables and plots from a result file")
-    p_report.add_argument("results", type=Path)
+    p_report = sub.add_parser("report", help="tables, and an HTML/Markdown/CSV report with "
+                              "figures, from result files")
+    p_report.add_argument("results", type=Path, nargs="+", metavar="RESULTS.json",
+                          help="result files; several machines, sizes and commits merge")
+    p_report.add_argument("--out", type=Path, metavar="DIR",
+                          help="write index.html, report.md, results.csv and figures here")
+    p_report.add_argument("--baseline", type=Path, metavar="BASE.json",
+                          help="compare with this earlier result file")
+    p_report.add_argument("--asv", type=Path, metavar="DIR",
+                          help="add each kernel's history from this asv results directory")
+    p_report.add_argument("--wide", action="store_true", help="print every column")
     p_report.add_argument("--markdown", action="store_true", help="print Markdown tables")
     p_report.add_argument("--plots", type=Path, metavar="DIR", help="write PNG plots here")
 
@@ -98,6 +117,9 @@ def build_parser() -> argparse.ArgumentParser:
     p_hist = sub.add_parser("history", help="plot kernels' history from asv results")
     p_hist.add_argument("--results-dir", type=Path, default=Path(".asv/results"))
     p_hist.add_argument("--kernel", action="append", metavar="GLOB", default=None)
+    p_hist.add_argument("--metric", default="kernel_ms",
+                        help="what to draw: kernel_ms (default), h2d_ms, d2h_ms, gflops, ...")
+    p_hist.add_argument("--machine", help="only this asv machine name")
     p_hist.add_argument("--out", type=Path, default=Path("history.png"))
     return parser
 
@@ -129,6 +151,16 @@ def _problems(args: argparse.Namespace) -> list[Problem]:
             raise UsageError("--preset sets the shape and batch; drop --shape/--batch")
         return [Problem(p.m, p.n, p.k, p.batch, args.layout, args.alpha, args.beta, args.seed)
                 for p in preset(args.preset)]
+    if args.sizes or args.shapes:
+        if args.shape or (args.sizes and args.shapes):
+            raise UsageError("give one of --shape, --sizes and --shapes")
+        items = [t.strip() for t in (args.sizes or args.shapes).split(",") if t.strip()]
+        if not items:
+            raise UsageError("--sizes/--shapes needs at least one size")
+        if args.sizes and any("x" in t.lower() for t in items):
+            raise UsageError("--sizes takes square sizes (128,256); use --shapes for MxNxK")
+        return [Problem(*parse_shape(t), args.batch, args.layout, args.alpha, args.beta,
+                        args.seed) for t in items]
     m, n, k = parse_shape(args.shape or DEFAULT_SHAPE)
     return [Problem(m, n, k, args.batch, args.layout, args.alpha, args.beta, args.seed)]
 
@@ -175,15 +207,27 @@ def cmd_run(args: argparse.Namespace, console: Console) -> int:
         if path is not None and path.exists() and path.is_dir():
             raise UsageError(f"{path} is a directory")
 
-    total = len(kernels) * len(problems)
-    progress = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
-                        TimeElapsedColumn(), console=Console(stderr=True), transient=True)
-    with progress:
-        task = progress.add_task("running", total=total)
+    # The sweep runs every kernel on one problem before the next: the running pair is known.
+    order = [f"{k.id} @ {p.shape_label}" for p in problems for k in kernels]
+    total, done = len(order), 0
+    err = Console(stderr=True, markup=False)
+    progress = (Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
+                         TimeElapsedColumn(), console=err, transient=True)
+                if err.is_terminal else None)
+    with progress or contextlib.nullcontext():
+        task = progress.add_task(order[0] if order else "", total=total) if progress else None
 
         def on_row(row: Row) -> None:
-            progress.update(task, advance=1,
-                            description=f"{row.kernel.id} @ {row.problem.shape_label}")
+            nonlocal done
+            done += 1
+            if progress is not None:
+                progress.update(task, advance=1, description=order[min(done, total - 1)])
+                return
+            # Logs get one line per kernel, as it finishes.
+            median = (row.to_record().get("kernel_ms") or {}).get("median")
+            timing = f" {median:.3f} ms" if isinstance(median, float) else ""
+            print(f"[{done}/{total}] {row.kernel.id} @ {row.problem.shape_label}: "
+                  f"{row.status}{timing}", file=sys.stderr, flush=True)
 
         rows = sweep(kernels, problems, repeats=args.repeats, warmup=args.warmup,
                      options=options, on_row=on_row)
@@ -193,7 +237,7 @@ def cmd_run(args: argparse.Namespace, console: Console) -> int:
     shown_records = [row.to_record() for row in shown]
     env = environment.collect(sorted({k.backend for k in kernels}), options)
     peak.annotate(records + shown_records, env)  # % peak; above 100% is a measurement error
-    report.render_rich(shown_records, console)
+    report.render_rich(shown_records, console, wide=args.wide)
     for note in notes:
         console.print(note, style="dim")
     settings = {"repeats": args.repeats, "warmup": args.warmup, "threads": args.threads,
@@ -208,20 +252,38 @@ def cmd_run(args: argparse.Namespace, console: Console) -> int:
     if args.plots:
         for path in report.plot(records, args.plots):
             console.print(f"plot written to {path}")
+    if args.report:
+        from . import report_html
+
+        saved = args.json or args.report / "results.json"
+        if not args.json:
+            args.report.mkdir(parents=True, exist_ok=True)
+            results.save(saved, records, env, settings)
+        index = report_html.build([saved], args.report)
+        console.print(f"report written to {index}")
     failed = [r for r in rows if r.status in ("failed", "error")]
     return 1 if failed else 0
 
 
 def cmd_report(args: argparse.Namespace, console: Console) -> int:
-    document = results.load(args.results)
-    records = document["results"]
+    records = [r for path in args.results for r in results.load(path)["results"]]
+    if args.baseline is not None:
+        results.load(args.baseline)  # a bad baseline fails here, in one line
+    if args.asv is not None and not args.asv.is_dir():
+        raise UsageError(f"no asv results at {args.asv}")
     if args.markdown:
         print(report.render_markdown(records))
-    else:
-        report.render_rich(records, console)
+    elif not args.out:
+        report.render_rich(records, console, wide=args.wide)
     if args.plots:
         for path in report.plot(records, args.plots):
             console.print(f"plot written to {path}")
+    if args.out:
+        from . import report_html
+
+        index = report_html.build(args.results, args.out, baseline=args.baseline,
+                                  asv_dir=args.asv)
+        console.print(f"report written to {index}")
     return 0
 
 
@@ -230,13 +292,23 @@ def cmd_history(args: argparse.Namespace, console: Console) -> int:
 
     if not args.results_dir.is_dir():
         raise UsageError(f"no asv results at {args.results_dir}; run `asv run` first")
-    series = history.load_history(args.results_dir)
-    ids = history.kernel_ids(series)  # ladder order
+    try:
+        series = history.load_history(args.results_dir, machine=args.machine)
+    except (ValueError, OSError) as exc:  # a damaged asv file: name it, do not plot around it
+        raise UsageError(f"{args.results_dir}: cannot read the asv results: {exc}") from None
+    if args.machine and not series:
+        machines = ", ".join(history.machines(args.results_dir)) or "none"
+        raise UsageError(f"no asv results for machine {args.machine!r} (machines: {machines})")
+    metrics = history.metrics(series)
+    if args.metric not in metrics:
+        raise UsageError(f"no {args.metric} history; recorded: {', '.join(metrics) or 'none'}")
+    ids = history.kernel_ids(series, metric=args.metric)  # ladder order
     if args.kernel:
         ids = [i for i in ids if any(fnmatch.fnmatchcase(i, g) for g in args.kernel)]
     if not ids:
         raise UsageError("no kernel history matches; see the asv results directory")
-    history.plot_history(series, ids, args.out)
+    console.print(history.summary(series, ids, args.metric), soft_wrap=True)
+    history.plot_history(series, ids, args.out, metric=args.metric)
     console.print(f"history of {len(ids)} kernels written to {args.out}")
     return 0
 
@@ -246,10 +318,56 @@ COMMANDS = {"list": cmd_list, "run": cmd_run, "report": cmd_report, "history": c
 
 
 def _console() -> Console:
-    """The terminal's width on a terminal; wide enough for the ladder table in logs and pipes."""
+    """The terminal's width on a terminal; in logs and pipes COLUMNS, else 100 characters."""
     # No markup: reasons and device names contain brackets ("mmsuite[cuda]", "[GPU]").
     console = Console(markup=False)
-    return console if console.is_terminal else Console(width=240, markup=False)
+    if console.is_terminal:
+        return console
+    columns = os.environ.get("COLUMNS", "")
+    return Console(width=int(columns) if columns.isdigit() and int(columns) > 0 else 100,
+                   markup=False)
+
+
+def _attach_values(parser: argparse.ArgumentParser, argv: list[str]) -> list[str]:
+    """``--shape -3x4x4`` as ``--shape=-3x4x4``: argparse would take a value that starts with
+    '-' (and is not a plain negative number) for an option and say "expected one argument"."""
+    takes_value, flags = set(), set()
+    stack = [parser]
+    while stack:
+        p = stack.pop()
+        for action in p._actions:
+            flags.update(action.option_strings)
+            if action.option_strings and action.nargs is None:
+                takes_value.update(action.option_strings)
+            if isinstance(action, argparse._SubParsersAction):
+                stack.extend(action.choices.values())
+    out: list[str] = []
+    i = 0
+    while i < len(argv):
+        token = argv[i]
+        following = argv[i + 1] if i + 1 < len(argv) else None
+        if token in takes_value and following is not None and following.startswith("-") \
+                and following.split("=", 1)[0] not in flags and following != "--":
+            out.append(f"{token}={following}")
+            i += 2
+            continue
+        out.append(token)
+        i += 1
+    return out
+
+
+def _input_errors_as_usage(command):
+    """For commands that report bad input files as ValueError naming the file (compare)."""
+    def run(args: argparse.Namespace, console: Console) -> int:
+        try:
+            return command(args, console)
+        except ValueError as exc:
+            raise UsageError(str(exc)) from None
+
+    return run
+
+
+COMMANDS["compare"] = _input_errors_as_usage(COMMANDS["compare"])
 
 
 def main(argv: list[str] | None = None) -> int:

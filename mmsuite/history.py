@@ -263,10 +263,21 @@ def plot_history(history: History, kernel_ids: Iterable[str], out_png: str | Pat
                  metric: str = "kernel_ms", machine: str | None = None) -> Path:
     """Draw each kernel's ``metric`` across commits to a PNG, one panel per problem size.
 
-    The x axis lists the commits in date order (short hashes); a kernel that
-    was not measured at some commit has a gap there. Returns the PNG's path.
-    Raises ValueError when none of ``kernel_ids`` has a point for ``metric``.
+    The x axis lists the commits in date order (short hashes and dates); a kernel
+    that was not measured at some commit has a gap there, one that failed a cross.
+    Returns the PNG's path. Raises ValueError when none of ``kernel_ids`` has a
+    point for ``metric``.
     """
+    fig = history_figure(history, kernel_ids, metric, machine)
+    out = Path(out_png)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(out, dpi=110)
+    return out
+
+
+def history_figure(history: History, kernel_ids: Iterable[str], metric: str = "kernel_ms",
+                   machine: str | None = None):
+    """The figure :func:`plot_history` saves (a matplotlib Figure)."""
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
     from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
@@ -337,11 +348,7 @@ def plot_history(history: History, kernel_ids: Iterable[str], out_png: str | Pat
     if len(order) == 1:
         axes[-1].set_xlim(-0.5, 0.5)
     fig.suptitle(f"{metric} across commits (lower is better)")
-
-    out = Path(out_png)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(out, dpi=110)
-    return out
+    return fig
 
 
 _MARKERS = ("o", "s", "^", "D", "v", "P", "X")

@@ -294,6 +294,16 @@ def render_rich(records: list[dict], console=None, wide: bool = False,
             console.print(f"[{number}] {reason}")
 
 
+def ladder_table(records: list[dict], wide: bool = True
+                 ) -> tuple[list[str], list[str], list[list[str]], str]:
+    """One problem's ladder as plain cells (for HTML and CSV-like writers): column titles,
+    their justification ("left"/"right"), one list of cells per kernel, and the caption."""
+    rows = table_rows(records)
+    cols, scale = _columns(rows, wide)
+    return ([c.title for c in cols], [c.justify for c in cols],
+            [_cells(r, cols, scale) for r in rows], _caption(rows, wide))
+
+
 def render_markdown(records: list[dict]) -> str:
     """The same tables as Markdown, for notes and pull requests."""
     parts = []

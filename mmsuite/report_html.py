@@ -1,0 +1,572 @@
+"""The published report: ``DIR/index.html``, ``DIR/report.md``, ``DIR/results.csv`` and the
+figures under ``DIR/figures/`` (SVG and PNG), from one or more result files.
+
+Result files from several machines, sizes and commits merge: every record is labelled
+with the machine it ran on (its GPU, else its CPU, from the file's environment). Where
+two files hold the same kernel x problem on the same machine, the newer file's row is
+kept. ``index.html`` is self-contained (figures inlined as SVG, styles inline, no
+network reference); ``report.md`` links the PNGs beside it.
+
+The report is built as a list of blocks (headings, paragraphs, tables, figures) that
+render to HTML and to Markdown alike, so both say the same.
+"""
+
+from __future__ import annotations
+
+import csv
+import html
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from . import charts, results
+from .catalogue import BY_ID
+from .report import group_by_problem, ladder_table, problem_label, table_rows
+
+FIGURES = "figures"
+
+
+# ---------------------------------------------------------------- inputs
+@dataclass
+class Run:
+    """One result file: where it came from and the machine it ran on."""
+
+    path: Path
+    environment: dict
+    settings: dict
+    records: list[dict]
+    machine: str
+
+    @property
+    def created(self) -> str:
+        return str(self.environment.get("created") or "")
+
+    @property
+    def commit(self) -> str:
+        return str(self.environment.get("git_commit") or "")
+
+
+def machine_label(environment: dict) -> str:
+    """The machine a file ran on: its GPU's name when CUDA or OpenCL saw one, else its CPU
+    model and cores."""
+    backends = environment.get("backends") or {}
+    gpu = (backends.get("cuda") or {}).get("gpu")
+    if not gpu:
+        opencl = backends.get("opencl") or {}
+        if opencl.get("opencl_device_type") == "GPU":
+            gpu = opencl.get("opencl_device")
+    if gpu:
+        return str(gpu)
+    cpu = str(environment.get("cpu") or "unknown CPU")
+    cores = environment.get("cpu_cores")
+    return f"{cpu} ({cores} cores)" if cores else cpu
+
+
+def load_runs(paths: list[Path]) -> list[Run]:
+    """Read result files (ValueError naming a bad one), oldest first."""
+    runs = []
+    for path in paths:
+        document = results.load(Path(path))
+        env = document.get("environment") or {}
+        runs.append(Run(Path(path), env, document.get("settings") or {},
+                        document.get("results") or [], machine_label(env)))
+    runs.sort(key=lambda r: r.created)
+    return runs
+
+
+def _problem_key(record: dict) -> tuple:
+    return tuple(sorted((record.get("problem") or {}).items()))
+
+
+def merge(runs: list[Run]) -> list[dict]:
+    """Every run's records, labelled with ``machine`` and ``source``; a kernel x problem run
+    again on the same machine keeps its newest row."""
+    merged: dict[tuple, dict] = {}
+    for run in runs:  # oldest first: newer rows replace older ones
+        for record in run.records:
+            key = (run.machine, record["kernel"], _problem_key(record),
+                   record.get("l2"), record.get("device"))
+            merged[key] = {**record, "machine": run.machine, "source": run.path.name,
+                           "commit": run.commit}
+    return list(merged.values())
+
+
+# ---------------------------------------------------------------- blocks
+@dataclass
+class Heading:
+    level: int
+    text: str
+
+
+@dataclass
+class Para:
+    text: str
+    pre: bool = False
+
+
+@dataclass
+class TableBlock:
+    headers: list[str]
+    rows: list[list[str]]
+    justify: list[str] = field(default_factory=list)
+    caption: str = ""
+    styles: list[str] = field(default_factory=list)  # a status per row, for colour
+
+
+@dataclass
+class FigureBlock:
+    name: str  # figures/<name>.svg and .png
+    caption: str
+
+
+Block = Heading | Para | TableBlock | FigureBlock
+
+
+def _slug(*parts: str) -> str:
+    text = "-".join(parts).lower()
+    return re.sub(r"[^a-z0-9]+", "-", text).strip("-")[:80]
+
+
+def _status_word(cell: str) -> str:
+    return cell.split(":", 1)[0].split(" [", 1)[0].strip()
+
+
+# ---------------------------------------------------------------- environment
+_CURATED = [
+    ("created", "date (UTC)"), ("git_commit", "commit"), ("mmsuite", "mmsuite"),
+    ("cpu", "CPU"), ("cpu_cores", "CPU cores"), ("platform", "platform"),
+    ("python", "Python"), ("numpy", "numpy"),
+]
+_BACKEND_CURATED = {
+    "cpu": [("omp_threads", "OpenMP threads"), ("blas", "BLAS"), ("blas_coretype",
+            "BLAS kernels (architecture)"), ("blas_threads", "BLAS threads"),
+            ("cflags", "C flags")],
+    "opencl": [("opencl_platform", "OpenCL platform"), ("opencl_device", "OpenCL device"),
+               ("opencl_device_type", "OpenCL device type"), ("compute_units", "compute units"),
+               ("max_clock_mhz", "OpenCL max clock (MHz)"), ("opencl_driver", "OpenCL driver")],
+    "cuda": [("gpu", "GPU"), ("sm_count", "SMs"), ("compute_capability", "compute capability"),
+             ("sm_clock_mhz", "SM clock (MHz)"), ("memory_clock_mhz", "memory clock (MHz)"),
+             ("fp32_peak_tflops", "FP32 peak (TFLOP/s)"), ("driver", "driver"),
+             ("cuda_runtime", "CUDA runtime"), ("cupy", "CuPy")],
+}
+
+
+def _scalar(value) -> str:
+    if isinstance(value, float):
+        return f"{value:g}"
+    if isinstance(value, (list, tuple)):
+        return ", ".join(_scalar(v) for v in value)
+    if isinstance(value, dict):
+        return "; ".join(f"{k}={_scalar(v)}" for k, v in value.items())
+    return str(value)
+
+
+def environment_rows(run: Run) -> list[list[str]]:
+    """What a reader needs to know about where a file was measured, as (what, value) rows:
+    device, clocks, BLAS and its architecture, commit and date; then anything else the
+    backends recorded that mentions BLAS or clocks."""
+    env = run.environment
+    rows = [["file", run.path.name], ["machine", run.machine]]
+    rows += [[title, _scalar(env[key])] for key, title in _CURATED if env.get(key) is not None]
+    for name, backend in sorted((env.get("backends") or {}).items()):
+        backend = backend or {}
+        if backend.get("unavailable"):
+            rows.append([f"{name}", f"unavailable: {backend['unavailable']}"])
+            continue
+        shown = set()
+        for key, title in _BACKEND_CURATED.get(name, []):
+            if backend.get(key) is not None:
+                rows.append([title, _scalar(backend[key])])
+                shown.add(key)
+        for key, value in sorted(backend.items()):
+            if key not in shown and value is not None and re.search(
+                    r"blas|clock|coretype|arch|threads", key, re.IGNORECASE):
+                rows.append([f"{name}: {key}", _scalar(value)])
+    settings = run.settings
+    for key in ("repeats", "warmup", "sampling", "l2", "pinned", "threads"):
+        if settings.get(key) is not None:
+            rows.append([f"setting: {key}", _scalar(settings[key])])
+    return rows
+
+
+def environment_table(runs: list[Run]) -> list[list[str]]:
+    """The environment rows of several files of one machine: a value they share is shown
+    once, values that differ are listed per file."""
+    per_run = [dict((k, v) for k, v in environment_rows(run)) for run in runs]
+    keys: list[str] = []
+    for rows in per_run:
+        keys += [k for k in rows if k not in keys]
+    out = []
+    for key in keys:
+        values = [rows.get(key, "-") for rows in per_run]
+        if key == "file":
+            out.append([key, ", ".join(values)])
+        elif len(set(values)) == 1:
+            out.append([key, values[0]])
+        else:
+            out.append([key, "; ".join(f"{run.path.name}: {v}" for run, v in zip(runs, values))])
+    return out
+
+
+# ---------------------------------------------------------------- CSV
+CSV_FIELDS = ["machine", "source", "commit", "kernel", "backend", "rung", "parent", "m", "n",
+              "k", "batch", "layout", "alpha", "beta", "status", "reason", "kernel_ms_median",
+              "kernel_ms_min", "kernel_ms_max", "noise", "noisy", "samples", "gflops",
+              "host_gflops", "h2d_ms", "d2h_ms", "x_base", "x_parent", "pct_ref", "pct_peak",
+              "max_rel_err", "l2"]
+
+
+def csv_rows(records: list[dict]) -> list[dict]:
+    """One dict per kernel x problem x machine, with the table's derived figures."""
+    out = []
+    for machine, group in _by_machine(records).items():
+        for problem_group in group_by_problem(group).values():
+            derived = {r["kernel"]: r for r in table_rows(problem_group)}
+            for record in problem_group:
+                row = derived[record["kernel"]]
+                stats = record.get("kernel_ms") or {}
+                p = record["problem"]
+                out.append({
+                    "machine": machine, "source": record.get("source", ""),
+                    "commit": record.get("commit", ""), "kernel": record["kernel"],
+                    "backend": record["backend"], "rung": record.get("rung"),
+                    "parent": record.get("parent") or "", "m": p["m"], "n": p["n"],
+                    "k": p["k"], "batch": p["batch"], "layout": p["layout"],
+                    "alpha": p["alpha"], "beta": p["beta"], "status": record["status"],
+                    "reason": record.get("reason") or "",
+                    "kernel_ms_median": row["kernel_ms"],
+                    "kernel_ms_min": stats.get("min") if row["kernel_ms"] else None,
+                    "kernel_ms_max": stats.get("max") if row["kernel_ms"] else None,
+                    "noise": row["noise"], "noisy": row["noisy"],
+                    "samples": len(stats.get("samples") or []), "gflops": row["gflops"],
+                    "host_gflops": row["host_gflops"], "h2d_ms": row["h2d_ms"],
+                    "d2h_ms": row["d2h_ms"], "x_base": row["x_base"],
+                    "x_parent": row["x_parent"], "pct_ref": row["pct_ref"],
+                    "pct_peak": row["pct_peak"], "max_rel_err": row["max_rel_err"],
+                    "l2": record.get("l2") or "",
+                })
+    return out
+
+
+def write_csv(records: list[dict], path: Path) -> Path:
+    with path.open("w", newline="", encoding="utf-8") as fh:
+        writer = csv.DictWriter(fh, fieldnames=CSV_FIELDS)
+        writer.writeheader()
+        for row in csv_rows(records):
+            writer.writerow({k: "" if v is None else v for k, v in row.items()})
+    return path
+
+
+# ---------------------------------------------------------------- content
+def _by_machine(records: list[dict]) -> dict[str, list[dict]]:
+    out: dict[str, list[dict]] = {}
+    for r in records:
+        out.setdefault(r.get("machine", ""), []).append(r)
+    return out
+
+
+def _by_backend(records: list[dict]) -> dict[str, list[dict]]:
+    out: dict[str, list[dict]] = {}
+    for backend in ("cpu", "opencl", "cuda"):
+        mine = [r for r in records if r["backend"] == backend]
+        if mine:
+            out[backend] = mine
+    for r in records:
+        if r["backend"] not in out:
+            out.setdefault(r["backend"], []).append(r)
+    return out
+
+
+def _is_reference(kernel_id: str) -> bool:
+    kernel = BY_ID.get(kernel_id)
+    return kernel is not None and kernel.reference
+
+
+class _Figures:
+    """Saves figures and remembers them in the order written."""
+
+    def __init__(self, out_dir: Path) -> None:
+        self.dir = out_dir / FIGURES
+        self.written: list[Path] = []
+
+    def add(self, fig, name: str, caption: str) -> FigureBlock | None:
+        if fig is None:
+            return None
+        svg, png = charts.save(fig, self.dir, name)
+        self.written += [svg, png]
+        return FigureBlock(name, caption)
+
+
+def _ladder_blocks(records: list[dict], figures: _Figures, machine: str,
+                   several_machines: bool) -> list[Block]:
+    blocks: list[Block] = []
+    for group in sorted(group_by_problem(records).values(),
+                        key=lambda g: charts._size_key(g[0]["problem"])):
+        label = problem_label(group[0])
+        blocks.append(Heading(3, label + (f" on {machine}" if several_machines else "")))
+        headers, justify, cells, caption = ladder_table(group)
+        blocks.append(TableBlock(headers, cells, justify, caption,
+                                 [r["status"] for r in table_rows(group)]))
+        derived = {r["kernel"]: r for r in table_rows(group)}
+        for backend, mine in _by_backend(group).items():
+            refs = {derived[r["kernel"]]["ref"] for r in mine} - {None}
+            # A stand-in reference from another backend (OpenBLAS for OpenCL on a CPU).
+            extra = [r for r in group if r["kernel"] in refs and r["backend"] != backend]
+            title = f"{backend} ladder, {label}" + (f", {machine}" if several_machines else "")
+            fig = charts.ladder_chart(mine + extra, title=title, context=group)
+            block = figures.add(fig, _slug("ladder", machine, backend, label),
+                                f"The {backend} ladder on {label}: kernel-only throughput per "
+                                "rung (error bar: slowest to fastest sample), speedup over the "
+                                "parent rung and the base; the reference as a dashed line, the "
+                                "FP32 peak dotted where known. Kernels without a valid time "
+                                "are marked, not drawn as bars.")
+            if block:
+                blocks.append(block)
+        fig = charts.transfer_chart(group, title=f"transfers, {label}")
+        block = figures.add(fig, _slug("transfers", machine, label),
+                            f"Host-device transfers on {label}: h2d, kernel and d2h medians "
+                            "stacked per device kernel, with kernel-only and host-to-host "
+                            "throughput.")
+        if block:
+            blocks.append(block)
+    return blocks
+
+
+def _sweep_blocks(records: list[dict], figures: _Figures, machine: str) -> list[Block]:
+    blocks: list[Block] = []
+    for backend, mine in _by_backend(records).items():
+        own_refs_ok = any(_is_reference(r["kernel"]) and r["status"] == "ok" for r in mine)
+        extra = [] if own_refs_ok or backend == "cpu" else \
+            [r for r in records if r["kernel"] == "cpu.blas"]
+        fig = charts.sweep_chart(mine + extra, title=f"{backend}: throughput against size")
+        block = figures.add(fig, _slug("sweep", machine, backend),
+                            f"{backend} kernels across problem sizes on {machine} "
+                            "(kernel-only throughput; references dashed).")
+        if block:
+            blocks.append(block)
+    return blocks
+
+
+def _baseline_blocks(baseline: Path, runs: list[Run]) -> list[Block]:
+    from . import compare
+
+    blocks: list[Block] = [Heading(2, f"Against the baseline {baseline.name}")]
+    blocks.append(Para("Verdicts from mmsuite compare: a two-sided Mann-Whitney U test on the "
+                       "kernel-time samples and the ratio of medians, against a 5% threshold."))
+    for run in runs:
+        try:
+            result = compare.compare(baseline, run.path)
+        except ValueError as exc:
+            blocks.append(Para(f"{run.path.name}: not compared: {exc}"))
+            continue
+        rows = [compare.cells(row) for row in result.rows]
+        blocks.append(TableBlock(list(compare.HEADERS), rows,
+                                 ["left", "left"] + ["right"] * 6 + ["left"],
+                                 f"{run.path.name} (NEW) against {baseline.name} (BASE): "
+                                 + compare.summary(result, compare.DEFAULT_THRESHOLD),
+                                 [_verdict_style(row.verdict) for row in result.rows]))
+        for line in compare._missing_lines(result) + result.notes:
+            blocks.append(Para(line))
+    return blocks
+
+
+def _verdict_style(verdict: str) -> str:
+    return {"slower": "failed", "broken": "failed", "unsure": "noisy"}.get(verdict, "ok")
+
+
+def _history_blocks(asv_dir: Path, records: list[dict], figures: _Figures) -> list[Block]:
+    from . import history
+
+    blocks: list[Block] = [Heading(2, "History across commits (asv)")]
+    data = history.load_history(asv_dir)
+    present = {r["kernel"] for r in records}
+    known = history.kernel_ids(data, metric="kernel_ms")
+    for backend in ("cpu", "opencl", "cuda"):
+        ids = [k for k in known if k.split(".", 1)[0] == backend and (k in present or not present)]
+        if not ids:
+            continue
+        fig = history.history_figure(data, ids, "kernel_ms")
+        block = figures.add(fig, _slug("history", backend),
+                            f"{backend} kernels' kernel time across commits, from asv's results "
+                            "(lower is better; x: the benchmark failed at that commit).")
+        if block:
+            blocks.append(block)
+        text = history.summary(data, ids, "kernel_ms")
+        if text:
+            blocks.append(Para(text, pre=True))
+    if len(blocks) == 1:
+        blocks.append(Para(f"No kernel_ms history for these kernels in {asv_dir}."))
+    return blocks
+
+
+def report_blocks(runs: list[Run], records: list[dict], figures: _Figures,
+                  baseline: Path | None = None, asv_dir: Path | None = None) -> list[Block]:
+    """The whole report as blocks, in reading order."""
+    machines = _by_machine(records)
+    several = len(machines) > 1
+    problems = {_problem_key(r) for r in records}
+    blocks: list[Block] = [Heading(1, "mmsuite SGEMM report")]
+    blocks.append(Para(
+        f"{len(records)} results ({len({r['kernel'] for r in records})} kernels, "
+        f"{len(problems)} problems) from {len(runs)} result file(s), on "
+        + "; ".join(machines) + ". Throughput is 2·M·N·K·batch over the median kernel-only "
+        "time; x parent is the speedup over the rung a kernel improves on, x base over "
+        "cpu.seq_naive (else the backend's first rung); % ref is the reference's time "
+        "over the kernel's; noise is 1.4826·MAD/median of the samples."))
+    status_counts: dict[str, int] = {}
+    for r in records:
+        status_counts[r["status"]] = status_counts.get(r["status"], 0) + 1
+    blocks.append(Para("Statuses: " + ", ".join(f"{n} {s}" for s, n in
+                                                sorted(status_counts.items())) + "."))
+
+    blocks.append(Heading(2, "Where it ran"))
+    for machine in machines:
+        mine = [run for run in runs if run.machine == machine]
+        blocks.append(TableBlock(["what", "value"], environment_table(mine), ["left", "left"],
+                                 f"environment of {', '.join(r.path.name for r in mine)}"))
+
+    blocks.append(Heading(2, "Best of each backend against sequential C"))
+    for machine, mine in machines.items():
+        block = figures.add(charts.summary_chart(mine, title=f"best of each backend against "
+                                                 f"sequential C, {machine}"),
+                            _slug("summary", machine),
+                            f"On {machine}: the fastest rung of each backend and the "
+                            "sequential C baseline (cpu.seq_naive), per problem, with the "
+                            "speedup over it; vendor references as black diamonds.")
+        if block:
+            blocks.append(block)
+
+    if several:
+        blocks.append(Heading(2, "Machines side by side"))
+        for backend in ("cpu", "opencl", "cuda"):
+            for group in group_by_problem([r for r in records if r["backend"] == backend]
+                                          ).values():
+                per_machine = _by_machine(group)
+                label = problem_label(group[0])
+                block = figures.add(charts.machines_chart(per_machine,
+                                                          title=f"{backend}, {label}"),
+                                    _slug("machines", backend, label),
+                                    f"The {backend} ladder on {label} on each machine.")
+                if block:
+                    blocks.append(block)
+
+    sweeps = [b for machine, mine in machines.items() for b in _sweep_blocks(mine, figures,
+                                                                               machine)]
+    if sweeps:
+        blocks.append(Heading(2, "Throughput against size"))
+        blocks += sweeps
+
+    for machine, mine in machines.items():
+        blocks.append(Heading(2, f"Ladders on {machine}" if several else "Ladders"))
+        blocks += _ladder_blocks(mine, figures, machine, several)
+
+    if baseline is not None:
+        blocks += _baseline_blocks(baseline, runs)
+    if asv_dir is not None:
+        blocks += _history_blocks(asv_dir, records, figures)
+    return blocks
+
+
+# ---------------------------------------------------------------- rendering
+_CSS = """
+body { font-family: system-ui, -apple-system, "Segoe UI", Roboto, sans-serif; margin: 2em auto;
+       max-width: 1200px; padding: 0 1em; color: #222; line-height: 1.45; }
+h1 { font-size: 1.7em; } h2 { border-bottom: 1px solid #ccc; padding-bottom: .2em;
+margin-top: 2em; }
+table { border-collapse: collapse; margin: .8em 0; font-size: .85em; }
+th, td { border: 1px solid #ddd; padding: .25em .55em; vertical-align: top; }
+th { background: #f3f3f3; } td.r { text-align: right; font-variant-numeric: tabular-nums; }
+tr.failed td, tr.error td, tr.invalid td { color: #b00020; }
+tr.unavailable td { color: #888; } tr.noisy td { background: #fff8e1; }
+caption { caption-side: bottom; text-align: left; color: #555; font-size: .9em;
+          padding-top: .3em; }
+figure { margin: 1.2em 0; } figure svg { max-width: 100%; height: auto; }
+figcaption { color: #555; font-size: .9em; }
+pre { background: #f7f7f7; padding: .6em; overflow-x: auto; font-size: .85em; }
+"""
+
+
+def _inline_svg(path: Path) -> str:
+    """An SVG file as markup to put inside HTML: no XML prolog, DOCTYPE or metadata."""
+    text = path.read_text(encoding="utf-8")
+    text = re.sub(r"<\?xml[^>]*\?>", "", text)
+    text = re.sub(r"<!DOCTYPE[^>]*>", "", text)
+    text = re.sub(r"<metadata>.*?</metadata>", "", text, flags=re.DOTALL)
+    return text.strip()
+
+
+def render_html(blocks: list[Block], figures_dir: Path) -> str:
+    out = ["<!DOCTYPE html>", '<html lang="en"><head><meta charset="utf-8">',
+           '<meta name="viewport" content="width=device-width, initial-scale=1">',
+           "<title>mmsuite SGEMM report</title>", f"<style>{_CSS}</style></head><body>"]
+    esc = html.escape
+    for block in blocks:
+        if isinstance(block, Heading):
+            out.append(f"<h{block.level}>{esc(block.text)}</h{block.level}>")
+        elif isinstance(block, Para):
+            out.append(f"<pre>{esc(block.text)}</pre>" if block.pre
+                       else f"<p>{esc(block.text)}</p>")
+        elif isinstance(block, TableBlock):
+            out.append("<table>")
+            if block.caption:
+                out.append(f"<caption>{esc(block.caption)}</caption>")
+            out.append("<thead><tr>" + "".join(f"<th>{esc(h)}</th>" for h in block.headers)
+                       + "</tr></thead><tbody>")
+            for i, row in enumerate(block.rows):
+                style = block.styles[i] if i < len(block.styles) else ""
+                if style == "ok" and any(c.endswith("!") for c in row):
+                    style = "noisy"
+                cells = "".join(
+                    f'<td class="r">{esc(c)}</td>' if i_c < len(block.justify)
+                    and block.justify[i_c] == "right" else f"<td>{esc(c)}</td>"
+                    for i_c, c in enumerate(row))
+                out.append(f'<tr class="{esc(style)}">{cells}</tr>')
+            out.append("</tbody></table>")
+        elif isinstance(block, FigureBlock):
+            svg = _inline_svg(figures_dir / f"{block.name}.svg")
+            out.append(f'<figure id="{esc(block.name)}">{svg}'
+                       f"<figcaption>{esc(block.caption)}</figcaption></figure>")
+    out.append("</body></html>")
+    return "\n".join(out) + "\n"
+
+
+def render_md(blocks: list[Block]) -> str:
+    def cell(text: str) -> str:
+        return text.replace("|", "\\|").replace("\n", " ")
+
+    out: list[str] = []
+    for block in blocks:
+        if isinstance(block, Heading):
+            out += ["#" * block.level + " " + block.text, ""]
+        elif isinstance(block, Para):
+            out += (["```", block.text, "```", ""] if block.pre else [block.text, ""])
+        elif isinstance(block, TableBlock):
+            out.append("| " + " | ".join(cell(h) for h in block.headers) + " |")
+            out.append("|" + "|".join("---:" if j == "right" else "---" for j in
+                                      (block.justify or ["left"] * len(block.headers))) + "|")
+            out += ["| " + " | ".join(cell(c) for c in row) + " |" for row in block.rows]
+            out.append("")
+            if block.caption:
+                out += [f"*{block.caption}*", ""]
+        elif isinstance(block, FigureBlock):
+            out += [f"![{block.name}]({FIGURES}/{block.name}.png)", "",
+                    f"*{block.caption}* ([SVG]({FIGURES}/{block.name}.svg))", ""]
+    return "\n".join(out)
+
+
+def build(paths: list[Path], out_dir: Path, baseline: Path | None = None,
+          asv_dir: Path | None = None) -> Path:
+    """Write the report for ``paths`` into ``out_dir``; returns the path of index.html.
+
+    Raises ValueError for an unreadable result file (naming it)."""
+    runs = load_runs([Path(p) for p in paths])
+    records = merge(runs)
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    figures = _Figures(out_dir)
+    blocks = report_blocks(runs, records, figures, baseline=baseline, asv_dir=asv_dir)
+    (out_dir / "report.md").write_text(render_md(blocks), encoding="utf-8")
+    write_csv(records, out_dir / "results.csv")
+    index = out_dir / "index.html"
+    index.write_text(render_html(blocks, figures.dir), encoding="utf-8")
+    return index
