@@ -5,8 +5,11 @@ from __future__ import annotations
 import argparse
 import contextlib
 import fnmatch
+import math
 import os
+import signal
 import sys
+import traceback
 from collections import defaultdict
 from pathlib import Path
 
@@ -14,11 +17,11 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from . import catalogue, compare, environment, peak, report, results
-from .backends import RunOptions
+from . import catalogue, compare, environment, peak, report, results, workers
+from .backends import RunOptions, unavailable_reason
 from .catalogue import Kernel
 from .measure import DEFAULT_REPEATS, DEFAULT_WARMUP
-from .problem import LAYOUTS, PRESET_HELP, PRESETS, Problem, parse_shape, preset
+from .problem import FLOAT32_MAX, LAYOUTS, PRESET_HELP, PRESETS, Problem, parse_shape, preset
 from .sweep import Row, sweep
 
 DEFAULT_SHAPE = "512x512x512"
@@ -51,6 +54,57 @@ def _int_at_least(minimum: int):
 
 _positive_int, _non_negative_int = _int_at_least(1), _int_at_least(0)
 
+# More OpenMP threads than this many per core only measures the scheduler.
+THREADS_PER_CORE_CAP = 4
+
+
+def _threads(text: str) -> int:
+    """An argparse type: OpenMP threads, at most THREADS_PER_CORE_CAP per core."""
+    value = _positive_int(text)
+    cores = os.cpu_count() or 1
+    if value > THREADS_PER_CORE_CAP * cores:
+        raise argparse.ArgumentTypeError(
+            f"{value} is more than {THREADS_PER_CORE_CAP} threads per core "
+            f"({cores} cores here: at most {THREADS_PER_CORE_CAP * cores})")
+    return value
+
+
+def _float32(text: str) -> float:
+    """An argparse type: a number that is finite in float32 (the kernels' scalar type)."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
+    if not math.isfinite(value) or abs(value) > FLOAT32_MAX:
+        raise argparse.ArgumentTypeError(
+            f"expected a number that is finite in float32 (|x| <= 3.4e38), got {text}")
+    return value
+
+
+def _seconds(text: str) -> float:
+    """An argparse type: a positive number of seconds."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected seconds, got {text!r}") from None
+    if not math.isfinite(value) or value <= 0:
+        raise argparse.ArgumentTypeError(f"expected a positive number of seconds, got {text}")
+    return value
+
+
+def _device_list(text: str) -> str | list[int]:
+    """An argparse type: ``all`` or GPU indices ``0,1,...`` (checked against the GPUs later)."""
+    if text.strip() == "all":
+        return "all"
+    try:
+        ids = [int(x) for x in text.split(",")]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected 'all' or indices like 0,1, got {text!r}") \
+            from None
+    if any(i < 0 for i in ids) or len(set(ids)) != len(ids):
+        raise argparse.ArgumentTypeError(f"expected distinct indices >= 0, got {text!r}")
+    return ids
+
 
 def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(prog="mmsuite", description=__doc__)
@@ -74,23 +128,34 @@ def build_parser() -> argparse.ArgumentParser:
                       help="a sweep of (non-square) shapes, e.g. 4096x128x4096,128x128x65536")
     prob.add_argument("--batch", type=_positive_int, default=1)
     prob.add_argument("--layout", choices=LAYOUTS, default="row")
-    prob.add_argument("--alpha", type=float, default=1.0)
-    prob.add_argument("--beta", type=float, default=0.0)
-    prob.add_argument("--seed", type=int, default=0)
+    prob.add_argument("--alpha", type=_float32, default=1.0)
+    prob.add_argument("--beta", type=_float32, default=0.0)
+    prob.add_argument("--seed", type=_non_negative_int, default=0)
     prob.add_argument("--preset", choices=list(PRESETS),
                       help="; ".join(f"{k}: {v}" for k, v in PRESET_HELP.items()))
     meas = p_run.add_argument_group("measurement")
     meas.add_argument("--repeats", type=_positive_int, default=DEFAULT_REPEATS)
     meas.add_argument("--warmup", type=_non_negative_int, default=DEFAULT_WARMUP)
-    meas.add_argument("--threads", type=_positive_int,
-                      help="OpenMP threads for the CPU ladder (default: all cores)")
+    meas.add_argument("--threads", type=_threads,
+                      help="OpenMP threads for the CPU ladder (default: all cores; at most "
+                           f"{THREADS_PER_CORE_CAP} per core)")
     meas.add_argument("--cl-device", help="OpenCL device: index or name substring")
     meas.add_argument("--pinned", action="store_true",
                       help="page-locked host buffers for GPU transfers")
     meas.add_argument("--profile", action="store_true",
                       help="add registers, shared memory and spill bytes (CUDA)")
+    meas.add_argument("--devices", type=_device_list, metavar="all|0,1,...",
+                      help="GPUs to spread the CUDA kernels over, one worker each (default 0)")
+    meas.add_argument("--timeout", type=_seconds, metavar="SECONDS",
+                      help="per CUDA kernel; its worker is killed past it (default: "
+                           f"{workers.TIMEOUT_FLOOR_S:.0f} s plus {workers.TIMEOUT_LAUNCHES} "
+                           "launches at 10 GFLOP/s)")
     out = p_run.add_argument_group("output")
-    out.add_argument("--json", type=Path, metavar="FILE", help="write the results here")
+    out.add_argument("--json", type=Path, metavar="FILE",
+                     help="write the results here; rows also go to FILE.jsonl as they finish")
+    out.add_argument("--resume", type=Path, metavar="FILE",
+                     help="skip what FILE (a results file or its .jsonl) already measured; "
+                          "results go to --json, by default FILE")
     out.add_argument("--markdown", type=Path, metavar="FILE", help="write the tables as Markdown")
     out.add_argument("--plots", type=Path, metavar="DIR", help="write PNG plots here")
     out.add_argument("--report", type=Path, metavar="DIR",
@@ -194,22 +259,130 @@ def _collapse_unavailable(rows: list[Row], explicit: set[str]) -> tuple[list[Row
     return keep, notes
 
 
+class Terminated(BaseException):
+    """SIGTERM: ends a run like Ctrl-C, with the finished rows saved (exit 143)."""
+
+
+def _on_sigterm(signum: int, frame: object) -> None:
+    raise Terminated()
+
+
+def _check_selectors(kernels: list[Kernel], options: RunOptions) -> None:
+    """An OpenCL device selector (``--cl-device`` or PYOPENCL_CTX) that matches nothing is
+    refused, but only when the run includes OpenCL kernels."""
+    selector = options.cl_device if options.cl_device is not None else \
+        os.environ.get("PYOPENCL_CTX")
+    if selector is None or not any(k.backend == "opencl" for k in kernels):
+        return
+    try:
+        from .backends.cl_devices import select_device
+
+        select_device(options.cl_device)  # reads PYOPENCL_CTX when there is no --cl-device
+    except ValueError as exc:  # matches nothing: the message lists the devices
+        raise UsageError(str(exc)) from None
+    except (ImportError, LookupError):
+        pass  # no pyopencl or no device: the OpenCL rows say why
+
+
+def _devices(requested: str | list[int] | None, kernels: list[Kernel],
+             options: RunOptions) -> list[int]:
+    """The GPUs the CUDA kernels run on; ``--devices`` is checked only when they can run."""
+    if requested is None or not any(k.backend == "cuda" and not unavailable_reason(k, options)
+                                    for k in kernels):
+        return [0]
+    import cupy
+
+    count = cupy.cuda.runtime.getDeviceCount()
+    if requested == "all":
+        return list(range(count))
+    missing = [i for i in requested if i >= count]
+    if missing:
+        raise UsageError(f"--devices: no GPU {missing[0]}; this host has {count} "
+                         f"(0 to {count - 1})")
+    return list(requested)
+
+
+def _nothing_can_run(kernels: list[Kernel], options: RunOptions) -> str:
+    """Why none of the selected kernels can run here; empty when one can."""
+    reasons: dict[str, str] = {}
+    for kernel in kernels:
+        reason = unavailable_reason(kernel, options)
+        if not reason:
+            return ""
+        reasons.setdefault(reason, kernel.id)
+    return "; ".join(f"{kernel}: {reason}" for reason, kernel in reasons.items())
+
+
+def _check_outputs(args: argparse.Namespace) -> None:
+    """Every output path is checked before the first kernel runs; folders the user named
+    (--plots, --report) are created now, their parents never."""
+    try:
+        if args.json is not None:
+            results.check_writable(args.json, "--json")
+            results.check_writable(results.journal_path(args.json), "--json's journal")
+        if args.markdown is not None:
+            results.check_writable(args.markdown, "--markdown")
+        folders = (("--plots", args.plots), ("--report", getattr(args, "report", None)))
+        for option, folder in folders:
+            if folder is None:
+                continue
+            if folder.exists() and not folder.is_dir():
+                raise ValueError(f"{option} {folder} is not a directory")
+            where = folder if folder.is_dir() else folder.parent
+            if not where.is_dir():
+                raise ValueError(f"{option} {folder}: folder {where} does not exist")
+            if not os.access(where, os.W_OK | os.X_OK):
+                raise ValueError(f"{option} {folder}: folder {where} is not writable")
+            folder.mkdir(exist_ok=True)
+    except ValueError as exc:
+        raise UsageError(str(exc)) from None
+
+
+def _resumed(args: argparse.Namespace) -> list[dict]:
+    """The records of ``--resume FILE``; --json defaults to FILE's final results file."""
+    if args.resume is None:
+        return []
+    try:
+        records = results.load_rows(args.resume)
+    except results.ResultsError as exc:
+        raise UsageError(f"--resume: {exc}") from None
+    if args.json is None:
+        name = args.resume.name
+        args.json = args.resume.with_name(name[:-1]) if name.endswith(".jsonl") else args.resume
+    return records
+
+
 def cmd_run(args: argparse.Namespace, console: Console) -> int:
-    problems = _problems(args)
+    if args.shape is not None and not args.shape.strip():
+        raise UsageError("--shape is empty; expected MxNxK (e.g. 512x512x512)")
+    try:
+        problems = _problems(args)
+    except ValueError as exc:  # parse_shape and Problem name the field at fault
+        raise UsageError(str(exc)) from None
     kernels = select_kernels(args.backend, args.kernel)
     options = RunOptions(threads=args.threads, cl_device=args.cl_device, pinned=args.pinned,
                          profile=args.profile)
-    if args.cl_device is not None:
-        from .backends import get_backend
+    _check_selectors(kernels, options)
+    why_not = _nothing_can_run(kernels, options)
+    if why_not:
+        raise UsageError(f"nothing requested can run here: {why_not}")
+    devices = _devices(args.devices, kernels, options)
+    for problem in problems:
+        try:
+            workers.check_host_memory(problem)
+        except workers.HostMemoryError as exc:
+            raise UsageError(str(exc)) from None
+    resumed = _resumed(args)
+    _check_outputs(args)
 
-        get_backend("opencl", options)  # a selector matching nothing fails here, in one line
-    for path in (args.json, args.markdown):
-        if path is not None and path.exists() and path.is_dir():
-            raise UsageError(f"{path} is a directory")
-
-    # The sweep runs every kernel on one problem before the next: the running pair is known.
     order = [f"{k.id} @ {p.shape_label}" for p in problems for k in kernels]
     total, done = len(order), 0
+    settings = {"repeats": args.repeats, "warmup": args.warmup, "threads": args.threads,
+                "cl_device": args.cl_device, "pinned": args.pinned, "profile": args.profile,
+                "devices": devices, "timeout": args.timeout,
+                "problems": [p.to_dict() for p in problems]}
+    journal = results.Journal(results.journal_path(args.json), settings) if args.json else None
+    finished: list[Row] = []
     err = Console(stderr=True, markup=False)
     progress = (Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
                          TimeElapsedColumn(), console=err, transient=True)
@@ -219,9 +392,13 @@ def cmd_run(args: argparse.Namespace, console: Console) -> int:
 
         def on_row(row: Row) -> None:
             nonlocal done
+            finished.append(row)
+            if journal is not None:
+                journal.append(row.to_record())  # saved as it finishes
             done += 1
-            if progress is not None:
-                progress.update(task, advance=1, description=order[min(done, total - 1)])
+            if progress is not None:  # rows finish out of order: show the last one
+                progress.update(task, advance=1,
+                                description=f"{row.kernel.id} @ {row.problem.shape_label}")
                 return
             # Logs get one line per kernel, as it finishes.
             median = (row.to_record().get("kernel_ms") or {}).get("median")
@@ -229,8 +406,23 @@ def cmd_run(args: argparse.Namespace, console: Console) -> int:
             print(f"[{done}/{total}] {row.kernel.id} @ {row.problem.shape_label}: "
                   f"{row.status}{timing}", file=sys.stderr, flush=True)
 
-        rows = sweep(kernels, problems, repeats=args.repeats, warmup=args.warmup,
-                     options=options, on_row=on_row)
+        interrupted = 0
+        previous = signal.signal(signal.SIGTERM, _on_sigterm)
+        try:
+            rows = sweep(kernels, problems, repeats=args.repeats, warmup=args.warmup,
+                         options=options, on_row=on_row, resume=resumed, devices=devices,
+                         timeout=args.timeout)
+        except (KeyboardInterrupt, Terminated) as exc:
+            # Keep every finished row, in ladder order, and save them like a full run.
+            interrupted = 143 if isinstance(exc, Terminated) else 130
+            position = {(k.id, p): i for i, (p, k) in
+                        enumerate((p, k) for p in problems for k in kernels)}
+            rows = sorted(finished, key=lambda r: position[(r.kernel.id, r.problem)])
+            settings["interrupted"] = "SIGTERM" if interrupted == 143 else "SIGINT"
+        finally:
+            signal.signal(signal.SIGTERM, previous)
+            if journal is not None:
+                journal.close()
 
     shown, notes = _collapse_unavailable(rows, set(args.backend or []))
     records = [row.to_record() for row in rows]
@@ -240,9 +432,8 @@ def cmd_run(args: argparse.Namespace, console: Console) -> int:
     report.render_rich(shown_records, console, wide=args.wide)
     for note in notes:
         console.print(note, style="dim")
-    settings = {"repeats": args.repeats, "warmup": args.warmup, "threads": args.threads,
-                "cl_device": args.cl_device, "pinned": args.pinned, "profile": args.profile,
-                "problems": [p.to_dict() for p in problems]}
+    for warning in environment.warnings(env):
+        print(f"mmsuite: warning: {warning}", file=sys.stderr)
     if args.json:
         results.save(args.json, records, env, settings)
         console.print(f"results written to {args.json}")
@@ -261,6 +452,12 @@ def cmd_run(args: argparse.Namespace, console: Console) -> int:
             results.save(saved, records, env, settings)
         index = report_html.build([saved], args.report)
         console.print(f"report written to {index}")
+    if interrupted:
+        resume = f"; run the same command with --resume {args.json} to finish" if args.json \
+            else ""
+        print(f"mmsuite: interrupted after {len(rows)} of {total} rows{resume}",
+              file=sys.stderr)
+        return interrupted
     failed = [r for r in rows if r.status in ("failed", "error")]
     return 1 if failed else 0
 
@@ -371,17 +568,28 @@ COMMANDS["compare"] = _input_errors_as_usage(COMMANDS["compare"])
 
 
 def main(argv: list[str] | None = None) -> int:
+    """Exit status: 0 ok, 1 a kernel failed (or a bug: with its traceback), 2 bad input,
+    130/143 interrupted by Ctrl-C/SIGTERM (finished rows saved)."""
     console = _console()
     try:
-        args = build_parser().parse_args(argv)
+        parser = build_parser()
+        args = parser.parse_args(_attach_values(parser, sys.argv[1:] if argv is None else argv))
         return COMMANDS[args.command](args, console)
-    except (UsageError, ValueError, KeyError, OSError) as exc:
-        message = exc.args[0] if isinstance(exc, KeyError) and exc.args else str(exc)
-        print(f"mmsuite: error: {message}", file=sys.stderr)
+    except (UsageError, results.ResultsError) as exc:
+        print(f"mmsuite: error: {exc}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         print("mmsuite: interrupted", file=sys.stderr)
         return 130
+    except Exception as exc:
+        if isinstance(exc, OSError) and exc.filename is not None:
+            # A file the user named cannot be read or written (missing, permissions, disk full).
+            print(f"mmsuite: error: {exc.filename}: {exc.strerror or exc}", file=sys.stderr)
+            return 2
+        traceback.print_exc()
+        print("mmsuite: internal error: this is a bug; please report it with the traceback above",
+              file=sys.stderr)
+        return 1
 
 
 if __name__ == "__main__":

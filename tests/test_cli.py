@@ -1,14 +1,18 @@
-"""The command line end to end: list, run, --json, report, and one-line errors."""
+"""The command line end to end: list, run, --json, report, one-line errors, interrupts."""
 
 from __future__ import annotations
 
 import json
+import os
+import signal
+import stat
 import subprocess
 import sys
+import time
 
 import pytest
 
-from mmsuite import catalogue
+from mmsuite import catalogue, cli, results, workers
 from mmsuite.cli import main
 
 CPU_QUICK = ["run", "--backend", "cpu", "--shape", "37x29x41", "--repeats", "2", "--warmup", "0"]
@@ -23,6 +27,7 @@ def test_list_shows_every_kernel_and_reasons(capsys: pytest.CaptureFixture) -> N
 
 
 def test_run_prints_the_ladder_table_and_writes_json(tmp_path, capsys) -> None:
+    (tmp_path / "out").mkdir()
     path = tmp_path / "out" / "results.json"
     assert main(CPU_QUICK + ["--json", str(path)]) == 0
     out = capsys.readouterr().out
@@ -66,14 +71,176 @@ def test_unavailable_kernels_become_rows_and_the_run_goes_on(capsys) -> None:
     (["run", "--backend", "tpu"], "invalid choice"),
     (["run", "--threads", "0"], "positive integer"),
     (["run", "--preset", "seed000", "--shape", "8x8x8"], "--preset"),
-    (["run", "--alpha", "nan", "--shape", "4"], "alpha must be finite"),
+    (["run", "--alpha", "nan", "--shape", "4"], "finite in float32"),
     (["report", "/nonexistent/results.json"], "no such result file"),
     (["frobnicate"], "invalid choice"),
+    (["run", "--seed", "-1"], "argument --seed: expected an integer >= 0, got -1"),
+    (["run", "--shape", ""], "--shape is empty"),
+    (["run", "--shape", "-3x4x4"], "shape sizes must be positive, got '-3x4x4'"),
+    (["run", "--alpha", "1e39"], "argument --alpha: expected a number that is finite in float32"),
+    (["run", "--beta", "-1e39"], "argument --beta: expected a number that is finite in float32"),
+    (["run", "--threads", "10000"], "10000 is more than 4 threads per core"),
+    (["run", "--timeout", "0"], "expected a positive number of seconds"),
+    (["run", "--devices", "zero"], "expected 'all' or indices"),
+    (["run", "--backend", "cpu", "--json", "/nonexistent/dir/x.json"],
+     "folder /nonexistent/dir does not exist"),
+    (["run", "--backend", "cpu", "--plots", "/nonexistent/dir/plots"],
+     "folder /nonexistent/dir does not exist"),
+    (["run", "--backend", "cpu", "--resume", "/nonexistent/x.json"], "--resume: no such result"),
 ])
 def test_bad_arguments_give_one_line_and_nonzero_exit(argv, message, capsys) -> None:
     assert main(argv) == 2
     err = capsys.readouterr().err.strip()
     assert err.startswith("mmsuite: error:") and message in err and "\n" not in err
+
+
+def test_a_json_path_in_a_missing_folder_creates_nothing(capsys) -> None:
+    assert main(["run", "--backend", "cpu", "--json", "/nonexistent/dir/x.json"]) == 2
+    assert not os.path.exists("/nonexistent")
+
+
+def test_a_directory_as_markdown_is_refused_before_running(tmp_path, capsys) -> None:
+    assert main(CPU_QUICK + ["--markdown", str(tmp_path)]) == 2
+    err = capsys.readouterr()
+    assert "is a directory" in err.err and "cpu.blas" not in err.out  # nothing ran
+
+
+def test_cl_device_is_only_checked_when_opencl_runs(capsys) -> None:
+    assert main(CPU_QUICK + ["--kernel", "cpu.blas", "--cl-device", "99"]) == 0
+
+
+def _opencl_available() -> bool:
+    return catalogue.get("opencl.naive").available
+
+
+@pytest.mark.skipif(not _opencl_available(), reason="no OpenCL device here")
+@pytest.mark.parametrize("how", ["option", "environment"])
+def test_a_bad_opencl_selector_is_refused_either_way(how, monkeypatch, capsys) -> None:
+    argv = ["run", "--backend", "opencl", "--shape", "8", "--repeats", "1"]
+    if how == "option":
+        argv += ["--cl-device", "zzz"]
+    else:
+        monkeypatch.setenv("PYOPENCL_CTX", "zzz")
+    assert main(argv) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("mmsuite: error:") and "'zzz'" in err and "OpenCL device" in err
+    assert "\n" not in err
+
+
+@pytest.mark.skipif(catalogue.get("cuda.01_naive").available, reason="CUDA can run here")
+def test_nothing_that_can_run_exits_2(capsys) -> None:
+    assert main(["run", "--kernel", "cuda.*", "--shape", "8"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("mmsuite: error: nothing requested can run here: cuda.")
+
+
+def test_a_problem_beyond_host_memory_is_refused_up_front(monkeypatch, capsys) -> None:
+    monkeypatch.setattr(workers, "available_host_memory", lambda: 4 * 2**30)
+    assert main(["run", "--backend", "cpu", "--shape", "20000"]) == 2
+    err = capsys.readouterr().err
+    assert "20000x20000x20000 needs about" in err and "4.0 GiB is available" in err
+
+
+def test_a_bug_shows_its_traceback_and_exits_1(monkeypatch, capsys) -> None:
+    def broken(*args, **kwargs):
+        raise ValueError("an internal inconsistency")
+
+    monkeypatch.setattr(cli, "sweep", broken)
+    assert main(CPU_QUICK) == 1
+    err = capsys.readouterr().err
+    assert "Traceback" in err and "ValueError: an internal inconsistency" in err
+    assert "mmsuite: internal error" in err
+
+
+def _saved_run(tmp_path, capsys) -> tuple:
+    path = tmp_path / "r.json"
+    assert main(CPU_QUICK + ["--kernel", "cpu.seq_*", "--json", str(path)]) == 0
+    capsys.readouterr()
+    return path, json.loads(path.read_text())
+
+
+@pytest.mark.parametrize("damage,message", [
+    (lambda doc: doc["results"][0].pop("kernel_ms"),
+     "record 0 (cpu.seq_naive): field 'kernel_ms' is missing"),
+    (lambda doc: doc["results"][1].pop("kernel"), "record 1: field 'kernel' is missing"),
+    (lambda doc: doc["results"][2].update(gflops=None), "record 2 (cpu.seq_tiled): field "
+     "'gflops' is None"),
+    (lambda doc: doc.pop("results"), "field 'results' is missing"),
+])
+def test_report_on_a_damaged_file_names_file_record_and_field(tmp_path, capsys, damage,
+                                                             message) -> None:
+    path, document = _saved_run(tmp_path, capsys)
+    damage(document)
+    path.write_text(json.dumps(document))
+    assert main(["report", str(path)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err == f"mmsuite: error: {path}: {message}" or (
+        err.startswith(f"mmsuite: error: {path}: ") and message in err)
+
+
+def test_report_on_a_truncated_file(tmp_path, capsys) -> None:
+    path, _ = _saved_run(tmp_path, capsys)
+    path.write_text(path.read_text()[:100])
+    assert main(["report", str(path)]) == 2
+    assert f"{path} is not JSON" in capsys.readouterr().err
+
+
+def test_results_keep_the_users_umask(tmp_path, capsys) -> None:
+    old = os.umask(0o022)
+    try:
+        path, _ = _saved_run(tmp_path, capsys)
+    finally:
+        os.umask(old)
+    assert stat.S_IMODE(path.stat().st_mode) == 0o644
+    assert stat.S_IMODE(results.journal_path(path).stat().st_mode) == 0o644
+
+
+def test_rows_are_journaled_beside_the_json(tmp_path, capsys) -> None:
+    path, document = _saved_run(tmp_path, capsys)
+    journal = results.load_rows(results.journal_path(path))
+    assert [r["kernel"] for r in journal] == [r["kernel"] for r in document["results"]]
+
+
+# A CPU sweep whose second row takes a while: the signal lands in it.
+SLOW = ["run", "--kernel", "cpu.blas", "--kernel", "cpu.seq_naive", "--kernel", "cpu.seq_ikj",
+        "--shape", "600", "--repeats", "3", "--warmup", "0"]
+
+
+def _start(argv: list[str]) -> subprocess.Popen:
+    # A child of a non-interactive shell inherits SIGINT ignored; Python then installs no
+    # KeyboardInterrupt handler. Restore the default so that Ctrl-C reaches it.
+    return subprocess.Popen([sys.executable, "-m", "mmsuite.cli", *argv],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+
+
+@pytest.mark.parametrize("signum,status", [(signal.SIGINT, 130), (signal.SIGTERM, 143)])
+def test_a_signal_mid_run_keeps_every_finished_row_and_resume_completes_it(
+        tmp_path, signum, status) -> None:
+    path = tmp_path / "r.json"
+    journal = results.journal_path(path)
+    proc = _start(SLOW + ["--json", str(path)])
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline and proc.poll() is None:
+        if journal.exists() and len(journal.read_text().splitlines()) >= 2:  # header + a row
+            break
+        time.sleep(0.02)
+    proc.send_signal(signum)
+    out, err = proc.communicate(timeout=120)
+    assert proc.returncode == status, err
+    assert "--resume" in err and "Traceback" not in err
+    document = results.load(path)
+    saved = document["results"]
+    assert document["settings"]["interrupted"] == signal.Signals(signum).name
+    assert 1 <= len(saved) < 3 and all(r["status"] == "ok" for r in saved)
+    assert [r["kernel"] for r in saved] == [r["kernel"] for r in results.load_rows(journal)]
+
+    resumed = subprocess.run([sys.executable, "-m", "mmsuite.cli", *SLOW, "--resume", str(path)],
+                             capture_output=True, text=True, timeout=300)
+    assert resumed.returncode == 0, resumed.stderr
+    final = results.load(path)["results"]
+    assert [r["kernel"] for r in final] == ["cpu.blas", "cpu.seq_naive", "cpu.seq_ikj"]
+    assert final[0]["kernel_ms"] == saved[0]["kernel_ms"]  # taken over, not measured again
 
 
 def test_console_script_runs_as_a_process() -> None:
