@@ -2,9 +2,11 @@
 
 Kernels come from ``mmsuite.kernels(backend)`` and sizes from the ``sweep``
 preset: this package holds no second list of kernels. A kernel added to the
-catalogue is benchmarked on the next run; one that cannot run on the machine
-(no GPU, no OpenCL platform, rung missing from the built extension) is skipped
-by asv, with the catalogue's reason printed.
+catalogue is benchmarked on the next run. Only a kernel whose backend cannot
+run on the machine (no GPU, no OpenCL platform) or whose vendor library is not
+installed is skipped by asv, with the reason printed; a rung that fails to
+build (missing from the built extension, a compile error), raises or fails
+verification is *failed*, so that a broken build never reads as "n/a".
 
 Each (kernel, size) is measured once per benchmarked commit. asv runs every
 ``track_`` method of every parameter combination in a fresh interpreter (launch
@@ -13,10 +15,13 @@ method "spawn"), so the first ``track_`` method that needs a measurement calls
 directory, which asv shares between all benchmarks of that class for one
 commit and deletes afterwards; the remaining ``track_`` methods read them back.
 
-Timings are the medians reported by ``mmsuite.run``: a monotonic wall clock
-around the C call on the CPU, device events for the GPU backends (CUDA events,
-OpenCL profiling events) recorded on the stream and synchronised by the
-adapter before they are read. Nothing here adds a clock of its own.
+Timings are the medians reported by ``mmsuite.run`` under the engine's
+stopping rule (at least 10 samples and 0.5 s, until the robust noise is below
+0.5% or 15 s have passed): the engine's stable estimate, not a median of a
+fixed handful. ``MMSUITE_ASV_SAMPLING=quick`` selects the engine's quick rule
+(for tests and smoke runs). The clocks are the engine's: a monotonic wall clock
+around the C call on the CPU, device timers for the GPU backends. Nothing here
+adds a clock of its own.
 """
 
 from __future__ import annotations
@@ -37,13 +42,16 @@ SIZES: dict[str, tuple[int, ...]] = {
     "cuda": (1024, 4096),
 }
 
-#: (timed repeats, untimed warm-up runs) per backend. asv keeps one number per
-#: benchmark: the median of the repeats.
+#: (timed repeats, untimed warm-up runs) per backend. The repeats are used only
+#: with an mmsuite older than the stopping rule (asv may measure old commits).
 RUNS: dict[str, tuple[int, int]] = {
     "cpu": (5, 1),
     "opencl": (3, 1),
     "cuda": (10, 2),
 }
+
+#: Environment variable naming the engine's stopping rule: "default" or "quick".
+SAMPLING_ENV = "MMSUITE_ASV_SAMPLING"
 
 
 def problems(backend: str) -> dict[int, mmsuite.Problem]:
@@ -64,16 +72,45 @@ def _record_path(cache_dir: str, kernel_id: str, size: int) -> Path:
     return Path(cache_dir) / f"{kernel_id}-{size}.json"
 
 
+def skip_reason(kernel: mmsuite.Kernel) -> str:
+    """Why asv should skip ``kernel`` here: its backend cannot run on this machine, or it is a
+    vendor library that is not installed. Empty when the kernel must run; any other reason
+    it is unavailable (a rung missing from the build, a missing source) is a failure."""
+    from mmsuite.backends import get_backend
+
+    try:
+        reason = get_backend(kernel.backend).probe()
+    except Exception:  # the adapter itself does not load: a broken build, reported as failed
+        return ""
+    if reason:
+        return reason
+    return kernel.reason if kernel.reference else ""
+
+
+def _run_arguments(backend: str) -> dict[str, Any]:
+    """``mmsuite.run`` keywords: the engine's stopping rule, or fixed repeats before it."""
+    from mmsuite import measure as engine
+
+    repeats, warmup = RUNS[backend]
+    if not hasattr(engine, "QUICK_SAMPLING"):  # an mmsuite from before the stopping rule
+        return {"repeats": repeats, "warmup": warmup}
+    name = os.environ.get(SAMPLING_ENV, "default").strip().lower() or "default"
+    rules = {"default": engine.DEFAULT_SAMPLING, "quick": engine.QUICK_SAMPLING}
+    if name not in rules:
+        raise ValueError(f"{SAMPLING_ENV}={name!r}: expected one of {', '.join(rules)}")
+    return {"sampling": rules[name], "warmup": warmup}
+
+
 def measure(backend: str, kernel_id: str, size: int) -> dict[str, Any]:
     """Run one kernel once through ``mmsuite.run`` and return its figures (or why not)."""
     kernel = mmsuite.get(kernel_id)
+    skip = skip_reason(kernel)
+    if skip:
+        return {"skip": skip}
     if not kernel.available:
-        return {"skip": kernel.reason}
-    repeats, warmup = RUNS[backend]
+        return {"error": f"{kernel_id} cannot run: {kernel.reason}"}
     try:
-        m = mmsuite.run(kernel_id, problems(backend)[size], repeats=repeats, warmup=warmup)
-    except mmsuite.KernelUnavailable as exc:
-        return {"skip": str(exc)}
+        m = mmsuite.run(kernel_id, problems(backend)[size], **_run_arguments(backend))
     except Exception as exc:  # recorded so that every track_ method fails the same way
         return {"error": f"{type(exc).__name__}: {exc}"}
     if not m.ok:
@@ -93,9 +130,9 @@ def measure(backend: str, kernel_id: str, size: int) -> dict[str, Any]:
 def figures(cache_dir: str, backend: str, kernel_id: str, size: int) -> dict[str, float]:
     """The figures of (kernel, size) for this commit, measured on first use.
 
-    Raises NotImplementedError (asv: skipped) for a kernel that cannot run here
-    and RuntimeError (asv: failed) for an error or a failed verification, so
-    that no number is recorded for a wrong result.
+    Raises NotImplementedError (asv: skipped) for a kernel whose backend or vendor
+    library is missing here and RuntimeError (asv: failed) for a build failure, an
+    error or a failed verification, so that no number is recorded for a wrong result.
     """
     path = _record_path(cache_dir, kernel_id, size)
     if path.exists():
@@ -133,7 +170,7 @@ class _KernelSuite:
         self.figures = figures(cache_dir, self.backend, kernel_id, size)
 
     def track_kernel_ms(self, cache_dir: str, kernel_id: str, size: int) -> float:
-        """Kernel-only time (median of the repeats), ms."""
+        """Kernel-only time (median of the samples, under the engine's stopping rule), ms."""
         return self.figures["kernel_ms"]
 
     def track_host_to_host_ms(self, cache_dir: str, kernel_id: str, size: int) -> float:

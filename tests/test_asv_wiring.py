@@ -55,7 +55,8 @@ def _write_conf(path: Path, repo: Path, work: Path) -> Path:
 def asv_env(tmp_path_factory) -> dict[str, str]:
     """Environment for asv: a private HOME holding a machine description (no prompt)."""
     home = tmp_path_factory.mktemp("asv-home")
-    env = dict(os.environ, HOME=str(home))
+    # The engine's quick stopping rule keeps the suite's runs to seconds.
+    env = dict(os.environ, HOME=str(home), MMSUITE_ASV_SAMPLING="quick")
     if env.get("PYTHONPATH"):  # asv clears PYTHONPATH in its benchmark processes
         env["ASV_PYTHONPATH"] = env["PYTHONPATH"]
     _asv(["machine", "--yes", "--machine", MACHINE], cwd=ROOT, env=env)
@@ -89,7 +90,11 @@ def test_config_matches_the_layout() -> None:
     assert conf["launch_method"] == "spawn"
     assert any("pip wheel" in cmd and "{build_cache_dir}" in cmd for cmd in conf["build_command"])
     assert any("{wheel_file}" in cmd for cmd in conf["install_command"])
-    assert {"setuptools", "wheel", "cffi"} <= set(conf["matrix"]["req"])
+    req = conf["matrix"]["req"]
+    assert {"setuptools", "wheel", "cffi"} <= set(req)
+    # numpy (and so OpenBLAS, the CPU reference) is pinned; OpenCL is tracked by default.
+    assert len(req["numpy"]) == 1 and req["numpy"][0][:1].isdigit()
+    assert "pyopencl" in req
 
 
 def _import_benchmarks():
@@ -122,6 +127,7 @@ def test_suites_cover_the_catalogue() -> None:
 def test_suite_measures_once_and_refuses_wrong_results(tmp_path: Path, monkeypatch) -> None:
     import mmsuite
 
+    monkeypatch.setenv("MMSUITE_ASV_SAMPLING", "quick")
     _suite = _import_benchmarks()[0]
     good = _suite.figures(str(tmp_path), "cpu", "cpu.blas", 256)
     assert good["kernel_ms"] > 0 and good["host_to_host_ms"] >= good["kernel_ms"]
@@ -133,23 +139,60 @@ def test_suite_measures_once_and_refuses_wrong_results(tmp_path: Path, monkeypat
         max_rel_err = 0.5
         verdict = type("Verdict", (), {"reason": "error above tolerance"})()
 
-    def wrong_run(kernel_id, problem, repeats, warmup):
-        calls.append(kernel_id)
+    def wrong_run(kernel_id, problem, **kwargs):
+        calls.append((kernel_id, kwargs["sampling"].name))
         return Wrong()
 
     monkeypatch.setattr(mmsuite, "run", wrong_run)
     for _ in range(3):  # every track_ method fails, the kernel runs once
         with pytest.raises(RuntimeError, match="failed verification"):
             _suite.figures(str(tmp_path), "cpu", "cpu.blas", 512)
-    assert calls == ["cpu.blas"]
+    assert calls == [("cpu.blas", "quick")]
 
-    def unavailable_run(kernel_id, problem, repeats, warmup):
-        raise mmsuite.KernelUnavailable("no device here")
 
-    monkeypatch.setattr(mmsuite, "run", unavailable_run)
+def test_suite_uses_the_stopping_rule_and_rejects_unknown_rules(monkeypatch) -> None:
+    from mmsuite import measure
+
+    _suite = _import_benchmarks()[0]
+    monkeypatch.delenv("MMSUITE_ASV_SAMPLING", raising=False)
+    assert _suite._run_arguments("cpu")["sampling"] == measure.DEFAULT_SAMPLING
+    monkeypatch.setenv("MMSUITE_ASV_SAMPLING", "often")
+    with pytest.raises(ValueError, match="MMSUITE_ASV_SAMPLING='often'"):
+        _suite._run_arguments("cpu")
+
+
+def test_only_a_missing_backend_or_library_skips(tmp_path: Path, monkeypatch) -> None:
+    """A rung that fails to build fails in asv; a backend this machine lacks is skipped."""
+    import mmsuite
+    from mmsuite.backends.cpu import CpuBackend
+
+    _suite = _import_benchmarks()[0]
+
+    def not_built(self, kernel):
+        return f"{kernel.entry} is not in the built extension"
+
+    monkeypatch.setattr(CpuBackend, "kernel_reason", not_built)
+    with pytest.raises(RuntimeError, match="not in the built extension"):
+        _suite.figures(str(tmp_path), "cpu", "cpu.omp_packed", 256)
+
+    def build_error(kernel_id, problem, **kwargs):
+        raise mmsuite.KernelUnavailable(f"{kernel_id}: build failed: error: expected ';'")
+
+    monkeypatch.undo()
+    monkeypatch.setattr(mmsuite, "run", build_error)
+    (tmp_path / "raised").mkdir()
+    with pytest.raises(RuntimeError, match="build failed"):
+        _suite.figures(str(tmp_path / "raised"), "cpu", "cpu.omp_packed", 256)
+
+    missing = [k for k in mmsuite.kernels() if k.backend != "cpu" and not k.available
+               and _suite.skip_reason(k)]
+    if not missing:
+        pytest.skip("every backend runs here: nothing to skip")
     (tmp_path / "other").mkdir()
-    with pytest.raises(NotImplementedError, match="no device here"):
-        _suite.figures(str(tmp_path / "other"), "cpu", "cpu.blas", 256)
+    kernel = missing[0]
+    with pytest.raises(NotImplementedError):
+        _suite.figures(str(tmp_path / "other"), kernel.backend, kernel.id,
+                       _suite.SIZES[kernel.backend][0])
 
 
 def test_asv_check(tmp_path: Path, asv_env: dict[str, str]) -> None:
