@@ -4,8 +4,8 @@
  * (C[i][:] += a_il * B[l][:]) instead of keeping one dot product per element,
  * so they start each block of C from beta * C (or from zero when beta == 0,
  * never reading C: it may hold NaN) and fold alpha into the element of A they
- * broadcast. omp_packed falls back on ladder_tile if its packing buffers
- * cannot be allocated.
+ * broadcast. omp_packed fails (C set to NaN, errno ENOMEM) rather than fall
+ * back on another loop when its packing buffers cannot be allocated.
  */
 #ifndef LADDER_H
 #define LADDER_H
