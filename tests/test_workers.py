@@ -9,11 +9,13 @@ from __future__ import annotations
 import functools
 import os
 import time
+from types import MappingProxyType
 
 import pytest
 
 from mmsuite import Problem, catalogue, workers
 from mmsuite.backends import RunOptions
+from mmsuite.catalogue import Kernel
 from mmsuite.sweep import sweep
 
 QUICK = {"repeats": 1, "warmup": 0}
@@ -87,3 +89,72 @@ def test_check_host_memory_refuses_what_does_not_fit(monkeypatch) -> None:
     workers.check_host_memory(Problem(512, 512, 512))
     with pytest.raises(workers.HostMemoryError, match=r"20000x20000x20000 needs about \d+"):
         workers.check_host_memory(Problem(20000, 20000, 20000))
+
+
+# ----------------------------------------------------------- planted CUDA kernels
+# Test-only kernels (tests/planted/*.cu), never in the catalogue: the worker job
+# below makes the catalogue find them inside the worker process.
+def _planted(name: str, adds: str) -> Kernel:
+    return Kernel(id=f"cuda.planted_{name}", backend="cuda", rung=90, parent=None, adds=adds,
+                  seed="test", source=f"tests/planted/{name}.cu", entry=f"mm_planted_{name}",
+                  layout="col", launch=MappingProxyType({"block": (16, 16)}))
+
+
+PLANTED = {k.id: k for k in (_planted("illegal_address", "writes 2^40 floats past C"),
+                              _planted("spin_forever", "never returns"))}
+_catalogue_get = catalogue.get
+
+
+def _get_with_planted(kernel_id: str) -> Kernel:
+    return PLANTED[kernel_id] if kernel_id in PLANTED else _catalogue_get(kernel_id)
+
+
+def measure_with_planted(kernel_id, problem, options, run_kwargs):
+    """The real job, in a worker whose catalogue also knows the planted kernels."""
+    catalogue.get = _get_with_planted
+    return workers.measure_job(kernel_id, problem, options, run_kwargs)
+
+
+CUDA = catalogue.get("cuda.01_naive").available
+PLANTED_TIMEOUT_S = 30
+
+
+@pytest.mark.skipif(not CUDA, reason="needs a CUDA GPU")
+@pytest.mark.parametrize("shape", [(35, 79, 19), (257, 129, 65)])
+def test_planted_crash_and_hang_cost_one_row_each_on_the_gpu(shape) -> None:
+    real = ["cuda.01_naive", "cuda.07_blocktile_2d", "cuda.10_prefetch", "cuda.20_tuned",
+            "cuda.cublas"]
+    kernels = [catalogue.get(real[0]), PLANTED["cuda.planted_illegal_address"],
+               catalogue.get(real[1]), catalogue.get(real[2]),
+               PLANTED["cuda.planted_spin_forever"], catalogue.get(real[3]),
+               catalogue.get(real[4])]
+    rows = sweep(kernels, [Problem(*shape)], options=RunOptions(), job=measure_with_planted,
+                 timeout=PLANTED_TIMEOUT_S, repeats=3, warmup=1)
+    by_id = {r.kernel.id: r for r in rows}
+    for row in rows:  # shown when the test fails, and with -s
+        print(f"{row.kernel.id:32} {row.status:6} {row.reason}")
+    assert [r.kernel.id for r in rows] == [k.id for k in kernels]
+    crash, hang = by_id["cuda.planted_illegal_address"], by_id["cuda.planted_spin_forever"]
+    assert crash.status == "error" and "illegal" in crash.reason.lower()
+    assert hang.status == "error"
+    assert hang.reason == f"timed out after {PLANTED_TIMEOUT_S} s; its worker was killed"
+    assert all(by_id[k].status == "ok" for k in real), [(k, by_id[k].reason) for k in real]
+
+
+@pytest.mark.skipif(not CUDA, reason="needs a CUDA GPU")
+def test_the_cuda_ladder_spreads_over_every_gpu() -> None:
+    import cupy
+
+    count = cupy.cuda.runtime.getDeviceCount()
+    if count < 2:
+        pytest.skip("needs two GPUs")
+    kernels = catalogue.kernels("cuda")
+    problems = [Problem(s, s, s) for s in (256, 384, 512, 640)]
+    rows = sweep(kernels, problems, options=RunOptions(), devices=list(range(count)),
+                 repeats=3, warmup=1)
+    assert [(r.kernel.id, r.problem) for r in rows] == [(k.id, p) for p in problems
+                                                        for k in kernels]
+    measured = [r for r in rows if r.status != "unavailable"]
+    assert all(r.status == "ok" for r in measured), [(r.kernel.id, r.reason) for r in measured
+                                                     if r.status != "ok"]
+    assert {r.to_record()["device"] for r in measured} == set(range(count))
