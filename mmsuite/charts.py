@@ -75,6 +75,11 @@ def _fmt_value(value: float) -> str:
     return f"{value:.3g}" if value < 100 else f"{value:.0f}"
 
 
+def _times(value: float) -> str:
+    """A speedup as text: x0.95, x21.4, x242, x28900."""
+    return f"x{value:.2f}" if value < 10 else f"x{value:.1f}" if value < 100 else f"x{value:.0f}"
+
+
 def _log_ticks(ax, axis: str, lo: float, hi: float) -> None:
     """Plain-number ticks (1, 2, 5, 10, 20, ...) on a log axis instead of 10^k."""
     ticks = []
@@ -135,9 +140,9 @@ def ladder_chart(group: list[dict], title: str = "", context: list[dict] | None 
                 xerr=xerr, error_kw={"ecolor": "black", "capsize": 3, "lw": 1})
         ratios = []
         if row["x_parent"] is not None:
-            ratios.append(f"x{row['x_parent']:.2f} parent")
+            ratios.append(f"{_times(row['x_parent'])} parent")
         if row["x_base"] is not None and row["base"] != record["kernel"]:
-            ratios.append(f"x{row['x_base']:.3g} base")
+            ratios.append(f"{_times(row['x_base'])} base")
         if noisy:
             ratios.append("noisy")
         label = _fmt_value(value) + (f" ({', '.join(ratios)})" if ratios else "")
@@ -265,6 +270,9 @@ def transfer_chart(group: list[dict], title: str = "") -> Figure | None:
     rows = [r for r in group if has_transfers(r)]
     if not rows:
         return None
+    scale, unit = _unit(rows)
+    left_out = [r for r in group if r["status"] != "ok" and r["backend"] in {x["backend"]
+                                                                            for x in rows}]
     pinned = next((r["transfers"] for r in rows if isinstance(r.get("transfers"), dict)
                    and r["transfers"]), None)
     fig = _figure(12.0 if pinned else 10.0, 1.6 + 0.42 * len(rows))
@@ -285,15 +293,16 @@ def transfer_chart(group: list[dict], title: str = "") -> Figure | None:
         totals.append(left)
         kernel_only, h2h = r.get("gflops"), r.get("host_gflops")
         if _finite(kernel_only) and _finite(h2h):
-            ax.text(left * 1.02, pos, f"{_fmt_value(kernel_only)} GFLOP/s kernel, "
-                    f"{_fmt_value(h2h)} host-to-host", va="center", fontsize=8)
+            ax.text(left * 1.02, pos, f"{_fmt_value(kernel_only / scale)} {unit} kernel only, "
+                    f"{_fmt_value(h2h / scale)} host-to-host", va="center", fontsize=8)
     ax.set_xlim(0, max(totals) * 1.9)
     ax.set_yticks(y)
     ax.set_yticklabels([r["kernel"] for r in rows], fontsize=9)
     ax.set_xlabel("ms (medians): h2d + kernel + d2h")
     ax.grid(axis="x", alpha=0.3)
     ax.legend(fontsize=8, loc="lower right")
-    ax.set_title(title or problem_label(group[0]), fontsize=11, loc="left")
+    note = f" ({len(left_out)} kernels without a valid time not shown)" if left_out else ""
+    ax.set_title((title or problem_label(group[0])) + note, fontsize=11, loc="left")
     if bx is not None:
         kinds = [k for k in ("pageable", "pinned") if isinstance(pinned.get(k), dict)]
         for j, (key, colour) in enumerate((("h2d_gbps", "#ff7f0e"), ("d2h_gbps", "#9467bd"))):
@@ -356,7 +365,8 @@ def summary_chart(records: list[dict], title: str = "") -> Figure | None:
                 ax.bar(x, value, width=width * 0.92, color=colour)
                 text = record["kernel"].split(".", 1)[-1]
                 if seq is not None and slot != "seq":
-                    text += f"\nx{seq['kernel_ms']['median'] / record['kernel_ms']['median']:.3g}"
+                    text += "\n" + _times(seq["kernel_ms"]["median"]
+                                           / record["kernel_ms"]["median"])
                 ax.text(x, value * 1.08, text, ha="center", va="bottom", fontsize=7.5)
             else:
                 ax.text(x, 0, "none ok", ha="center", va="bottom", fontsize=7, rotation=90,

@@ -2,10 +2,16 @@
 
 from __future__ import annotations
 
+import json
 import math
+from pathlib import Path
+
+import pytest
 
 from mmsuite import Problem
-from mmsuite.report import render_markdown, table_rows
+from mmsuite.report import render_markdown, render_rich, table_rows
+
+FIXTURE = Path(__file__).parent / "fixtures" / "report_cpu_opencl.json"
 
 
 def _record(kernel: str, backend: str, parent: str | None, ms: float | None,
@@ -76,3 +82,64 @@ def test_profile_columns_add_static_and_dynamic_shared_memory() -> None:
     row = table_rows([record])[0]
     assert (row["regs"], row["smem"], row["local"]) == (128, 55296, 0)
     assert "spill B" in render_markdown([record])
+
+
+# ---------------------------------------------------------------- the terminal table
+def _printed(records: list[dict], width: int, wide: bool = False) -> str:
+    from rich.console import Console
+
+    console = Console(width=width, record=True, markup=False, color_system=None)
+    render_rich(records, console, wide=wide)
+    return console.export_text()
+
+
+def test_default_table_fits_100_columns_and_never_wraps_ids() -> None:
+    records = json.loads(FIXTURE.read_text())["results"]
+    text = _printed(records, 100)
+    lines = text.splitlines()
+    assert max(len(line.rstrip()) for line in lines) <= 100
+    for record in records:
+        assert any(line.startswith(record["kernel"] + " ") for line in lines)
+    header = next(line for line in lines if line.startswith("kernel"))
+    assert header.split() == ["kernel", "ms", "GFLOP/s", "noise", "x", "parent", "%", "ref",
+                              "%", "peak", "status"]
+
+
+def test_long_reasons_become_footnotes_and_wide_keeps_them_inline() -> None:
+    reason = "pyclblast is not installed (optional: `pip install pyclblast`, needs CLBlast)"
+    records = [_record("cpu.blas", "cpu", None, 1.0),
+               _record("opencl.clblast", "opencl", None, None, status="unavailable"),
+               _record("opencl.naive", "opencl", None, None, status="unavailable")]
+    for record in records[1:]:
+        record["reason"] = reason
+    lines = _printed(records, 100).splitlines()
+    assert [line.split()[-2:] for line in lines if line.startswith("opencl.")] == \
+        [["unavailable", "[1]"]] * 2  # one note for one reason
+    assert f"[1] {reason}" in " ".join(line.strip() for line in lines)
+    assert "unavailable: pyclblast" in _printed(records, 250, wide=True)
+
+
+def test_noise_peak_and_invalid_rows() -> None:
+    ok = _record("cuda.cublas", "cuda", None, 2.0)
+    ok["kernel_ms"]["samples"] = [1.9, 2.0, 2.0, 2.1, 2.6]  # no recorded noise: from samples
+    ok["peak_gflops"] = ok["gflops"] * 4
+    over = _record("cuda.01_naive", "cuda", None, 0.5, status="invalid")
+    over["reason"] = "measurement error: above peak"
+    over["pct_peak"] = 150.0
+    rows = {r["kernel"]: r for r in table_rows([ok, over])}
+    assert math.isclose(rows["cuda.cublas"]["noise"], 1.4826 * 0.1 / 2.0)
+    assert math.isclose(rows["cuda.cublas"]["pct_peak"], 25.0)
+    invalid = rows["cuda.01_naive"]
+    assert invalid["kernel_ms"] == 0.5 and invalid["pct_peak"] == 150.0
+    # A time above peak is never shown as throughput or as a speedup.
+    assert invalid["gflops"] is None and invalid["x_base"] is None and invalid["pct_ref"] is None
+    assert rows["cuda.cublas"]["base"] is None  # nor as the base of anything
+
+
+def test_console_width_in_a_pipe(monkeypatch: pytest.MonkeyPatch) -> None:
+    from mmsuite.cli import _console
+
+    monkeypatch.delenv("COLUMNS", raising=False)
+    assert _console().width == 100
+    monkeypatch.setenv("COLUMNS", "132")
+    assert _console().width == 132

@@ -1,0 +1,209 @@
+"""The published report (mmsuite.report_html): files, content, figures, self-containment, and
+what a real browser makes of it.
+
+Fixtures: ``report_cpu_opencl.json`` is a real run of the CPU and OpenCL ladders at 64 and
+128 on a 2-core machine; ``report_h100_synthetic.json`` holds synthetic records shaped like
+an H100 run (every status, noisy rows, transfers with pageable and pinned memory).
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import re
+import shutil
+import subprocess
+import xml.etree.ElementTree as ET
+from pathlib import Path
+
+import pytest
+
+from mmsuite import report_html
+from mmsuite.cli import main
+from mmsuite.report import problem_label
+
+FIXTURES = Path(__file__).parent / "fixtures"
+CPU = FIXTURES / "report_cpu_opencl.json"
+H100 = FIXTURES / "report_h100_synthetic.json"
+
+
+def _records(path: Path) -> list[dict]:
+    return json.loads(path.read_text())["results"]
+
+
+@pytest.fixture(scope="module")
+def merged(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    out = tmp_path_factory.mktemp("merged")
+    report_html.build([CPU, H100], out)
+    return out
+
+
+def test_report_names_every_kernel_and_problem(tmp_path: Path) -> None:
+    index = report_html.build([CPU], tmp_path)
+    page = index.read_text()
+    markdown = (tmp_path / "report.md").read_text()
+    for record in _records(CPU):
+        assert record["kernel"] in page and record["kernel"] in markdown
+        assert problem_label(record) in page and problem_label(record) in markdown
+    assert "Where it ran" in markdown and "AMD EPYC" in markdown  # the environment header
+
+
+def test_csv_has_one_row_per_kernel_problem_and_machine(merged: Path) -> None:
+    with (merged / "results.csv").open() as fh:
+        rows = list(csv.DictReader(fh))
+    assert len(rows) == len(_records(CPU)) + len(_records(H100))
+    assert {r["machine"] for r in rows} == {"AMD EPYC (2 cores)", "NVIDIA H100 80GB HBM3"}
+    keys = {(r["machine"], r["kernel"], r["m"]) for r in rows}
+    assert len(keys) == len(rows)
+    invalid = next(r for r in rows if r["status"] == "invalid")
+    assert invalid["gflops"] == "" and invalid["reason"].startswith("measurement error:")
+    assert float(invalid["pct_peak"]) > 100
+
+
+def test_figures_are_valid_png_and_svg(merged: Path) -> None:
+    from PIL import Image
+
+    pngs = sorted((merged / "figures").glob("*.png"))
+    svgs = sorted((merged / "figures").glob("*.svg"))
+    assert pngs and [p.stem for p in pngs] == [s.stem for s in svgs]
+    for png in pngs:
+        with Image.open(png) as image:
+            image.verify()
+            assert image.format == "PNG"
+    for svg in svgs:
+        assert ET.parse(svg).getroot().tag == "{http://www.w3.org/2000/svg}svg"
+    names = " ".join(p.stem for p in pngs)
+    for kind in ("ladder", "sweep", "transfers", "summary"):
+        assert kind in names
+    # The Markdown links each PNG, by a path relative to report.md.
+    markdown = (merged / "report.md").read_text()
+    for png in pngs:
+        assert f"](figures/{png.name})" in markdown
+
+
+def test_html_is_self_contained(merged: Path) -> None:
+    page = (merged / "index.html").read_text()
+    assert not re.search(r"""(?:src|href)\s*=\s*["']?\s*(?:https?:)?//""", page, re.IGNORECASE)
+    assert "@import" not in page and "<link" not in page.lower()
+    assert "url(http" not in page and "<script" not in page.lower()
+    # Every figure is inlined.
+    assert page.count("<svg") == len(list((merged / "figures").glob("*.svg")))
+
+
+def test_merged_report_shows_the_gpu_ladder_transfers_and_statuses(merged: Path) -> None:
+    markdown = (merged / "report.md").read_text()
+    assert "## Ladders on NVIDIA H100 80GB HBM3" in markdown
+    assert "## Ladders on AMD EPYC (2 cores)" in markdown
+    assert "transfers-nvidia-h100-80gb-hbm3-4096x4096x4096" in markdown
+    assert "summary-nvidia-h100-80gb-hbm3" in markdown
+    # Statuses keep their reasons in the tables.
+    assert "invalid: measurement error:" in markdown
+    assert "error: CUDADriverError" in markdown
+    assert "SM clock (MHz) | 1980" in markdown
+
+
+def test_machines_side_by_side(tmp_path: Path) -> None:
+    other = json.loads(CPU.read_text())
+    other["environment"]["cpu"] = "Other CPU"
+    for record in other["results"]:
+        if record["status"] == "ok":
+            record["kernel_ms"]["median"] *= 2
+            record["gflops"] /= 2
+    copy = tmp_path / "other.json"
+    copy.write_text(json.dumps(other))
+    report_html.build([CPU, copy], tmp_path / "out")
+    figures = {p.stem for p in (tmp_path / "out" / "figures").glob("*.svg")}
+    assert "machines-cpu-64x64x64-row-major" in figures
+    assert "machines-opencl-128x128x128-row-major" in figures
+
+
+def test_newer_file_wins_for_the_same_machine_kernel_and_problem(tmp_path: Path) -> None:
+    newer = json.loads(CPU.read_text())
+    newer["environment"]["created"] = "2099-01-01T00:00:00+00:00"
+    newer["results"] = [r for r in newer["results"] if r["kernel"] == "cpu.seq_naive"]
+    newer["results"][0]["kernel_ms"]["median"] = 123.0
+    path = tmp_path / "newer.json"
+    path.write_text(json.dumps(newer))
+    records = report_html.merge(report_html.load_runs([path, CPU]))
+    naive = [r for r in records if r["kernel"] == "cpu.seq_naive"]
+    assert len(naive) == 2  # two problems
+    assert sorted(r["kernel_ms"]["median"] for r in naive)[-1] == 123.0
+    assert len(records) == len(_records(CPU))
+
+
+def test_baseline_adds_compare_verdicts(tmp_path: Path) -> None:
+    report_html.build([CPU], tmp_path, baseline=CPU)
+    markdown = (tmp_path / "report.md").read_text()
+    assert "## Against the baseline report_cpu_opencl.json" in markdown
+    assert "| verdict |" in markdown
+    assert "| cpu.omp_packed |" in markdown
+
+
+def test_asv_history_through_asv_results(tmp_path: Path) -> None:
+    from tests.test_history import C1, C2, D1, D2, _benchmarks_json, _result_file, _write
+
+    root = tmp_path / "results"
+    root.mkdir()
+    (root / "benchmarks.json").write_text(json.dumps(_benchmarks_json()))
+    name = "sgemm_cpu.CpuKernels.track_kernel_ms"
+    params = [["'cpu.blas'", "'cpu.seq_naive'"], ["256", "512"]]
+    _write(root, "box", C1, _result_file(C1, D1, {name: [[0.2, 1.4, 13.0, None], params, "1"]}))
+    _write(root, "box", C2, _result_file(C2, D2, {name: [[0.3, 1.5, 14.0, 270.0], params, "1"]}))
+    report_html.build([CPU], tmp_path / "out", asv_dir=root)
+    markdown = (tmp_path / "out" / "report.md").read_text()
+    assert "](figures/history-cpu.png)" in markdown
+    assert "cpu.seq_naive [box] size=512: 1 commits 2026-11-21 .. 2026-11-21" in markdown
+    assert "failed at aaaaaaaa (2026-11-20)" in markdown
+
+
+def test_report_command_writes_the_directory(tmp_path: Path,
+                                             capsys: pytest.CaptureFixture) -> None:
+    assert main(["report", str(CPU), str(H100), "--out", str(tmp_path / "r")]) == 0
+    assert "report written to" in capsys.readouterr().out
+    for name in ("index.html", "report.md", "results.csv"):
+        assert (tmp_path / "r" / name).stat().st_size > 1000
+    assert main(["report", str(CPU), "--out", str(tmp_path / "r"),
+                 "--baseline", str(tmp_path / "missing.json")]) == 2
+    assert "no such result file" in capsys.readouterr().err
+
+
+def test_run_report_writes_results_and_report(tmp_path: Path,
+                                              capsys: pytest.CaptureFixture) -> None:
+    out = tmp_path / "rep"
+    assert main(["run", "--backend", "cpu", "--kernel", "cpu.seq_*", "--sizes", "8,16",
+                 "--repeats", "2", "--warmup", "0", "--report", str(out)]) == 0
+    capsys.readouterr()
+    saved = json.loads((out / "results.json").read_text())
+    assert sorted({r["problem"]["m"] for r in saved["results"]}) == [8, 16]
+    assert (out / "figures" / "sweep-{}-cpu.svg".format(
+        report_html._slug(report_html.machine_label(saved["environment"])))).is_file()
+
+
+# ---------------------------------------------------------------- a real browser
+CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
+
+
+def _chromium(tmp_path: Path, *args: str) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu",
+         "--disable-background-networking", "--disable-component-update", "--disable-sync",
+         "--no-first-run", f"--user-data-dir={tmp_path / 'profile'}", *args],
+        capture_output=True, text=True, timeout=120)
+
+
+@pytest.mark.skipif(CHROMIUM is None, reason="chromium is not installed (Debian: apt-get "
+                    "install chromium); the browser check of the HTML report needs it")
+def test_chromium_renders_the_report(merged: Path, tmp_path: Path) -> None:
+    from PIL import Image, ImageStat
+
+    url = (merged / "index.html").resolve().as_uri()
+    shot = tmp_path / "shot.png"
+    proc = _chromium(tmp_path, f"--screenshot={shot}", "--window-size=1200,2000", url)
+    assert shot.is_file(), proc.stderr[-2000:]
+    with Image.open(shot) as image:
+        assert image.size == (1200, 2000)
+        # A blank page has no variance; the report's text, tables and charts have plenty.
+        assert max(ImageStat.Stat(image.convert("L")).stddev[:1]) > 20
+    dom = _chromium(tmp_path, "--dump-dom", url).stdout
+    assert dom.count("<svg") == len(list((merged / "figures").glob("*.svg")))
+    assert "cuda.20_tuned" in dom and "opencl.regblock_vec" in dom
