@@ -117,13 +117,14 @@ class Row:
     why: str
     ratio: float | None = None
     p_value: float | None = None
+    key: tuple = ()
 
 
 @dataclass
 class Comparison:
     rows: list[Row]
-    only_base: list[tuple[str, str]] = field(default_factory=list)
-    only_new: list[tuple[str, str]] = field(default_factory=list)
+    only_base: list[tuple[str, str, str]] = field(default_factory=list)
+    only_new: list[tuple[str, str, str]] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
 
     def count(self, verdict: str) -> int:
@@ -176,16 +177,24 @@ def _problem_label(problem: dict) -> str:
     return label + (f" ({', '.join(extras)})" if extras else "")
 
 
-def _key(record: dict) -> tuple[str, str]:
+Key = tuple[str, str, str]
+
+
+def _key(record: dict) -> Key:
+    """(kernel, problem as shown, device): rows on different devices are not compared.
+
+    A GPU index is shown with the problem; a device named by a label (OpenCL) is
+    only shown for rows found on one side."""
     label = _problem_label(record.get("problem") or {})
-    if record.get("device") is not None:
-        label += f" @ device {record['device']}"
+    device = record.get("device")
+    if isinstance(device, int) and not isinstance(device, bool):
+        label += f" @ device {device}"
     if record.get("l2") not in (None, "warm"):
         label += f" (L2 {record['l2']})"
-    return str(record.get("kernel")), label
+    return str(record.get("kernel")), label, "" if device is None else str(device)
 
 
-def load_records(path: Path) -> tuple[dict[tuple[str, str], dict], dict]:
+def load_records(path: Path) -> tuple[dict[Key, dict], dict]:
     """The records of one result file keyed by kernel x problem, and the document.
 
     Raises ValueError naming the file when it is unreadable or holds no samples.
@@ -227,9 +236,9 @@ def compare(base_path: Path, new_path: Path, threshold: float = DEFAULT_THRESHOL
         if b.status == n.status == "unavailable":
             continue
         verdict, why, ratio, p = judge(b, n, threshold, alpha)
-        rows.append(Row(key[0], key[1], b, n, verdict, why, ratio, p))
+        rows.append(Row(key[0], key[1], b, n, verdict, why, ratio, p, key))
     order = {k: i for i, k in enumerate(list(base) + list(new))}
-    rows.sort(key=lambda r: order[(r.kernel, r.problem)])
+    rows.sort(key=lambda r: order[r.key])
     if not rows:
         raise ValueError(f"{base_path} and {new_path} share no measured kernel x problem")
     return Comparison(rows, sorted(base.keys() - new.keys()), sorted(new.keys() - base.keys()),
@@ -270,8 +279,9 @@ def summary(result: Comparison, threshold: float) -> str:
 def _missing_lines(result: Comparison) -> list[str]:
     lines = []
     for side, keys in (("BASE", result.only_base), ("NEW", result.only_new)):
-        for kernel, problem in keys:
-            lines.append(f"only in {side}: {kernel} @ {problem}")
+        for kernel, problem, device in keys:
+            shown = f" on {device}" if device and device not in problem else ""
+            lines.append(f"only in {side}: {kernel} @ {problem}{shown}")
     return lines
 
 

@@ -125,8 +125,8 @@ def test_files_compare_row_by_row(tmp_path: Path) -> None:
     assert [(r.kernel, r.problem, r.verdict) for r in result.rows] == [
         ("cpu.a", "512x512x512", "same"), ("cpu.b", "512x512x512", "slower"),
         ("cpu.a", "1024x1024x1024", "faster")]
-    assert result.only_base == [("cpu.gone", "512x512x512")]
-    assert result.only_new == [("cpu.added", "512x512x512")]
+    assert result.only_base == [("cpu.gone", "512x512x512", "")]
+    assert result.only_new == [("cpu.added", "512x512x512", "")]
     assert "setting threads: 2 in BASE, 1 in NEW" in result.notes
     assert result.exit_status == 1
 
@@ -181,3 +181,15 @@ def test_old_files_without_noise_fields_compare(tmp_path: Path) -> None:
     assert result.rows[0].verdict == "same"
     assert result.rows[0].base.noise == pytest.approx(0.01, rel=0.5)  # from the samples
 
+
+
+def test_rows_on_different_devices_are_not_compared(tmp_path: Path) -> None:
+    pocl = {**record("opencl.naive", timings(1.0, 0.01, seed=1)), "device": "0: PoCL CPU"}
+    nvidia = {**record("opencl.naive", timings(0.1, 0.01, seed=2)), "device": "1: NVIDIA H100"}
+    gpu0 = {**record("cuda.k", timings(1.0, 0.01, seed=3)), "device": 0}
+    result = compare.compare(write(tmp_path / "a.json", [pocl, gpu0]),
+                             write(tmp_path / "b.json", [nvidia, gpu0]))
+    assert [(r.kernel, r.problem, r.verdict) for r in result.rows] == [
+        ("cuda.k", "512x512x512 @ device 0", "same")]
+    assert "only in BASE: opencl.naive @ 512x512x512 on 0: PoCL CPU" in \
+        compare.render_markdown(result, 0.05)
