@@ -12,6 +12,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
 
+from .launch import CudaLaunch
+
 ANY_SIZE = "any M, N, K >= 1; any batch; row and col layouts"
 
 
@@ -20,8 +22,9 @@ class Kernel:
     """One rung of a ladder.
 
     ``layout`` is the layout the kernel is written for; the adapter serves the
-    other one by swapping operands. ``launch`` is the backend-specific launch
-    geometry (tile sizes, threads per block, ...), read by that backend only.
+    other one by swapping operands. ``launch`` is the backend's typed launch
+    data (``mmsuite.launch.CudaLaunch`` for CUDA rungs; OpenCL geometries per
+    device type), read by that backend only.
     """
 
     id: str
@@ -35,7 +38,7 @@ class Kernel:
     layout: str = "row"
     constraints: str = ANY_SIZE
     reference: bool = False
-    launch: Mapping = field(default_factory=lambda: MappingProxyType({}))
+    launch: Mapping | CudaLaunch = field(default_factory=lambda: MappingProxyType({}))
 
     @property
     def name(self) -> str:
@@ -55,7 +58,7 @@ class Kernel:
 
 def _k(id: str, rung: int, parent: str | None, adds: str, seed: str, **kw) -> Kernel:
     backend = id.split(".", 1)[0]
-    if "launch" in kw:
+    if isinstance(kw.get("launch"), Mapping):
         kw["launch"] = MappingProxyType(dict(kw["launch"]))
     return Kernel(id=id, backend=backend, rung=rung, parent=parent, adds=adds, seed=seed, **kw)
 
@@ -192,9 +195,12 @@ STRIP_SIZES = ("any M, K >= 1; N up to 65535 x the columns a block covers; any b
 
 
 def _cu(id: str, rung: int, parent: str | None, adds: str, seed: str, source: str,
-        **kw) -> Kernel:
+        launch: CudaLaunch | Mapping | None = None, **kw) -> Kernel:
+    """A CUDA rung; ``launch`` is a ``CudaLaunch`` or the keyword arguments of one."""
     kw.setdefault("entry", f"mm_{id[5:]}")
-    return _k(id, rung, parent, adds, seed, source=f"cuda/{source}.cu", **kw)
+    if not isinstance(launch, CudaLaunch):
+        launch = CudaLaunch(**dict(launch or {}))
+    return _k(id, rung, parent, adds, seed, source=f"cuda/{source}.cu", launch=launch, **kw)
 
 
 def _strip(id: str, rung: int, parent: str, adds: str, source: str, width: int,

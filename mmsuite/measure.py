@@ -37,6 +37,8 @@ DEFAULT_REPEATS = 5
 DEFAULT_WARMUP = 1
 # Robust noise: 1.4826 * MAD estimates the standard deviation of normal data.
 MAD_TO_SIGMA = 1.4826
+# A timer may refuse a sample (None) and ask for it again, at most this many times in a row.
+MAX_RETAKES = 16
 
 
 @dataclass(frozen=True)
@@ -155,13 +157,18 @@ class Sampled:
 
 
 def _sample(session: Session, timer: Timer, cold: bool) -> float:
-    session.reset_c()
-    if cold:
-        session.scrub_l2()
-    timer.start()
-    session.launch()
-    timer.stop()
-    return timer.elapsed_ms()
+    """One timed launch; taken again while the timer cannot vouch for it (``None``)."""
+    for _ in range(MAX_RETAKES):
+        session.reset_c()
+        if cold:
+            session.scrub_l2()
+        timer.start()
+        session.launch()
+        timer.stop()
+        ms = timer.elapsed_ms()
+        if ms is not None:
+            return ms
+    raise RuntimeError(f"{session.kernel.id}: the timer refused {MAX_RETAKES} samples in a row")
 
 
 def _warm_up(session: Session, warmup: int, clock: Callable[[], float]) -> None:

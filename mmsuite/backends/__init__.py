@@ -4,9 +4,12 @@ from __future__ import annotations
 
 import importlib
 from functools import cache
+from typing import TYPE_CHECKING
 
-from ..catalogue import Kernel
 from .base import Backend, Execution, KernelUnavailable, RunOptions
+
+if TYPE_CHECKING:  # the catalogue imports this registry (Kernel.reason), never the reverse
+    from ..catalogue import Kernel
 
 __all__ = ["Backend", "Execution", "KernelUnavailable", "RunOptions", "get_backend",
            "unavailable_reason"]

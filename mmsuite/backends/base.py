@@ -29,12 +29,14 @@ from __future__ import annotations
 import time
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 import numpy as np
 
-from ..catalogue import Kernel
-from ..layout import GemmCall
-from ..problem import Problem
+if TYPE_CHECKING:  # the catalogue asks this package about availability, never the reverse
+    from ..catalogue import Kernel
+    from ..layout import GemmCall
+    from ..problem import Problem
 
 L2_POLICIES = ("warm", "cold")
 
@@ -70,8 +72,9 @@ class Timer(ABC):
         """Mark the end of a sample."""
 
     @abstractmethod
-    def elapsed_ms(self) -> float:
-        """Wait until the sample is done; its duration in milliseconds."""
+    def elapsed_ms(self) -> float | None:
+        """Wait until the sample is done; its duration in milliseconds, or None when the
+        timer cannot vouch for it (the engine then takes the sample again)."""
 
 
 class WallTimer(Timer):

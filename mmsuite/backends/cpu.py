@@ -15,13 +15,16 @@ import contextlib
 import os
 from collections.abc import Callable
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 
-from ..catalogue import Kernel
 from ..host import blas_info
-from ..layout import GemmCall
 from .base import Backend, RunOptions, Session, Timer, WallTimer
+
+if TYPE_CHECKING:
+    from ..catalogue import Kernel
+    from ..layout import GemmCall
 
 # A warm-up (when asked for) lasts at least this long: OpenBLAS's worker threads,
 # used by numpy for the float64 reference of the previous measurement, keep

@@ -1,8 +1,10 @@
-"""The CUDA backend: sources compile, availability is reported, and on a GPU the adapter's
-transfers, profile, memory check, launch errors and TF32 setting behave as documented.
+"""The CUDA backend: sources compile, launch data maps to grids and steps, the spin timer
+refuses samples it cannot vouch for, and on a GPU the adapter's transfers, profile, memory
+check, launch errors, multi-kernel plans and TF32 setting behave as documented.
 
-The compile checks need only nvcc (no GPU) and run in CI; the rest skips, with the
-backend's reason, where CuPy or a CUDA device is missing.
+The compile checks need only nvcc (no GPU) and the timer and plan checks nothing at all;
+they run in CI. The rest skips, with the backend's reason, where CuPy or a CUDA device is
+missing.
 """
 
 from __future__ import annotations
@@ -16,11 +18,13 @@ import numpy as np
 import pytest
 
 import mmsuite
-from mmsuite import Problem, RunOptions, kernels
+from mmsuite import Problem, RunOptions, kernels, verify
 from mmsuite.backends import cuda as cuda_backend
-from mmsuite.backends import get_backend
+from mmsuite.backends import cuda_session, cuda_timing, get_backend
 from mmsuite.catalogue import Kernel, get
+from mmsuite.launch import CudaLaunch, CudaPlan, CudaStep
 from mmsuite.layout import GemmCall
+from mmsuite.measure import Sampling, sample_session
 from mmsuite.sources import source_path
 
 CUDA_DIR = Path(source_path("cuda/common.cuh")).parent
@@ -31,7 +35,7 @@ def _compile_cases() -> list:
     """Every cuda/*.cu once plain, plus every catalogue `defines` variant."""
     cases = {(path.name, ()): None for path in sorted(CUDA_DIR.glob("*.cu"))}
     for kernel in kernels("cuda"):
-        defines = tuple(sorted(dict(kernel.launch.get("defines", {})).items()))
+        defines = tuple(sorted(cuda_backend.launch_of(kernel).defines))
         if kernel.source and defines:
             cases.pop((Path(kernel.source).name, ()), None)
             cases[(Path(kernel.source).name, defines)] = None
@@ -74,15 +78,136 @@ def test_missing_cupy_gives_install_hint(monkeypatch: pytest.MonkeyPatch) -> Non
     assert "pip install 'mmsuite[cuda]'" in reason
 
 
-def test_geometry_follows_the_launch_convention() -> None:
-    kernel = get("cuda.11_double_buffer")
+def test_grid_follows_the_launch_convention() -> None:
     call = GemmCall(300, 129, 7, 3, "col", 1.0, 0.0, np.empty(0), np.empty(0), np.empty(0), False)
-    grid, block, smem = cuda_backend.CudaBackend.geometry(kernel, call)
-    assert grid == (3, 2, 3) and block == (256, 1) and smem == 0
-    cols = Kernel("cuda.x", "cuda", 99, None, "", "", launch={"block": (16, 16), "tile": (32, 8),
-                                                                "grid_x": "cols"})
-    grid, block, _ = cuda_backend.CudaBackend.geometry(cols, call)
-    assert grid == (5, 38, 3) and block == (16, 16)
+    kernel = get("cuda.11_double_buffer")
+    (step,) = cuda_backend.launch_of(kernel).plan(call, kernel.layout).steps
+    assert step.grid == (3, 2, 3) and step.block == (256, 1) and step.smem == 0
+    assert step.args == ("m", "n", "k", "alpha", "a", "b", "beta", "c")
+    cols = CudaLaunch(block=(16, 16), tile=(32, 8), grid_x="cols")
+    assert cols.grid(call, "col") == (5, 38, 3)
+    assert CudaLaunch(block=(16, 16), split_k=4).grid(call, "row") == (9, 19, 12)
+
+
+def test_catalogue_launch_data_is_typed() -> None:
+    for kernel in kernels("cuda"):
+        if not kernel.reference:
+            assert isinstance(kernel.launch, CudaLaunch), kernel.id
+    assert dict(get("cuda.19_async_pipeline").launch.defines) == {"BK": 16, "STAGES": 3}
+    with pytest.raises(ValueError, match="grid_x"):
+        CudaLaunch(grid_x="diagonal")
+    with pytest.raises(ValueError, match="unknown kernel argument"):
+        CudaStep((1, 1, 1), (1,), args=("m", "workspace"))
+
+
+def two_step_plan(entry: str, source: str, call: GemmCall, device: dict) -> CudaPlan:
+    """A planner for the tests: the rung, then the rung again leaving C as it is
+    (alpha 0, beta 1), with literal arguments and a workspace."""
+    grid = CudaLaunch(block=(32, 32), tile=(32, 32), grid_x="rows").grid(call, "col")
+    keep = ("m", "n", "k", 0.0, "a", "b", 1.0, "c")
+    return CudaPlan((CudaStep(grid, (32, 32)), CudaStep(grid, (32, 32), args=keep)),
+                    workspace=16, info={"planned_for": device["name"]})
+
+
+def test_a_planner_gives_the_steps_of_a_sample(monkeypatch: pytest.MonkeyPatch) -> None:
+    backend = cuda_backend.CudaBackend(RunOptions())
+    monkeypatch.setitem(backend.__dict__, "_env", {"gpu": "test GPU", "sm_count": 2})
+    kernel = Kernel("cuda.planned", "cuda", 99, None, "", "", source="cuda/01_naive.cu",
+                    entry="mm_01_naive", layout="col",
+                    launch=CudaLaunch(planner=f"{__name__}:two_step_plan"))
+    call = GemmCall(70, 40, 9, 2, "col", 1.0, 0.0, np.empty(0), np.empty(0), np.empty(0), False)
+    plan = backend.plan(kernel, call)
+    assert [s.grid for s in plan.steps] == [(3, 2, 2)] * 2
+    assert plan.workspace == 16 and plan.info["planned_for"] == "test GPU"
+
+
+class _FakeSession:
+    def __init__(self) -> None:
+        self.call = GemmCall(70, 40, 9, 2, "col", 0.5, 0.0, np.empty(0), np.empty(0),
+                             np.empty(0), False)
+        self.kernel = get("cuda.01_naive")
+        self.cp = np
+        self.a, self.b, self.c = "A", "B", "C"
+        self.keep: list = []
+        self.info: dict = {}
+
+
+def test_steps_pass_named_and_literal_arguments_in_order() -> None:
+    launched = []
+
+    def function(source, entry, defines, smem):
+        return lambda grid, block, args, shared_mem: launched.append((entry, grid, args))
+
+    session = _FakeSession()
+    plan = two_step_plan("mm_01_naive", "cuda/01_naive.cu", session.call, {"name": "x"})
+    steps = cuda_session.kernel_steps(session, plan, function, profile=False)
+    for step in steps:
+        step()
+    (e1, g1, args1), (_, _, args2) = launched
+    assert e1 == "mm_01_naive" and g1 == (3, 2, 2)
+    assert args1[:3] == (70, 40, 9) and args1[4:6] == ("A", "B") and args1[7] == "C"
+    assert args1[3].dtype == np.float32 and args1[3] == 0.5
+    assert args2[3] == 0.0 and args2[6] == 1.0 and args2[6].dtype == np.float32
+    assert session.info["grid"] == [3, 2, 2] and len(session.info["steps"]) == 2
+    assert session.keep[0].size == 16  # the workspace lives as long as the session
+
+
+class _FakeEvent:
+    def __init__(self, clock: dict) -> None:
+        self.clock, self.done, self.at = clock, False, 0.0
+
+    def record(self, stream=None) -> None:
+        self.at = self.clock["now"]
+
+    def synchronize(self) -> None:
+        pass
+
+
+class _FakeCupy:
+    """Just enough of CuPy for SpinTimer: events, a stream, elapsed time, a kernel."""
+
+    def __init__(self) -> None:
+        self.clock = {"now": 0.0}
+        self.spins: list[int] = []
+        clock = self.clock
+        self.cuda = type("cuda", (), {
+            "Event": staticmethod(lambda: _FakeEvent(clock)),
+            "get_elapsed_time": staticmethod(lambda a, b: b.at - a.at)})
+
+    def RawKernel(self, code, name):  # noqa: N802 (CuPy's name)
+        spins = self.spins
+        return type("K", (), {"compile": lambda self: None,
+                              "__call__": lambda self, g, b, args: spins.append(int(args[0]))})()
+
+
+class _Stream:
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        return False
+
+
+def test_spin_timer_retakes_uncovered_samples_with_a_longer_spin(monkeypatch) -> None:
+    fake = _FakeCupy()
+    monkeypatch.setattr(cuda_timing, "_spin_kernel", None)
+    timer = cuda_timing.SpinTimer(fake, _Stream(), spin_ns=1000)
+
+    def sample(spin_still_running: bool) -> float | None:
+        timer.start()
+        fake.clock["now"] += 2.5
+        timer._spun.done = not spin_still_running
+        timer.stop()
+        return timer.elapsed_ms()
+
+    assert sample(spin_still_running=True) == 2.5 and timer.spin_ns == 1000
+    assert sample(spin_still_running=False) is None and timer.spin_ns == 2000
+    assert sample(spin_still_running=True) == 2.5
+    assert fake.spins == [1000, 1000, 2000]
+    timer.spin_ns = cuda_timing.MAX_SPIN_NS  # at the cap the sample is kept, and counted
+    assert sample(spin_still_running=False) == 2.5
+    assert timer.report() == {"spin_us": cuda_timing.MAX_SPIN_NS / 1e3, "retakes": 1,
+                              "uncovered": 1}
 
 
 # ------------------------------------------------------------------ availability
@@ -129,18 +254,73 @@ def test_problem_too_large_for_the_gpu_is_a_clear_error() -> None:
     tiny = np.zeros(4, dtype=np.float32)
     call = GemmCall(400_000, 400_000, 1, 1, "col", 1.0, 0.0, tiny, tiny, tiny, False)
     with pytest.raises(cuda_backend.DeviceMemoryError, match="GiB of GPU memory"):
-        backend.execute(get("cuda.01_naive"), call, repeats=1, warmup=0)
+        backend.prepare(get("cuda.01_naive"), call)
 
 
 @needs_gpu
 def test_bad_launch_raises_with_cuda_error_text() -> None:
     bad = Kernel("cuda.bad", "cuda", 99, None, "", "", source="cuda/01_naive.cu",
                  entry="mm_01_naive", layout="col",
-                 launch={"block": (2048, 1), "tile": (2048, 1)})
+                 launch=CudaLaunch(block=(2048, 1), tile=(2048, 1)))
     problem = Problem(64, 64, 64, layout="col")
     call = mmsuite.layout.plan_call(problem, problem.inputs(), "col")
-    with pytest.raises(cuda_backend.CudaLaunchError, match="(?i)cuda|invalid"):
-        get_backend("cuda").execute(bad, call, repeats=1, warmup=0)
+    with get_backend("cuda").prepare(bad, call) as session:
+        with pytest.raises(cuda_backend.CudaLaunchError, match="(?i)cuda|invalid"):
+            sample_session(session, Sampling.fixed(1), warmup=0)
+
+
+@needs_gpu
+def test_a_planned_sequence_runs_every_step_in_one_sample() -> None:
+    kernel = Kernel("cuda.planned", "cuda", 99, None, "", "", source="cuda/01_naive.cu",
+                    entry="mm_01_naive", layout="col",
+                    launch=CudaLaunch(planner=f"{__name__}:two_step_plan"))
+    problem = Problem(70, 40, 9, batch=2, layout="col", alpha=0.5, seed=4)
+    inputs = problem.inputs()
+    call = mmsuite.layout.plan_call(problem, inputs, "col")
+    with get_backend("cuda").prepare(kernel, call) as session:
+        result = sample_session(session, Sampling.fixed(3), warmup=1)
+        out = mmsuite.layout.from_storage(session.output(), problem)
+        info = session.info
+    assert len(result.kernel_ms) == 3 and len(info["steps"]) == 2
+    assert verify.check(out, verify.reference(problem, inputs), problem.k).ok
+
+
+@needs_gpu
+def test_samples_exclude_the_hosts_dispatch() -> None:
+    # A sample is one launch behind the spin kernel; a burst of launches enqueued back to
+    # back between two events (also behind a spin) costs at least as much per launch on the
+    # GPU. Were the host's dispatch inside a sample (tens of microseconds through
+    # cupy.matmul), the per-launch figure would be several times the burst's.
+    problem = Problem(512, 512, 512)
+    m = mmsuite.run("cuda.cublas", problem, sampling=Sampling(20, 0.2, 0.005, 5.0))
+    assert m.info["timer"]["uncovered"] == 0
+    call = mmsuite.layout.plan_call(problem, problem.inputs(), "row")
+    with get_backend("cuda").prepare(get("cuda.cublas"), call) as session:
+        timer = session.timer()
+        for _ in range(3):
+            timer.start()
+            for _ in range(50):
+                session.launch()
+            timer.stop()
+            burst = timer.elapsed_ms()
+            if burst is not None:
+                break
+    assert burst is not None
+    assert m.kernel_ms.median <= 1.25 * burst / 50 + 0.005
+
+
+@needs_gpu
+def test_record_has_transfers_clocks_and_cold_l2() -> None:
+    m = mmsuite.run("cuda.20_tuned", Problem(256, 256, 256), repeats=3,
+                    options=RunOptions(l2="cold"))
+    record = m.to_record()
+    assert m.ok and record["l2"] == "cold"
+    for kind in ("pageable", "pinned"):
+        figures = record["transfers"][kind]
+        assert figures["h2d_gbps"] > 0 and figures["d2h_gbps"] > 0
+    gpu = record["info"]["gpu"]
+    assert gpu["before"].get("sm_clock_mhz", 0) > 0 or "nvml" in gpu["before"]
+    assert set(gpu) == {"before", "after"}
 
 
 @needs_gpu

@@ -1,0 +1,178 @@
+"""The CUDA adapter's session: buffers of one call on one stream, launches, timer, transfers.
+
+See ``mmsuite.backends.cuda`` for the whole picture and ``cuda_timing`` for the
+timer. ``CudaSession.steps`` are the launches of one sample (callables that
+enqueue on the current stream); the adapter fills them from the rung's
+``CudaPlan`` or with ``cublas_steps``.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from . import cuda_timing
+from .base import Session, Timer
+
+if TYPE_CHECKING:
+    from ..catalogue import Kernel
+    from ..launch import CudaPlan
+    from ..layout import GemmCall
+
+
+class CudaLaunchError(RuntimeError):
+    """A kernel launch or its execution failed; the message holds CUDA's error text."""
+
+
+def kernel_steps(session: CudaSession, plan: CudaPlan, function: Callable[..., Any],
+                 profile: bool) -> list[Callable[[], None]]:
+    """The launches of ``plan``'s steps on the session's buffers; ``function(source, entry,
+    defines, smem)`` gives a compiled kernel. Records each step's geometry in ``info``."""
+    cp, call, kernel = session.cp, session.call, session.kernel
+    work = cp.empty(max(plan.workspace, 1), dtype=cp.float32)
+    session.keep.append(work)
+    values = {"m": np.int32(call.m), "n": np.int32(call.n), "k": np.int32(call.k),
+              "batch": np.int32(call.batch), "alpha": np.float32(call.alpha),
+              "beta": np.float32(call.beta), "a": session.a, "b": session.b,
+              "c": session.c, "work": work}
+    steps, described = [], []
+    for step in plan.steps:
+        fn = function(step.source or kernel.source, step.entry or kernel.entry,
+                      step.defines, step.smem)
+        args = tuple(values[a] if isinstance(a, str) else
+                     (np.int32(a) if isinstance(a, int) else np.float32(a)) for a in step.args)
+        steps.append(functools.partial(fn, step.grid, step.block, args, shared_mem=step.smem))
+        described.append({"entry": step.entry or kernel.entry, "grid": list(step.grid),
+                          "block": list(step.block), "smem": step.smem})
+        if profile:
+            described[-1]["profile"] = {
+                "registers": int(fn.num_regs),
+                "static_shared_bytes": int(fn.shared_size_bytes),
+                "dynamic_shared_bytes": step.smem,
+                "local_bytes": int(fn.local_size_bytes),
+                "max_threads_per_block": int(fn.max_threads_per_block)}
+    session.info.update(described[0])  # the main kernel's geometry, as a one-step rung has
+    if len(described) > 1:
+        session.info["steps"] = described
+    session.info.update(dict(plan.info))
+    return steps
+
+
+def cublas_steps(cp: Any, session: CudaSession) -> list[Callable[[], None]]:
+    """cuBLAS SGEMM through ``cupy.matmul`` (row-major, strided batched), plus the
+    ``alpha * P + beta * C`` epilogue unless alpha == 1 and beta == 0."""
+    call = session.call
+    if call.layout != "row":  # the catalogue lists cuBLAS as row-major
+        raise ValueError("cuda.cublas is launched in the row-major layout")
+    a3 = session.a.reshape(call.batch, call.m, call.k)
+    b3 = session.b.reshape(call.batch, call.k, call.n)
+    c3 = session.c.reshape(call.batch, call.m, call.n)
+    if call.alpha == 1.0 and call.beta == 0.0:
+        return [functools.partial(cp.matmul, a3, b3, out=c3)]
+    product = cp.empty_like(c3)
+    session.keep.append(product)
+    epilogue = cp.ElementwiseKernel(
+        "float32 p, float32 alpha, float32 beta", "float32 c",
+        "c = beta == 0.0f ? alpha * p : alpha * p + beta * c", "mmsuite_axpby")
+    alpha, beta = np.float32(call.alpha), np.float32(call.beta)
+    return [functools.partial(cp.matmul, a3, b3, out=product),
+            functools.partial(epilogue, product, alpha, beta, c3)]
+
+
+class CudaSession(Session):
+    """Buffers of one call on one stream; ``steps`` are the launches of a sample."""
+
+    has_transfers = True
+
+    def __init__(self, kernel: Kernel, call: GemmCall, cp: Any, stream: Any, env: dict) -> None:
+        super().__init__(kernel, call)
+        self.cp, self.stream, self._env = cp, stream, env
+        self.steps: list[Callable[[], None]] = []
+        self.keep: list[Any] = []  # workspaces the steps use
+        self._pinned: tuple | None = None
+        self._pageable_c: np.ndarray | None = None
+        self._scrub = None
+        self._timer: cuda_timing.SpinTimer | None = None
+        with stream:
+            self.a = cp.asarray(call.a, dtype=cp.float32)
+            self.b = cp.asarray(call.b, dtype=cp.float32)
+            self.c = cp.empty(call.c_size, dtype=cp.float32)
+            self.c0 = cp.asarray(call.c0, dtype=cp.float32) if call.beta != 0.0 else None
+        stream.synchronize()
+        self.info["device"] = f"cuda:{cp.cuda.Device().id} {env['gpu']}"
+        self.info["gpu"] = {"before": cuda_timing.gpu_state(env["pci_bus_id"])}
+
+    def reset_c(self) -> None:
+        with self.stream:
+            if self.c0 is None:
+                self.c.fill(np.float32(np.nan))
+            else:
+                self.c[...] = self.c0
+
+    def launch(self) -> None:
+        try:
+            with self.stream:
+                for step in self.steps:
+                    step()
+        except Exception as exc:
+            call = self.call
+            raise CudaLaunchError(f"{self.kernel.id} failed on {call.batch}x{call.m}x{call.n}x"
+                                  f"{call.k}: {type(exc).__name__}: {exc}") from exc
+
+    def timer(self) -> Timer:
+        if self._timer is None:
+            self._timer = cuda_timing.SpinTimer(self.cp, self.stream)
+        return self._timer
+
+    def scrub_l2(self) -> None:
+        if self._scrub is None:
+            self._scrub = self.cp.empty(max(2 * self._env["l2_bytes"], 2**20), dtype=self.cp.uint8)
+        with self.stream:
+            self._scrub.fill(1)
+
+    def synchronize(self) -> None:
+        self.stream.synchronize()
+
+    def output(self) -> np.ndarray:
+        self.info["gpu"]["after"] = cuda_timing.gpu_state(self._env["pci_bus_id"])
+        if self._timer is not None:
+            self.info["timer"] = self._timer.report()
+        out = self.cp.asnumpy(self.c, stream=self.stream)
+        self.stream.synchronize()
+        return out
+
+    def transfer_ms(self, pinned: bool) -> tuple[float, float]:
+        cp, call = self.cp, self.call
+        if pinned:
+            if self._pinned is None:
+                import cupyx
+
+                hosts = tuple(cupyx.empty_pinned((x.size,), dtype=np.float32)
+                              for x in (call.a, call.b, call.c0))
+                hosts[0][:], hosts[1][:] = call.a, call.b
+                self._pinned = hosts
+            host_a, host_b, host_c = self._pinned
+        else:
+            if self._pageable_c is None:
+                self._pageable_c = np.empty(call.c_size, dtype=np.float32)
+            host_a, host_b, host_c = call.a, call.b, self._pageable_c
+        runtime, ptr = cp.cuda.runtime, self.stream.ptr
+        timer = cuda_timing.EventPair(cp, self.stream)
+        timer.begin()
+        for dev, host in ((self.a, host_a), (self.b, host_b)):
+            runtime.memcpyAsync(dev.data.ptr, host.ctypes.data, host.nbytes,
+                                runtime.memcpyHostToDevice, ptr)
+        h2d = timer.end()
+        timer.begin()
+        runtime.memcpyAsync(host_c.ctypes.data, self.c.data.ptr, 4 * call.c_size,
+                            runtime.memcpyDeviceToHost, ptr)
+        return h2d, timer.end()
+
+    def close(self) -> None:
+        self.steps, self.keep = [], []
+        self.a = self.b = self.c = self.c0 = self._scrub = None
+        self._pinned = self._pageable_c = None
+        self.cp.get_default_memory_pool().free_all_blocks()

@@ -1,0 +1,133 @@
+"""Device time for the CUDA adapter without the host's dispatch, and NVML's view of the GPU.
+
+``SpinTimer`` (NVBench's blocking-kernel idea, bounded):
+
+    stream: [spin kernel] [event spun] [event start] [launches ...] [event stop]
+
+``start()`` enqueues a kernel that spins on the GPU's nanosecond timer for
+``spin_ns``, then the ``spun`` and ``start`` events; the engine enqueues the
+launches; ``stop()`` enqueues the stop event and, right then, asks whether the
+``spun`` event has completed. If it has not, the GPU was still spinning when the
+host had enqueued the whole sample, so the launches ran back to back behind the
+start event and the events bracket device work alone. If it has, the host's
+dispatch may sit between the events: ``elapsed_ms()`` returns None (the engine
+takes the sample again) and the spin doubles, up to ``MAX_SPIN_NS``; past that
+the sample is kept and counted in ``uncovered``. The spin is bounded so that a
+profiler that serialises launches (Nsight Compute) never hangs on it.
+"""
+
+from __future__ import annotations
+
+import functools
+from typing import Any
+
+import numpy as np
+
+from ..sources import read_source
+from .base import Timer
+
+SPIN_SOURCE = "cuda/timing_spin.cu"
+FIRST_SPIN_NS = 50_000
+MAX_SPIN_NS = 20_000_000
+
+_spin_kernel: Any = None
+
+
+def spin_kernel(cp: Any) -> Any:
+    """The compiled spin kernel (once per process)."""
+    global _spin_kernel
+    if _spin_kernel is None:
+        kernel = cp.RawKernel(read_source(SPIN_SOURCE), "mm_timing_spin")
+        kernel.compile()  # now, not inside the first sample's enqueue
+        _spin_kernel = kernel
+    return _spin_kernel
+
+
+class SpinTimer(Timer):
+    """CUDA events behind a bounded spin kernel on one stream (module docstring)."""
+
+    def __init__(self, cp: Any, stream: Any, spin_ns: int = FIRST_SPIN_NS) -> None:
+        self._cp, self._stream = cp, stream
+        self._spin = spin_kernel(cp)
+        self.spin_ns = spin_ns
+        self._spun, self._start, self._stop = (cp.cuda.Event() for _ in range(3))
+        self._covered = False
+        self.retakes = 0  # samples taken again with a longer spin
+        self.uncovered = 0  # samples kept although the spin ended before the enqueue did
+
+    def start(self) -> None:
+        with self._stream:
+            self._spin((1,), (1,), (np.uint64(self.spin_ns),))
+        self._spun.record(self._stream)
+        self._start.record(self._stream)
+
+    def stop(self) -> None:
+        self._stop.record(self._stream)
+        self._covered = not self._spun.done
+
+    def elapsed_ms(self) -> float | None:
+        self._stop.synchronize()
+        ms = self._cp.cuda.get_elapsed_time(self._start, self._stop)
+        if self._covered:
+            return ms
+        if self.spin_ns < MAX_SPIN_NS:
+            self.spin_ns = min(2 * self.spin_ns, MAX_SPIN_NS)
+            self.retakes += 1
+            return None
+        self.uncovered += 1
+        return ms
+
+    def report(self) -> dict:
+        return {"spin_us": self.spin_ns / 1e3, "retakes": self.retakes,
+                "uncovered": self.uncovered}
+
+
+class EventPair:
+    """Device time of the copies enqueued between ``begin()`` and ``end()`` (transfers)."""
+
+    def __init__(self, cp: Any, stream: Any) -> None:
+        self._cp, self._stream = cp, stream
+        self._a, self._b = cp.cuda.Event(), cp.cuda.Event()
+
+    def begin(self) -> None:
+        self._a.record(self._stream)
+
+    def end(self) -> float:
+        self._b.record(self._stream)
+        self._b.synchronize()
+        return self._cp.cuda.get_elapsed_time(self._a, self._b)
+
+
+# ----------------------------------------------------------------------- NVML
+_REASONS = {
+    0x1: "gpu_idle", 0x2: "applications_clocks", 0x4: "sw_power_cap", 0x8: "hw_slowdown",
+    0x10: "sync_boost", 0x20: "sw_thermal", 0x40: "hw_thermal", 0x80: "hw_power_brake",
+    0x100: "display_clock",
+}
+
+
+@functools.cache
+def _nvml_handle(pci_bus_id: str) -> Any:
+    import pynvml
+
+    pynvml.nvmlInit()
+    return pynvml.nvmlDeviceGetHandleByPciBusId(pci_bus_id)
+
+
+def gpu_state(pci_bus_id: str) -> dict:
+    """SM clock (MHz) and active clock-limiting reasons of the GPU, or why NVML cannot say."""
+    try:
+        import pynvml
+
+        handle = _nvml_handle(pci_bus_id)
+        query = getattr(pynvml, "nvmlDeviceGetCurrentClocksEventReasons", None) or \
+            pynvml.nvmlDeviceGetCurrentClocksThrottleReasons
+        mask = int(query(handle))
+        return {
+            "sm_clock_mhz": int(pynvml.nvmlDeviceGetClockInfo(handle, pynvml.NVML_CLOCK_SM)),
+            "throttle_reasons": [name for bit, name in _REASONS.items() if mask & bit],
+            "temperature_c": int(pynvml.nvmlDeviceGetTemperature(
+                handle, pynvml.NVML_TEMPERATURE_GPU)),
+        }
+    except Exception as exc:  # optional: no nvidia-ml-py, or no NVML on the host
+        return {"nvml": f"{type(exc).__name__}: {exc}"}

@@ -1,0 +1,118 @@
+"""Typed launch data: how an adapter launches a catalogue rung.
+
+The catalogue holds one of these per rung; the adapters read them. Neither this
+module nor the adapters import the catalogue, so the catalogue can ask the
+backend registry whether a kernel is available without an import circle.
+
+CUDA
+    ``CudaLaunch`` describes a rung launched once per sample on a grid that
+    follows from the problem (see ``CudaLaunch.steps``). A rung that picks its
+    kernels per problem (a tile shape, a split-K factor and its reduction) names
+    a ``planner`` instead: ``"module:function"``, called as
+    ``function(entry, source, call, device) -> CudaPlan`` with the rung's entry
+    and source, the ``GemmCall`` and a dict of device facts (``name``,
+    ``sm_count``, ``sm_clock_mhz``). The plan's steps run in order on one
+    stream, and one sample times them all together.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from types import MappingProxyType
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from .layout import GemmCall
+
+#: Arguments of every rung (cuda/common.cuh): (M, N, K, alpha, A, B, beta, C).
+GEMM_ARGS = ("m", "n", "k", "alpha", "a", "b", "beta", "c")
+#: Names a step's arguments may use; other ints are passed as int32, floats as float32.
+ARG_NAMES = frozenset(GEMM_ARGS + ("batch", "work"))
+
+
+def _ceil_div(a: int, b: int) -> int:
+    return -(-a // b)
+
+
+@dataclass(frozen=True)
+class CudaStep:
+    """One kernel launch of a sample.
+
+    ``args`` are names from ``ARG_NAMES`` (sizes, scalars, the A, B and C
+    buffers, ``work``: the plan's float32 workspace) or literal numbers.
+    ``source`` and ``entry`` default to the rung's own.
+    """
+
+    grid: tuple[int, int, int]
+    block: tuple[int, ...]
+    entry: str | None = None
+    source: str | None = None
+    defines: tuple[tuple[str, int | str], ...] = ()
+    smem: int = 0
+    args: tuple[str | int | float, ...] = GEMM_ARGS
+
+    def __post_init__(self) -> None:
+        unknown = [a for a in self.args if isinstance(a, str) and a not in ARG_NAMES]
+        if unknown:
+            raise ValueError(f"unknown kernel argument names {unknown}; use {sorted(ARG_NAMES)}")
+
+
+@dataclass(frozen=True)
+class CudaPlan:
+    """The steps of one sample, the workspace they share and facts for the record."""
+
+    steps: tuple[CudaStep, ...]
+    workspace: int = 0  # float32 elements
+    info: Mapping = field(default_factory=lambda: MappingProxyType({}))
+
+
+@dataclass(frozen=True)
+class CudaLaunch:
+    """A rung's launch geometry.
+
+    ``block``    threads per block, (x, y).
+    ``tile``     (tile_x, tile_y): output elements one block covers along grid x
+                 and grid y; default ``block`` (one output per thread).
+    ``grid_x``   "rows" (grid.x walks M, grid.y walks N) or "cols" (grid.x walks
+                 N, grid.y walks M); default "rows" for column-major rungs,
+                 "cols" for row-major ones.
+    ``smem``     dynamic shared memory in bytes. Above 48 KB the kernel's
+                 ``MaxDynamicSharedMemorySize`` attribute is raised.
+    ``defines``  (NAME, value) pairs passed as ``-DNAME=value``: one source file
+                 serves several rungs.
+    ``split_k``  slices the K loop is cut into; the grid gets ``batch * split_k``
+                 blocks along z. Only for kernels written for it.
+    ``planner``  "module:function" returning a ``CudaPlan`` per problem (module
+                 docstring); the other fields are then unused.
+    """
+
+    block: tuple[int, ...] = (16, 16)
+    tile: tuple[int, int] | None = None
+    grid_x: str | None = None
+    smem: int = 0
+    defines: tuple[tuple[str, int | str], ...] = ()
+    split_k: int = 1
+    planner: str | None = None
+
+    def __post_init__(self) -> None:
+        if self.grid_x not in (None, "rows", "cols"):
+            raise ValueError(f"grid_x must be 'rows' or 'cols', got {self.grid_x!r}")
+        if isinstance(self.defines, Mapping):
+            object.__setattr__(self, "defines", tuple(sorted(self.defines.items())))
+
+    def grid(self, call: GemmCall, layout: str) -> tuple[int, int, int]:
+        """The grid for ``call`` on a rung written for ``layout``."""
+        block = tuple(self.block) + (1,) * (2 - len(self.block))
+        tile = self.tile or (block[0], block[1])
+        walk = self.grid_x or ("rows" if layout == "col" else "cols")
+        dim_x, dim_y = (call.m, call.n) if walk == "rows" else (call.n, call.m)
+        grid = (_ceil_div(dim_x, tile[0]), _ceil_div(dim_y, tile[1]), call.batch * self.split_k)
+        if grid[1] > 65535 or grid[2] > 65535:
+            raise ValueError(f"grid {grid} exceeds CUDA's y/z limit of 65535")
+        return grid
+
+    def plan(self, call: GemmCall, layout: str) -> CudaPlan:
+        """One step: the rung's own kernel on its grid."""
+        return CudaPlan((CudaStep(self.grid(call, layout), tuple(self.block),
+                                  defines=self.defines, smem=self.smem),))
