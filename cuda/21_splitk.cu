@@ -43,6 +43,9 @@
 #ifndef TN
 #define TN 8  // outputs per thread along the columns: 4 or 8
 #endif
+#ifndef STAGES
+#define STAGES 1  // shared-memory buffers: 2 drops the barrier after the FMAs
+#endif
 #ifndef LR
 #define LR 4  // lanes along the rows of a warp tile; 32 / LR along its columns
 #endif
@@ -54,16 +57,22 @@
 #define MINB ((512 / THREADS) > 0 ? (512 / THREADS) : 1)  // 16 warps per SM at <= 128 registers
 #endif
 #define LDB (BN + 4)             // sb[k * LDB + j]
-#define A_KSTEP (THREADS / (BM / 4))         // K rows of the A tile one pass of the block stages
-#define A_CHUNKS (BK / A_KSTEP)
-#define B_JSTEP (THREADS / (BK / 4))         // B columns one pass stages
-#define B_CHUNKS (BN / B_JSTEP)
+// One pass of the block stages A_KSTEP rows of the A tile and B_JSTEP columns
+// of the B tile; a pass larger than the tile (512 threads, BK 8) leaves the
+// surplus threads out of the staging.
+#define A_KSTEP (THREADS / (BM / 4))
+#define A_CHUNKS (A_KSTEP < BK ? BK / A_KSTEP : 1)
+#define B_JSTEP (THREADS / (BK / 4))
+#define B_CHUNKS (B_JSTEP < BN ? BN / B_JSTEP : 1)
 
 static_assert(BM % WM == 0 && BN % WN == 0, "tile must hold whole warp tiles");
 static_assert((TM == 4 || TM == 8) && (TN == 4 || TN == 8), "TM and TN are 4 or 8");
-static_assert(THREADS % (BM / 4) == 0 && BK % A_KSTEP == 0, "A staging must tile BM x BK");
-static_assert(THREADS % (BK / 4) == 0 && BN % B_JSTEP == 0, "B staging must tile BK x BN");
+static_assert(THREADS % (BM / 4) == 0 && (BK % A_KSTEP == 0 || A_KSTEP % BK == 0),
+              "A staging must tile BM x BK");
+static_assert(THREADS % (BK / 4) == 0 && (BN % B_JSTEP == 0 || B_JSTEP % BN == 0),
+              "B staging must tile BK x BN");
 static_assert(THREADS <= 1024, "too many threads");
+static_assert(STAGES == 1 || STAGES == 2, "STAGES is 1 or 2");
 
 // C (SPLITS == 1) or workspace slice (SPLITS > 1) of matrix blockIdx.z / SPLITS
 // gets the block's tile; W holds batch * SPLITS * M * N floats (unused when 1).
@@ -85,8 +94,8 @@ mm_21_splitk(int M, int N, int K, float alpha, const float* A, const float* B, f
     const int kb = min(K, slice * per * BK);
     int left = min(K, kb + per * BK) - kb;
 
-    __shared__ __align__(16) float sa[BK * BM];   // sa[k * BM + i]
-    __shared__ __align__(16) float sb[BK * LDB];  // sb[k * LDB + j]
+    __shared__ __align__(16) float sa_all[STAGES * BK * BM];   // sa[k * BM + i] per stage
+    __shared__ __align__(16) float sb_all[STAGES * BK * LDB];  // sb[k * LDB + j] per stage
     const int tid = threadIdx.x;
     const int i0 = blockIdx.x * BM, j0 = blockIdx.y * BN;
     const bool vec_m = (M & 3) == 0, vec_k = (K & 3) == 0;
@@ -94,6 +103,7 @@ mm_21_splitk(int M, int N, int K, float alpha, const float* A, const float* B, f
     // B(k + lb_k .. +3, j0 + lb_j + B_JSTEP r).
     const int la_i = (tid % (BM / 4)) * 4, la_k = tid / (BM / 4);
     const int lb_k = (tid % (BK / 4)) * 4, lb_j = tid / (BK / 4);
+    const bool a_on = A_KSTEP <= BK || la_k < BK, b_on = B_JSTEP <= BN || lb_j < BN;
     const float* a = A + i0 + la_i + (size_t)(kb + la_k) * M;
     const float* b = B + kb + lb_k + (size_t)(j0 + lb_j) * K;
     const size_t a_step = (size_t)BK * M;
@@ -106,18 +116,34 @@ mm_21_splitk(int M, int N, int K, float alpha, const float* A, const float* B, f
     float4 av[A_CHUNKS], bv[B_CHUNKS];
 #pragma unroll
     for (int r = 0; r < A_CHUNKS; ++r)
-        av[r] = load4(a + (size_t)(A_KSTEP * r) * M, la_k + A_KSTEP * r < left ? a_left : 0,
+        av[r] = load4(a + (size_t)(A_KSTEP * r) * M, a_on && la_k + A_KSTEP * r < left ? a_left : 0,
                       vec_m);
 #pragma unroll
     for (int r = 0; r < B_CHUNKS; ++r)
         bv[r] = load4(b + (size_t)(B_JSTEP * r) * K,
-                      j0 + lb_j + B_JSTEP * r < N ? left - lb_k : 0, vec_k);
+                      b_on && j0 + lb_j + B_JSTEP * r < N ? left - lb_k : 0, vec_k);
+#if STAGES == 2
+    int stage = 0;
+#endif
     for (; left > 0; left -= BK) {
+#if STAGES == 2
+        float* sa = sa_all + stage * (BK * BM);
+        float* sb = sb_all + stage * (BK * LDB);
+        stage ^= 1;
+#else
+        float* sa = sa_all;
+        float* sb = sb_all;
+#endif
+        if (a_on) {
 #pragma unroll
-        for (int r = 0; r < A_CHUNKS; ++r)
-            *reinterpret_cast<float4*>(sa + (la_k + A_KSTEP * r) * BM + la_i) = av[r];
+            for (int r = 0; r < A_CHUNKS; ++r)
+                *reinterpret_cast<float4*>(sa + (la_k + A_KSTEP * r) * BM + la_i) = av[r];
+        }
+        if (b_on) {
 #pragma unroll
-        for (int r = 0; r < B_CHUNKS; ++r) store4_strided(sb, lb_k, LDB, lb_j + B_JSTEP * r, bv[r]);
+            for (int r = 0; r < B_CHUNKS; ++r)
+                store4_strided(sb, lb_k, LDB, lb_j + B_JSTEP * r, bv[r]);
+        }
         __syncthreads();
         const int next = left - BK;  // K left after this tile
         if (next > 0) {  // next tile into registers while the FMAs below run
@@ -126,11 +152,11 @@ mm_21_splitk(int M, int N, int K, float alpha, const float* A, const float* B, f
 #pragma unroll
             for (int r = 0; r < A_CHUNKS; ++r)
                 av[r] = load4(a + (size_t)(A_KSTEP * r) * M,
-                              la_k + A_KSTEP * r < next ? a_left : 0, vec_m);
+                              a_on && la_k + A_KSTEP * r < next ? a_left : 0, vec_m);
 #pragma unroll
             for (int r = 0; r < B_CHUNKS; ++r)
                 bv[r] = load4(b + (size_t)(B_JSTEP * r) * K,
-                              j0 + lb_j + B_JSTEP * r < N ? next - lb_k : 0, vec_k);
+                              b_on && j0 + lb_j + B_JSTEP * r < N ? next - lb_k : 0, vec_k);
         }
 #pragma unroll
         for (int kk = 0; kk < BK; ++kk) {
@@ -145,7 +171,9 @@ mm_21_splitk(int M, int N, int K, float alpha, const float* A, const float* B, f
                     *reinterpret_cast<const float4*>(sb + kk * LDB + tc + 4 * (32 / LR) * h);
             outer_fma(acc, ar, br);
         }
-        __syncthreads();
+#if STAGES == 1
+        __syncthreads();  // the next tile's stores overwrite what was just read
+#endif
     }
     // Raw partial sums into the workspace: alpha and beta belong to the reduction.
     if (splits > 1) {

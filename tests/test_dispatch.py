@@ -39,6 +39,8 @@ def test_config_names_and_defines() -> None:
     ({"bm": 48, "bn": 128}, "warp tiles"),
     ({"bm": 256, "bn": 256, "tm": 4}, "threads per block"),
     ({"bm": 32, "bn": 32, "tm": 8, "tn": 8}, "warp tiles"),
+    ({"bm": 256, "bn": 128, "stages": 2}, "shared memory"),
+    ({"bm": 128, "bn": 128, "stages": 3}, "STAGES"),
 ])
 def test_configs_the_source_rejects_are_refused(kwargs: dict, why: str) -> None:
     with pytest.raises(ValueError, match=why):
@@ -48,8 +50,9 @@ def test_configs_the_source_rejects_are_refused(kwargs: dict, why: str) -> None:
 def test_params_round_trip_keeps_the_measured_figures() -> None:
     for config in CONFIGS.values():
         assert Config.from_params(config.params()) is config
-    fresh = Config.from_params({"BM": 128, "BN": 128, "BK": 8})
-    assert fresh.bk == 8 and fresh not in CONFIGS.values()
+    fresh = Config.from_params({"BM": 128, "BN": 128, "BK": 8, "STAGES": 2})
+    assert fresh.stages == 2 and fresh not in CONFIGS.values()
+    assert fresh.defines["STAGES"] == 2 and fresh.name == "128x128x8_s2"
 
 
 def test_occupancy_follows_registers_and_threads() -> None:
