@@ -118,7 +118,9 @@ def ladder_chart(group: list[dict], title: str = "", context: list[dict] | None 
     values = [r["gflops"] / scale for r in group
               if r["status"] == "ok" and _finite(r.get("gflops")) and r["gflops"] > 0]
     lo = min(values) / 3 if values else 0.1
-    hi = max(values + [(_peak(group) or 0) / scale]) * 4 if values else 10.0
+    ranges = [_throughput_range(r) for r in group if r["status"] == "ok"]
+    fastest = [hi_ / scale for _, hi_ in filter(None, ranges)]
+    hi = max(values + fastest + [(_peak(group) or 0) / scale]) * 4 if values else 10.0
     y = list(range(len(records)))[::-1]
     for pos, record in zip(y, records):
         row = rows[record["kernel"]]
@@ -213,9 +215,15 @@ def sweep_chart(records: list[dict], title: str = "") -> Figure | None:
         xs, ys = [p[0] for p in points], [p[1] for p in points]
         is_ref = BY_ID.get(kernel) is not None and BY_ID[kernel].reference
         if is_ref:
-            ax.plot(xs, ys, "--", color="black", lw=1.8, marker="s", label=f"{kernel} (reference)")
+            line, = ax.plot(xs, ys, "--", color="black", lw=1.8, marker="s",
+                            label=f"{kernel} (reference)")
         else:
-            ax.plot(xs, ys, "-", marker=markers[i % len(markers)], lw=1.4, label=kernel)
+            line, = ax.plot(xs, ys, "-", marker=markers[i % len(markers)], lw=1.4, label=kernel)
+        noisy = [(p[0], p[1]) for p in points if p[2].get("noisy")]
+        if noisy:
+            # Noisy points are hollow: their median is less certain than the rest.
+            ax.plot(*zip(*noisy), linestyle="none", marker=line.get_marker(), markersize=7,
+                    markerfacecolor="white", markeredgecolor=line.get_color())
     missing = [r for r in records if r["status"] != "ok"
                and tuple(sorted(r["problem"].items())) in position]
     for r in missing:
@@ -225,6 +233,9 @@ def sweep_chart(records: list[dict], title: str = "") -> Figure | None:
     if peak:
         ax.axhline(peak / scale, color="#444444", linestyle=":", lw=1.5,
                    label=f"FP32 peak {_fmt_value(peak / scale)} {unit}")
+    if any(r.get("noisy") for r in ok):
+        ax.plot([], [], linestyle="none", marker="o", markerfacecolor="white",
+                markeredgecolor="black", label="hollow: noisy")
     values = [r["gflops"] / scale for r in ok if r["gflops"] > 0] + \
         ([peak / scale] if peak else [])
     ax.set_yscale("log")
@@ -314,7 +325,9 @@ def transfer_chart(group: list[dict], title: str = "") -> Figure | None:
         bx.set_xticks([i + 0.19 for i in range(len(kinds))], kinds)
         bx.set_ylabel("GB/s")
         bx.set_title("host memory", fontsize=10)
-        bx.legend(fontsize=8)
+        bx.set_ylim(0, 1.3 * max(pinned[k].get(key) or 0.0 for k in kinds
+                                 for key in ("h2d_gbps", "d2h_gbps")) or 1.0)
+        bx.legend(fontsize=8, loc="upper left", ncols=2)
     return fig
 
 
@@ -362,8 +375,10 @@ def summary_chart(records: list[dict], title: str = "") -> Figure | None:
             if record is not None:
                 value = record["gflops"] / scale
                 values.append(value)
-                ax.bar(x, value, width=width * 0.92, color=colour)
-                text = record["kernel"].split(".", 1)[-1]
+                noisy = bool(record.get("noisy"))
+                ax.bar(x, value, width=width * 0.92, color=colour, alpha=0.55 if noisy else 1.0,
+                       hatch="///" if noisy else None, edgecolor="black" if noisy else colour)
+                text = record["kernel"].split(".", 1)[-1] + (" (noisy)" if noisy else "")
                 if seq is not None and slot != "seq":
                     text += "\n" + _times(seq["kernel_ms"]["median"]
                                            / record["kernel_ms"]["median"])
@@ -386,6 +401,8 @@ def summary_chart(records: list[dict], title: str = "") -> Figure | None:
     handles += [ax.bar([0], [0], color=BACKEND_COLOURS[b],
                        label=f"best {BACKEND_NAMES.get(b, b)} rung") for b in backends]
     ax.plot([], [], "D", color="black", label="vendor reference (OpenBLAS, CLBlast, cuBLAS)")
+    if any(r.get("noisy") for r in records if r["status"] == "ok"):
+        ax.bar([0], [0], color="white", hatch="///", edgecolor="black", label="hatched: noisy")
     ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0))
     ax.grid(axis="y", alpha=0.3)
     ax.set_title(title or "best of each backend against sequential C (x: speedup over it)",

@@ -198,6 +198,8 @@ def _fmt(key: str, value, scale: float) -> str:
     if key == "noise":
         return f"{100 * value:.1f}%" if value < 0.1 else f"{100 * value:.0f}%"
     if key in ("x_base", "x_parent"):
+        if value < 0.1:  # two significant digits, not 0.00x
+            return f"{value:.2g}x"
         return f"{value:.2f}x" if value < 100 else f"{value:.0f}x"
     if key in ("pct_ref", "pct_peak"):
         return f"{value:.0f}%"

@@ -134,7 +134,9 @@ def _status_word(cell: str) -> str:
 # ---------------------------------------------------------------- environment
 _CURATED = [
     ("created", "date (UTC)"), ("git_commit", "commit"), ("mmsuite", "mmsuite"),
-    ("cpu", "CPU"), ("cpu_cores", "CPU cores"), ("platform", "platform"),
+    ("cpu", "CPU"), ("cpu_cores", "CPU cores"), ("cpu_max_mhz", "CPU max clock (MHz)"),
+    ("cpu_clock_source", "CPU clock from"), ("cpu_simd", "CPU vector extension"),
+    ("platform", "platform"),
     ("python", "Python"), ("numpy", "numpy"),
 ]
 _BACKEND_CURATED = {
@@ -161,6 +163,21 @@ def _scalar(value) -> str:
     return str(value)
 
 
+def _blas(value) -> str:
+    """numpy's BLAS: library, version, the kernels' architecture and threads."""
+    if not isinstance(value, dict):
+        return _scalar(value)
+    text = f"{value.get('library', '?')} {value.get('version', '')}".strip()
+    details = []
+    if value.get("architecture"):
+        details.append(f"{value['architecture']} kernels")
+    if value.get("threads"):
+        details.append(f"{value['threads']} threads")
+    if value.get("forced_by"):
+        details.append("set by " + _scalar(value["forced_by"]))
+    return text + (f" ({', '.join(details)})" if details else "")
+
+
 def environment_rows(run: Run) -> list[list[str]]:
     """What a reader needs to know about where a file was measured, as (what, value) rows:
     device, clocks, BLAS and its architecture, commit and date; then anything else the
@@ -176,8 +193,12 @@ def environment_rows(run: Run) -> list[list[str]]:
         shown = set()
         for key, title in _BACKEND_CURATED.get(name, []):
             if backend.get(key) is not None:
-                rows.append([title, _scalar(backend[key])])
+                rows.append([title, _blas(backend[key]) if key == "blas" else
+                             _scalar(backend[key])])
                 shown.add(key)
+        blas = backend.get("blas")
+        if isinstance(blas, dict) and blas.get("warning"):
+            rows.append([f"{name}: warning", str(blas["warning"])])
         for key, value in sorted(backend.items()):
             if key not in shown and value is not None and re.search(
                     r"blas|clock|coretype|arch|threads", key, re.IGNORECASE):
@@ -193,6 +214,10 @@ def environment_table(runs: list[Run]) -> list[list[str]]:
     """The environment rows of several files of one machine: a value they share is shown
     once, values that differ are listed per file."""
     per_run = [dict((k, v) for k, v in environment_rows(run)) for run in runs]
+    for run, rows in zip(runs, per_run):
+        load = _load_range(run.records)
+        if load:
+            rows["load average (1 min) during the run"] = load
     keys: list[str] = []
     for rows in per_run:
         keys += [k for k in rows if k not in keys]
@@ -206,6 +231,17 @@ def environment_table(runs: list[Run]) -> list[list[str]]:
         else:
             out.append([key, "; ".join(f"{run.path.name}: {v}" for run, v in zip(runs, values))])
     return out
+
+
+def _load_range(records: list[dict]) -> str:
+    """The lowest and highest 1-minute load average the records saw, or ""."""
+    values = []
+    for record in records:
+        load = record.get("load_avg") or {}
+        for when in ("before", "after"):
+            if isinstance(load.get(when), list) and load[when]:
+                values.append(float(load[when][0]))
+    return f"{min(values):.2f} to {max(values):.2f}" if values else ""
 
 
 # ---------------------------------------------------------------- CSV
@@ -416,8 +452,12 @@ def report_blocks(runs: list[Run], records: list[dict], figures: _Figures,
     status_counts: dict[str, int] = {}
     for r in records:
         status_counts[r["status"]] = status_counts.get(r["status"], 0) + 1
-    blocks.append(Para("Statuses: " + ", ".join(f"{n} {s}" for s, n in
-                                                sorted(status_counts.items())) + "."))
+    noisy = sum(1 for r in records if r["status"] == "ok" and r.get("noisy"))
+    blocks.append(Para(
+        "Statuses: " + ", ".join(f"{n} {s}" for s, n in sorted(status_counts.items()))
+        + (f"; {noisy} of the ok results are noisy (their noise stayed above the sampling "
+           "target; marked ! in tables, hatched or hollow in figures)" if noisy else "")
+        + "."))
 
     blocks.append(Heading(2, "Where it ran"))
     for machine in machines:
