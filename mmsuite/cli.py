@@ -471,7 +471,9 @@ def cmd_report(args: argparse.Namespace, console: Console) -> int:
     if args.markdown:
         print(report.render_markdown(records))
     elif not args.out:
-        report.render_rich(records, console, wide=args.wide)
+        from . import report_html
+
+        report_html.render_terminal(args.results, console, wide=args.wide)
     if args.plots:
         for path in report.plot(records, args.plots):
             console.print(f"plot written to {path}")

@@ -124,7 +124,9 @@ def table_rows(records: list[dict]) -> list[dict]:
         row = {"kernel": r["kernel"], "adds": r["adds"], "status": r["status"],
                "reason": r.get("reason", "")}
         ms = _median(r, "kernel_ms") if r["status"] in _TIMED else None
-        valid = ms and r["status"] != "invalid"
+        # Only a verified, plausible time is a throughput or a speedup; a failed or invalid
+        # row keeps its time (and % peak, which says why it is invalid) but no ratio.
+        valid = ms and r["status"] == "ok"
         row["kernel_ms"] = ms
         row["gflops"] = r.get("gflops") if valid else None
         row["host_gflops"] = r.get("host_gflops") if valid else None
@@ -133,7 +135,7 @@ def table_rows(records: list[dict]) -> list[dict]:
         row["spread"] = r["kernel_ms"].get("spread") if ms else None
         row["noise"] = robust_noise(r.get("kernel_ms")) if ms else None
         row["noisy"] = bool(r.get("noisy")) if ms else False
-        row["pct_peak"] = pct_peak(r) if ms else None
+        row["pct_peak"] = pct_peak(r) if valid or r["status"] == "invalid" else None
         row["max_rel_err"] = r.get("max_rel_err")
         base = _base_id(ok_rows, r)
         parent, ref = r.get("parent"), _reference_id(r, ok_rows)
@@ -143,7 +145,12 @@ def table_rows(records: list[dict]) -> list[dict]:
         row["x_parent"] = (_ratio(_median(ok_rows[parent], "kernel_ms"), speed)
                            if parent in ok_rows else None)
         to_ref = _ratio(_median(ok_rows[ref], "kernel_ms"), speed) if ref in ok_rows else None
+        interleaved = _median(r, "reference_ms")
+        if interleaved and speed:
+            # The reference was sampled alternately with this rung: like against like under load.
+            to_ref = _ratio(interleaved, speed)
         row["pct_ref"] = 100 * to_ref if to_ref is not None else None
+        row["ref_interleaved"] = bool(interleaved and speed)
         profile = (r.get("info") or {}).get("profile") or {}
         row["regs"], row["local"] = profile.get("registers"), profile.get("local_bytes")
         shared = [profile.get(key) for key in ("static_shared_bytes", "dynamic_shared_bytes")]
@@ -234,13 +241,15 @@ def _caption(rows: list[dict], wide: bool = True) -> str:
     bases = sorted({r["base"] for r in rows if r["base"]})
     refs = sorted({r["ref"] for r in rows if r["ref"]})
     noise = "noise: 1.4826*MAD/median of the kernel samples, ! where it stayed above target"
+    interleaved = ("; % ref of CPU rungs: against OpenBLAS samples taken alternately with "
+                   "the rung's" if any(r.get("ref_interleaved") for r in rows) else "")
     if not wide:
         return ("ms: median kernel time; " + noise + "; x parent: speedup over the parent "
                 "rung; % ref: reference (" + (", ".join(refs) or "-") + ") time over this "
-                "kernel's; % peak: of the device's FP32 peak")
+                "kernel's; % peak: of the device's FP32 peak" + interleaved)
     return ("x base: speedup over " + (", ".join(bases) or "-") + "; x parent: over the parent "
             "rung; % ref: reference kernel time (" + (", ".join(refs) or "-") + ") over this "
-            "kernel's; spread: (max-min)/median of the kernel time; " + noise)
+            "kernel's; spread: (max-min)/median of the kernel time; " + noise + interleaved)
 
 
 def _fit(cols: list[Column], body: list[list[str]],

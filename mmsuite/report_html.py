@@ -91,6 +91,16 @@ def merge(runs: list[Run]) -> list[dict]:
     return list(merged.values())
 
 
+def render_terminal(paths: list[Path], console, wide: bool = False) -> None:
+    """The ladder tables of merged result files, one set per machine."""
+    from .report import render_rich
+
+    machines = _by_machine(merge(load_runs([Path(p) for p in paths])))
+    for machine, records in machines.items():
+        render_rich(records, console, wide=wide,
+                    title_suffix=f" on {machine}" if len(machines) > 1 else "")
+
+
 # ---------------------------------------------------------------- blocks
 @dataclass
 class Heading:

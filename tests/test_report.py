@@ -143,3 +143,24 @@ def test_console_width_in_a_pipe(monkeypatch: pytest.MonkeyPatch) -> None:
     assert _console().width == 100
     monkeypatch.setenv("COLUMNS", "132")
     assert _console().width == 132
+
+
+def test_pct_ref_uses_the_interleaved_reference_samples_when_recorded() -> None:
+    blas = _record("cpu.blas", "cpu", None, 1.0)
+    rung = _record("cpu.seq_ikj", "cpu", "cpu.seq_naive", 10.0)
+    rung["reference_ms"] = {"median": 4.0, "min": 4.0, "max": 4.0, "samples": [4.0, 4.0]}
+    other = _record("cpu.seq_tiled", "cpu", "cpu.seq_ikj", 5.0)
+    rows = {r["kernel"]: r for r in table_rows([blas, rung, other])}
+    assert math.isclose(rows["cpu.seq_ikj"]["pct_ref"], 40.0)  # 4 ms (alternated) over 10 ms
+    assert math.isclose(rows["cpu.seq_tiled"]["pct_ref"], 20.0)  # the cpu.blas row's 1 ms
+    assert "alternately" in render_markdown([blas, rung, other])
+
+
+def test_a_failed_kernel_keeps_its_time_but_gets_no_speedup() -> None:
+    records = [_record("cpu.blas", "cpu", None, 1.0),
+               _record("cpu.seq_naive", "cpu", None, 100.0),
+               _record("cpu.seq_ikj", "cpu", "cpu.seq_naive", 0.5, status="failed")]
+    failed = {r["kernel"]: r for r in table_rows(records)}["cpu.seq_ikj"]
+    assert failed["kernel_ms"] == 0.5
+    assert (failed["gflops"], failed["x_parent"], failed["x_base"], failed["pct_ref"]) == \
+        (None, None, None, None)
