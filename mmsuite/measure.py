@@ -57,6 +57,8 @@ class Sampling:
     max_seconds: float | None = 15.0
     max_samples: int | None = None
     name: str = "default"
+    # With an interleaved reference: the least time of one turn of samples (sample_session).
+    block_seconds: float = 0.2
 
     def __post_init__(self) -> None:
         if self.min_samples < 1:
@@ -172,6 +174,7 @@ def _sample(session: Session, timer: Timer, cold: bool) -> float:
 
 
 def _warm_up(session: Session, warmup: int, clock: Callable[[], float]) -> None:
+    """``warmup`` untimed launches, for at least the session's floor when there are any."""
     if warmup <= 0:
         return
     start, done = clock(), 0
@@ -182,46 +185,67 @@ def _warm_up(session: Session, warmup: int, clock: Callable[[], float]) -> None:
         done += 1
 
 
+class _Stopper:
+    """The stopping rule, checked after every sample up to ``min_samples``, then at growing
+    intervals (every tenth of the count so far), so that long runs of short kernels do not
+    spend their time in the median."""
+
+    def __init__(self, sampling: Sampling) -> None:
+        self.sampling, self.next_check = sampling, 1
+
+    def __call__(self, samples: list[float], seconds: float) -> str:
+        rule, n = self.sampling, len(samples)
+        if n < self.next_check:
+            hard_stop = rule.max_samples is not None and n >= rule.max_samples
+            over_time = rule.max_seconds is not None and seconds >= rule.max_seconds
+            if not (hard_stop or over_time):
+                return ""
+        self.next_check = n + (max(1, n // 10) if n >= rule.min_samples else 1)
+        return rule.stop(samples, seconds)
+
+
 def sample_session(session: Session, sampling: Sampling, warmup: int = DEFAULT_WARMUP,
                    l2: str = "warm", partner: Session | None = None,
                    clock: Callable[[], float] = time.perf_counter) -> Sampled:
     """Warm up, then take samples of ``session`` until ``sampling`` says stop.
 
-    With a ``partner`` (the reference library on the same call), every sample of
-    the session is followed by one of the partner, and the partner's samples are
-    returned as ``reference_ms``. The rule looks at the session's samples only.
-    The noise is checked after every sample up to ``min_samples``, then at
-    growing intervals (every tenth of the count so far), so that long runs of
-    short kernels do not spend their time in the median. ``clock`` (seconds)
-    measures the time the rule sees.
+    With a ``partner`` (the reference library on the same call), the session and
+    the partner take turns in blocks: samples of the session for at least
+    ``sampling.block_seconds`` (or until the rule stops), then as many samples
+    of the partner; the partner's are returned as ``reference_ms``. Both so see
+    the same load. Turns are blocks, not single samples, because a library's
+    idle worker threads keep spinning for a while after a call (OpenBLAS: about
+    0.1 s) and would slow the other's next samples: with a warm-up, each turn
+    starts with the session's untimed warm-up floor, which outlasts them. The
+    rule looks at the session's samples only; ``clock`` (seconds) is the time it
+    sees.
     """
     cold = l2 == "cold"
     _warm_up(session, warmup, clock)
-    if partner is not None:
-        _warm_up(partner, warmup, clock)
     timer = session.timer()
-    partner_timer = partner.timer() if partner is not None else None
+    stop = _Stopper(sampling)
     samples: list[float] = []
     reference: list[float] = []
     start = clock()
-    next_check = 1
     while True:
-        samples.append(_sample(session, timer, cold))
+        block_start, block = clock(), 0
+        while True:
+            samples.append(_sample(session, timer, cold))
+            block += 1
+            seconds = clock() - start
+            stopped_by = stop(samples, seconds)
+            if stopped_by or (partner is not None and clock() - block_start
+                              >= sampling.block_seconds):
+                break
         if partner is not None:
-            reference.append(_sample(partner, partner_timer, cold))
-        seconds = clock() - start
-        if len(samples) < next_check:
-            hard_stop = sampling.max_samples is not None and len(samples) >= sampling.max_samples
-            over_time = sampling.max_seconds is not None and seconds >= sampling.max_seconds
-            if not (hard_stop or over_time):
-                continue
-        stopped_by = sampling.stop(samples, seconds)
+            _warm_up(partner, warmup, clock)
+            partner_timer = partner.timer()
+            reference.extend(_sample(partner, partner_timer, cold) for _ in range(block))
+            seconds = clock() - start
         if stopped_by:
             return Sampled(samples, reference, seconds, stopped_by, sampling)
-        if len(samples) >= sampling.min_samples:
-            next_check = len(samples) + max(1, len(samples) // 10)
-        else:
-            next_check = len(samples) + 1
+        if partner is not None:
+            _warm_up(session, warmup, clock)
 
 
 def _transfers(session: Session, sampling: Sampling, pinned: bool) -> tuple[list, list]:

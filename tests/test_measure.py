@@ -142,14 +142,44 @@ def test_cold_l2_scrubs_before_each_sample_outside_the_timer() -> None:
     assert session.log == ["reset", "scrub", "start", "launch k", "stop"] * 2
 
 
-def test_partner_samples_alternate_with_the_session() -> None:
+def _runs(log: list[str]) -> list[tuple[str, int]]:
+    """Launch log as (name, count) runs: ["a", "a", "b"] -> [("a", 2), ("b", 1)]."""
+    runs: list[tuple[str, int]] = []
+    for entry in log:
+        if entry.startswith("launch"):
+            name = entry.split()[1]
+            runs[-1:] = [(name, runs[-1][1] + 1)] if runs and runs[-1][0] == name else \
+                runs[-1:] + [(name, 1)]
+    return runs
+
+
+def test_partner_takes_turns_in_blocks_of_equal_count() -> None:
     clock, log = FakeClock(), []
     rung = FakeSession([2.0], clock, name="rung", log=log)
     ref = FakeSession([1.0], clock, name="ref", log=log)
-    result = sample_session(rung, Sampling.fixed(3), warmup=0, partner=ref, clock=clock)
-    launches = [entry for entry in log if entry.startswith("launch")]
-    assert launches == ["launch rung", "launch ref"] * 3
-    assert result.kernel_ms == [2.0] * 3 and result.reference_ms == [1.0] * 3
+    rule = Sampling(min_samples=10, min_seconds=0.5, max_seconds=15.0, block_seconds=0.2)
+    result = sample_session(rung, rule, warmup=0, partner=ref, clock=clock)
+    # 0.01 s a launch: turns of 20; the partner's turns count towards the 0.5 s too.
+    assert _runs(log) == [("rung", 20), ("ref", 20), ("rung", 10), ("ref", 10)]
+    assert result.kernel_ms == [2.0] * 30 and result.reference_ms == [1.0] * 30
+
+
+def test_each_turn_starts_with_an_untimed_warm_up_that_outlasts_spinning_threads() -> None:
+    clock, log = FakeClock(), []
+    # Noisy, so that only max_samples stops it; quarter seconds add up exactly.
+    rung = FakeSession([2.0, 2.4, 2.8] * 10, clock, step=0.25, name="rung", log=log)
+    ref = FakeSession([1.0], clock, step=0.25, name="ref", log=log)
+    rung.warmup_floor_s = ref.warmup_floor_s = 1.0
+    rule = Sampling(min_samples=4, min_seconds=0.0, max_seconds=None, max_samples=8,
+                    block_seconds=1.0)
+    sample_session(rung, rule, warmup=1, partner=ref, clock=clock)
+    timed = {"rung": 0, "ref": 0}
+    for before, entry in zip(log, log[1:]):
+        if entry.startswith("launch") and before == "start":
+            timed[entry.split()[1]] += 1
+    assert timed == {"rung": 8, "ref": 8}
+    # warm-up (4 launches: 1 s) then a turn of 4 timed (1 s), for each session in turn
+    assert _runs(log) == [("rung", 4 + 4), ("ref", 4 + 4), ("rung", 4 + 4), ("ref", 4 + 4)]
 
 
 def test_default_rule_is_nvbench() -> None:
