@@ -156,7 +156,9 @@ def ladder_chart(group: list[dict], title: str = "", context: list[dict] | None 
         row = rows[ref["kernel"]]
         if ref["status"] == "ok" and row["gflops"]:
             value = row["gflops"] / scale
-            ax.axvline(value, color="black", linestyle="--", lw=1.3,
+            # In the colour of its backend, so two references on one chart stay apart.
+            colour = "black" if len(refs) == 1 else BACKEND_COLOURS.get(ref["backend"], "black")
+            ax.axvline(value, color=colour, linestyle="--", lw=1.5,
                        label=f"{ref['kernel']} (reference): {_fmt_value(value)} {unit}")
         else:
             ax.plot([], [], linestyle="none", marker="X", color="#7f7f7f",

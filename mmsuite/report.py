@@ -13,7 +13,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
-from .catalogue import BASELINE_ID, BY_ID, CATALOGUE
+from .catalogue import BASELINE_ID, CATALOGUE
 
 _ORDER = {k.id: i for i, k in enumerate(CATALOGUE)}
 
@@ -332,52 +332,20 @@ def render_markdown(records: list[dict]) -> str:
 
 
 def plot(records: list[dict], out_dir: Path) -> list[Path]:
-    """Bar chart of GFLOP/s per kernel for each problem, and GFLOP/s against size when a run
-    covers several square sizes. Returns the PNG paths written."""
-    import matplotlib
+    """PNG figures for ``--plots``: each problem's ladder (``ladder_<i>.png``), throughput
+    against size when several sizes ran (``sweep.png``) and the best of each backend
+    (``summary.png``), drawn as in the HTML report. Returns the paths written."""
+    from . import charts
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
+    out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
+    figures = [(charts.ladder_chart(group, title=problem_label(group[0])), f"ladder_{i}")
+               for i, group in enumerate(group_by_problem(records).values())]
+    figures += [(charts.sweep_chart(records), "sweep"), (charts.summary_chart(records), "summary")]
     written = []
-    colours = {"cpu": "tab:blue", "opencl": "tab:green", "cuda": "tab:red"}
-    for i, group in enumerate(group_by_problem(records).values()):
-        ok = [r for r in group if r["status"] == "ok"]
-        if not ok:
-            continue
-        fig, ax = plt.subplots(figsize=(max(6, 0.45 * len(ok) + 2), 4.5))
-        ax.bar([r["kernel"] for r in ok], [r["gflops"] for r in ok],
-               color=[colours.get(r["backend"], "grey") for r in ok])
-        ax.set_yscale("log")
-        ax.set_ylabel("GFLOP/s (kernel only)")
-        ax.set_title(problem_label(group[0]))
-        ax.tick_params(axis="x", labelrotation=75, labelsize=8)
-        fig.tight_layout()
-        path = out_dir / f"ladder_{i}.png"
-        fig.savefig(path, dpi=120)
-        plt.close(fig)
-        written.append(path)
-
-    series: dict[str, list[tuple[int, float]]] = defaultdict(list)
-    for r in records:
-        p = r["problem"]
-        if r["status"] == "ok" and p["m"] == p["n"] == p["k"] and p["batch"] == 1:
-            series[r["kernel"]].append((p["m"], r["gflops"]))
-    if any(len(points) > 1 for points in series.values()):
-        fig, ax = plt.subplots(figsize=(7, 4.5))
-        for kernel_id, points in sorted(series.items(), key=lambda kv: _ORDER.get(kv[0], 0)):
-            points.sort()
-            style = "--" if BY_ID.get(kernel_id) and BY_ID[kernel_id].reference else "-"
-            ax.plot(*zip(*points), style, marker="o", label=kernel_id)
-        ax.set_xscale("log", base=2)
-        ax.set_yscale("log")
-        ax.set_xlabel("n (square n x n x n)")
-        ax.set_ylabel("GFLOP/s (kernel only)")
-        ax.legend(fontsize=7, ncol=2)
-        fig.tight_layout()
-        path = out_dir / "sweep.png"
-        fig.savefig(path, dpi=120)
-        plt.close(fig)
-        written.append(path)
+    for fig, name in figures:
+        if fig is not None:
+            path = out_dir / f"{name}.png"
+            fig.savefig(path, dpi=110)
+            written.append(path)
     return written
