@@ -53,8 +53,9 @@
 #define WN ((32 / LR) * TN)      // warp tile columns
 #define WARPS_M (BM / WM)
 #define THREADS (32 * WARPS_M * (BN / WN))
-#ifndef MINB
-#define MINB ((512 / THREADS) > 0 ? (512 / THREADS) : 1)  // 16 warps per SM at <= 128 registers
+#if !defined(MINB) || MINB == 0  // default: 16 warps per SM at <= 128 registers
+#undef MINB
+#define MINB ((512 / THREADS) > 0 ? (512 / THREADS) : 1)
 #endif
 #define LDB (BN + 4)             // sb[k * LDB + j]
 // One pass of the block stages A_KSTEP rows of the A tile and B_JSTEP columns
