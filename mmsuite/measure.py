@@ -393,10 +393,7 @@ def run(kernel_id: str, problem: Problem, repeats: int | None = None,
         inputs = problem.inputs()
     call = plan_call(problem, inputs, kernel.layout)
     load_before = _load_avg()
-    if type(backend).execute is not Backend.execute:
-        parts = _run_execute(backend, kernel, call, sampling, warmup)
-    else:
-        parts = _run_session(backend, kernel, problem, inputs, call, sampling, warmup, options)
+    parts = _run_session(backend, kernel, problem, inputs, call, sampling, warmup, options)
     load_avg = {"before": load_before, "after": _load_avg()}
     output = from_storage(np.asarray(parts.pop("output"), dtype=np.float32), problem)
     if reference is None:
@@ -436,20 +433,6 @@ def _run_session(backend: Backend, kernel: Kernel, problem: Problem,
             "kernel_ms": PhaseStats.of(sampled.kernel_ms), "info": info, "sampled": sampled,
             "reference_ms": PhaseStats.of(sampled.reference_ms) if partner_kernel else None,
             "transfers": transfers}
-
-
-def _run_execute(backend: Backend, kernel: Kernel, call: GemmCall, sampling: Sampling,
-                 warmup: int) -> dict:
-    """An adapter that still runs its own loop: it gets the rule's least sample count."""
-    repeats = sampling.max_samples or sampling.min_samples
-    start = time.perf_counter()
-    execution = backend.execute(kernel, call, repeats, warmup)
-    sampled = Sampled(list(execution.kernel_ms), [], time.perf_counter() - start, "adapter",
-                      sampling)
-    return {"output": execution.output, "h2d_ms": PhaseStats.of(execution.h2d_ms),
-            "d2h_ms": PhaseStats.of(execution.d2h_ms),
-            "kernel_ms": PhaseStats.of(execution.kernel_ms), "info": execution.info,
-            "sampled": sampled}
 
 
 def reference_for(problem: Problem, inputs: tuple[np.ndarray, ...],

@@ -6,12 +6,12 @@ import importlib
 from functools import cache
 from typing import TYPE_CHECKING
 
-from .base import Backend, Execution, KernelUnavailable, RunOptions
+from .base import Backend, KernelUnavailable, RunOptions, Session
 
 if TYPE_CHECKING:  # the catalogue imports this registry (Kernel.reason), never the reverse
     from ..catalogue import Kernel
 
-__all__ = ["Backend", "Execution", "KernelUnavailable", "RunOptions", "get_backend",
+__all__ = ["Backend", "KernelUnavailable", "RunOptions", "Session", "get_backend",
            "unavailable_reason"]
 
 _ADAPTERS = {

@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import time
 from abc import ABC, abstractmethod
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -151,17 +151,6 @@ class Session(ABC):
         self.close()
 
 
-@dataclass
-class Execution:
-    """What an adapter that still runs its own loop returns (``Backend.execute``)."""
-
-    output: np.ndarray
-    kernel_ms: list[float]
-    h2d_ms: list[float] = field(default_factory=list)
-    d2h_ms: list[float] = field(default_factory=list)
-    info: dict = field(default_factory=dict)
-
-
 class Backend(ABC):
     """One kind of device. Subclasses are thin: they prepare sessions, nothing else."""
 
@@ -181,20 +170,9 @@ class Backend(ABC):
         """Empty when this kernel can run on the selected device, else why not."""
         return ""
 
+    @abstractmethod
     def prepare(self, kernel: Kernel, call: GemmCall) -> Session:
         """Compile or look up ``kernel``, allocate and copy ``call``'s inputs in (untimed)."""
-        raise NotImplementedError(f"the {self.name} adapter has no sessions yet")
-
-    def execute(self, kernel: Kernel, call: GemmCall, repeats: int, warmup: int) -> Execution:
-        """The former contract, kept while adapters move to ``prepare``: an adapter that
-        overrides it runs its own loop; otherwise it is ``prepare`` driven by the engine
-        for exactly ``repeats`` samples."""
-        from ..measure import Sampling, sample_session
-
-        with self.prepare(kernel, call) as session:
-            result = sample_session(session, Sampling.fixed(repeats), warmup, self.options.l2)
-            return Execution(output=session.output(), kernel_ms=list(result.kernel_ms),
-                             info=dict(session.info))
 
     def environment(self) -> dict:
         """Facts about where this backend runs (device, driver, versions)."""
