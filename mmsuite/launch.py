@@ -4,6 +4,11 @@ The catalogue holds one of these per rung; the adapters read them. Neither this
 module nor the adapters import the catalogue, so the catalogue can ask the
 backend registry whether a kernel is available without an import circle.
 
+OpenCL
+    ``ClGeometry``: -D options, local size and the block of C one work-group
+    covers. A rung lists geometries per device type, best first; the adapter
+    uses the first the device accepts.
+
 CUDA
     ``CudaLaunch`` describes a rung launched once per sample on a grid that
     follows from the problem (see ``CudaLaunch.steps``). A rung that picks its
@@ -116,3 +121,65 @@ class CudaLaunch:
         """One step: the rung's own kernel on its grid."""
         return CudaPlan((CudaStep(self.grid(call, layout), tuple(self.block),
                                   defines=self.defines, smem=self.smem),))
+
+
+# --------------------------------------------------------------------- OpenCL
+@dataclass(frozen=True)
+class ClGeometry:
+    """How an OpenCL rung is built and launched: -D options, local size, C block per group."""
+
+    defines: tuple[tuple[str, int], ...]
+    local: tuple[int, int]
+    block: tuple[int, int]  # (columns, rows) of C per work-group
+    local_mem: int = 0  # bytes of local memory the kernel declares
+
+    @property
+    def options(self) -> list[str]:
+        return [f"-D{name}={value}" for name, value in self.defines]
+
+    @property
+    def work_group_size(self) -> int:
+        return self.local[0] * self.local[1]
+
+    def global_size(self, m: int, n: int, batch: int) -> tuple[int, int, int]:
+        groups_x = -(-n // self.block[0])
+        groups_y = -(-m // self.block[1])
+        return (groups_x * self.local[0], groups_y * self.local[1], batch)
+
+    def with_define(self, name: str, value: int) -> ClGeometry:
+        defines = tuple((n, value if n == name else v) for n, v in self.defines)
+        return ClGeometry(defines, self.local, self.block, self.local_mem)
+
+    def shape_error(self) -> str:
+        """Why the -D values are inconsistent (rung 4's slices must split evenly), else ''."""
+        d = dict(self.defines)
+        if d.get("STAGE", 0):
+            width = 4 if d.get("VEC") else 1
+            items = self.work_group_size
+            if (d["BM"] * d["BK"] // width) % items or (d["BK"] * d["BN"] // width) % items:
+                return f"{self.describe()}: slices do not split evenly over {items} work-items"
+        return ""
+
+    def describe(self) -> str:
+        defs = " ".join(f"{n}={v}" for n, v in self.defines)
+        return f"local {self.local[0]}x{self.local[1]}" + (f", {defs}" if defs else "")
+
+
+def naive_geometry(lx: int, ly: int) -> ClGeometry:
+    return ClGeometry((), (lx, ly), (lx, ly))
+
+
+def tiled_geometry(ts: int) -> ClGeometry:
+    return ClGeometry((("TS", ts),), (ts, ts), (ts, ts), 2 * ts * ts * 4)
+
+
+def more_work_geometry(ts: int, wpt: int) -> ClGeometry:
+    return ClGeometry((("TS", ts), ("WPT", wpt)), (ts, ts // wpt), (ts, ts), 2 * ts * ts * 4)
+
+
+def regblock_geometry(bm: int, bn: int, bk: int, tm: int, tn: int, pad: int = 4,
+                      vec: int = 0, stage: int = 1) -> ClGeometry:
+    defines = (("BM", bm), ("BN", bn), ("BK", bk), ("TM", tm), ("TN", tn), ("PAD", pad),
+               ("VEC", vec), ("STAGE", stage))
+    local_mem = (2 * bk * (bm + pad) * 4 + 2 * bk * bn * 4) if stage else 0
+    return ClGeometry(defines, (bn // tn, bm // tm), (bn, bm), local_mem)
