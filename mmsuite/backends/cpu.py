@@ -1,12 +1,16 @@
 """CPU backend: the C ladder through the cffi extension, and numpy (OpenBLAS) as reference.
 
-Host memory is the device memory here, so h2d and d2h are empty. Each run is
-timed with a monotonic wall clock around the C call; cffi releases the GIL for
-the call's duration.
+Host memory is the device memory here, so a session has no transfers. Each
+sample is timed with a monotonic wall clock around the C call (cffi releases
+the GIL for the call's duration) or the numpy call. ``scrub_l2`` writes a buffer
+twice the size of the largest CPU cache.
 
-OpenMP's thread count is per calling thread and sticks once set, so the adapter
-sets it before every execution (``RunOptions.threads``, else the count OpenMP
-chose at load time) in the thread that launches, and records the count it used.
+OpenMP's thread count is per calling thread and sticks once set, so ``prepare``
+sets it (``RunOptions.threads``, else the count OpenMP chose at load time) in
+the thread that will launch, and records the count it used. A numpy session
+holds the BLAS thread limit (threadpoolctl) while it is open. The engine
+alternates every C rung's samples with a numpy session on the same call
+(``interleaves_reference``).
 """
 
 from __future__ import annotations
@@ -27,9 +31,9 @@ if TYPE_CHECKING:
     from ..layout import GemmCall
 
 # A warm-up (when asked for) lasts at least this long: OpenBLAS's worker threads,
-# used by numpy for the float64 reference of the previous measurement, keep
-# spinning on the cores for about 0.1 s after their last call and would slow the
-# first timed runs of an OpenMP rung.
+# used by numpy for the float64 reference or the interleaved reference samples,
+# keep spinning on the cores for about 0.1 s after their last call and would slow
+# the first timed runs of an OpenMP rung.
 WARMUP_FLOOR_S = 0.15
 
 _DEFAULT_THREADS: int | None = None  # OpenMP's own choice, read before anyone changes it
