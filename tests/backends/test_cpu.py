@@ -9,8 +9,9 @@ import numpy as np
 import pytest
 
 import mmsuite
-from mmsuite import Problem, RunOptions
+from mmsuite import Problem, RunOptions, verify
 from mmsuite.backends import cpu
+from mmsuite.layout import from_storage, plan_call
 
 from ..conftest import kernel_ids
 
@@ -34,8 +35,9 @@ def test_thread_option_is_honoured_and_recorded(kernel_id: str) -> None:
 def test_thread_option_does_not_leak_into_later_runs() -> None:
     _needs_extension()
     p = Problem(16, 16, 16)
-    assert mmsuite.run("cpu.omp_packed", p, options=RunOptions(threads=1)).info["threads"] == 1
-    default = mmsuite.run("cpu.omp_packed", p).info["threads"]
+    one = RunOptions(threads=1)
+    assert mmsuite.run("cpu.omp_packed", p, repeats=2, options=one).info["threads"] == 1
+    default = mmsuite.run("cpu.omp_packed", p, repeats=2).info["threads"]
     assert default == cpu._DEFAULT_THREADS and default >= 1
 
 
@@ -45,7 +47,8 @@ def test_thread_option_holds_in_any_calling_thread() -> None:
     seen: list[int] = []
 
     def work() -> None:
-        m = mmsuite.run("cpu.omp_packed", Problem(16, 16, 16), options=RunOptions(threads=1))
+        m = mmsuite.run("cpu.omp_packed", Problem(16, 16, 16), repeats=2,
+                        options=RunOptions(threads=1))
         seen.append(m.info["threads"])
 
     worker = threading.Thread(target=work)
@@ -81,6 +84,33 @@ def test_shapes_crossing_every_block_boundary(kernel_id: str) -> None:
     for seed, shape in enumerate([(13, 4133, 531), (203, 37, 1031)]):
         m = mmsuite.run(kernel_id, Problem(*shape, beta=0.5, seed=seed), repeats=1, warmup=0)
         assert m.ok, f"{kernel_id} on {shape}: {m.verdict.reason}"
+
+
+@pytest.mark.parametrize("kernel_id", ["cpu.seq_naive", "cpu.blas"])
+def test_session_resets_c_to_nan_or_c0_and_scrubs_without_changing_results(
+        kernel_id: str) -> None:
+    if mmsuite.get(kernel_id).reason:
+        pytest.skip(mmsuite.get(kernel_id).reason)
+    backend = mmsuite.backends.get_backend("cpu")
+    for beta in (0.0, 0.5):
+        problem = Problem(9, 7, 5, beta=beta, seed=2)
+        inputs = problem.inputs()
+        call = plan_call(problem, inputs, "row")
+        with backend.prepare(mmsuite.get(kernel_id), call) as session:
+            session.reset_c()
+            if beta == 0.0:
+                assert np.isnan(session.output()).all()
+            else:
+                np.testing.assert_array_equal(session.output(), call.c0)
+            session.scrub_l2()
+            session.launch()
+            out = from_storage(session.output(), problem)
+        assert verify.check(out, verify.reference(problem, inputs), problem.k).ok
+        assert session.has_transfers is False
+
+
+def test_last_level_cache_size_is_read_or_defaulted() -> None:
+    assert cpu._last_level_cache_bytes() >= 2**20
 
 
 def test_c_call_releases_the_gil() -> None:
