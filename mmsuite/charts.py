@@ -384,7 +384,8 @@ def summary_chart(records: list[dict], title: str = "") -> Figure | None:
                 if seq is not None and slot != "seq":
                     text += "\n" + _times(seq["kernel_ms"]["median"]
                                            / record["kernel_ms"]["median"])
-                ax.text(x, value * 1.08, text, ha="center", va="bottom", fontsize=7.5)
+                top = max(value, ref["gflops"] / scale if ref is not None else 0.0)
+                ax.text(x, top * 1.12, text, ha="center", va="bottom", fontsize=7.5)
             else:
                 ax.text(x, 0, "none ok", ha="center", va="bottom", fontsize=7, rotation=90,
                         color="#7f7f7f", transform=ax.get_xaxis_transform())

@@ -306,13 +306,16 @@ def render_rich(records: list[dict], console=None, wide: bool = False,
 
 
 def ladder_table(records: list[dict], wide: bool = True
-                 ) -> tuple[list[str], list[str], list[list[str]], str]:
-    """One problem's ladder as plain cells (for HTML and CSV-like writers): column titles,
-    their justification ("left"/"right"), one list of cells per kernel, and the caption."""
+                 ) -> tuple[list[str], list[str], list[list[str]], str, list[str]]:
+    """One problem's ladder as plain cells (for HTML and Markdown writers): column titles,
+    their justification ("left"/"right"), one list of cells per kernel, the caption, and
+    the reasons the status cells point to ("[1]" is the first)."""
     rows = table_rows(records)
     cols, scale = _columns(rows, wide)
-    return ([c.title for c in cols], [c.justify for c in cols],
-            [_cells(r, cols, scale) for r in rows], _caption(rows, wide))
+    notes: dict[str, int] = {}
+    cells = [_cells(r, cols, scale, notes) for r in rows]
+    return ([c.title for c in cols], [c.justify for c in cols], cells, _caption(rows, wide),
+            list(notes))
 
 
 def render_markdown(records: list[dict]) -> str:

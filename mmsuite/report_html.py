@@ -121,6 +121,7 @@ class TableBlock:
     justify: list[str] = field(default_factory=list)
     caption: str = ""
     styles: list[str] = field(default_factory=list)  # a status per row, for colour
+    notes: list[str] = field(default_factory=list)  # what "[1]", "[2]" in cells stand for
 
 
 @dataclass
@@ -350,9 +351,9 @@ def _ladder_blocks(records: list[dict], figures: _Figures, machine: str,
                         key=lambda g: charts._size_key(g[0]["problem"])):
         label = problem_label(group[0])
         blocks.append(Heading(3, label + (f" on {machine}" if several_machines else "")))
-        headers, justify, cells, caption = ladder_table(group)
+        headers, justify, cells, caption, notes = ladder_table(group)
         blocks.append(TableBlock(headers, cells, justify, caption,
-                                 [r["status"] for r in table_rows(group)]))
+                                 [r["status"] for r in table_rows(group)], notes))
         derived = {r["kernel"]: r for r in table_rows(group)}
         for backend, mine in _by_backend(group).items():
             refs = {derived[r["kernel"]]["ref"] for r in mine} - {None}
@@ -488,6 +489,7 @@ def report_blocks(runs: list[Run], records: list[dict], figures: _Figures,
 
     if several:
         blocks.append(Heading(2, "Machines side by side"))
+        before = len(blocks)
         for backend in ("cpu", "opencl", "cuda"):
             for group in group_by_problem([r for r in records if r["backend"] == backend]
                                           ).values():
@@ -499,6 +501,9 @@ def report_blocks(runs: list[Run], records: list[dict], figures: _Figures,
                                     f"The {backend} ladder on {label} on each machine.")
                 if block:
                     blocks.append(block)
+        if len(blocks) == before:
+            blocks.append(Para("No problem ran on more than one machine: there is nothing to "
+                               "set side by side."))
 
     sweeps = [b for machine, mine in machines.items() for b in _sweep_blocks(mine, figures,
                                                                                machine)]
@@ -532,6 +537,7 @@ caption { caption-side: bottom; text-align: left; color: #555; font-size: .9em;
           padding-top: .3em; }
 figure { margin: 1.2em 0; } figure svg { max-width: 100%; height: auto; }
 figcaption { color: #555; font-size: .9em; }
+div.scroll { overflow-x: auto; } ol.notes { font-size: .85em; color: #444; margin-top: 0; }
 pre { background: #f7f7f7; padding: .6em; overflow-x: auto; font-size: .85em; }
 """
 
@@ -557,7 +563,7 @@ def render_html(blocks: list[Block], figures_dir: Path) -> str:
             out.append(f"<pre>{esc(block.text)}</pre>" if block.pre
                        else f"<p>{esc(block.text)}</p>")
         elif isinstance(block, TableBlock):
-            out.append("<table>")
+            out.append('<div class="scroll"><table>')
             if block.caption:
                 out.append(f"<caption>{esc(block.caption)}</caption>")
             out.append("<thead><tr>" + "".join(f"<th>{esc(h)}</th>" for h in block.headers)
@@ -571,7 +577,10 @@ def render_html(blocks: list[Block], figures_dir: Path) -> str:
                     and block.justify[i_c] == "right" else f"<td>{esc(c)}</td>"
                     for i_c, c in enumerate(row))
                 out.append(f'<tr class="{esc(style)}">{cells}</tr>')
-            out.append("</tbody></table>")
+            out.append("</tbody></table></div>")
+            if block.notes:
+                out.append('<ol class="notes">' + "".join(f"<li>{esc(n)}</li>"
+                                                          for n in block.notes) + "</ol>")
         elif isinstance(block, FigureBlock):
             svg = _inline_svg(figures_dir / f"{block.name}.svg")
             out.append(f'<figure id="{esc(block.name)}">{svg}'
@@ -596,6 +605,9 @@ def render_md(blocks: list[Block]) -> str:
                                       (block.justify or ["left"] * len(block.headers))) + "|")
             out += ["| " + " | ".join(cell(c) for c in row) + " |" for row in block.rows]
             out.append("")
+            out += [f"{i}. {note}" for i, note in enumerate(block.notes, 1)]
+            if block.notes:
+                out.append("")
             if block.caption:
                 out += [f"*{block.caption}*", ""]
         elif isinstance(block, FigureBlock):

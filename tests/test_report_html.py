@@ -96,9 +96,11 @@ def test_merged_report_shows_the_gpu_ladder_transfers_and_statuses(merged: Path)
     assert "## Ladders on AMD EPYC (2 cores)" in markdown
     assert "transfers-nvidia-h100-80gb-hbm3-4096x4096x4096" in markdown
     assert "summary-nvidia-h100-80gb-hbm3" in markdown
-    # Statuses keep their reasons in the tables.
-    assert "invalid: measurement error:" in markdown
-    assert "error: CUDADriverError" in markdown
+    # Statuses point to their reasons, listed under each table.
+    assert re.search(r"\| invalid \[(\d)\] \|", markdown)
+    number = re.search(r"\| invalid \[(\d)\] \|", markdown).group(1)
+    assert f"\n{number}. measurement error: 80000 GFLOP/s" in markdown
+    assert re.search(r"\n\d\. CUDADriverError: CUDA_ERROR_ILLEGAL_ADDRESS", markdown)
     assert "SM clock (MHz) | 1980" in markdown
 
 
