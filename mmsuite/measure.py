@@ -146,20 +146,25 @@ class Sampled:
     seconds: float
     stopped_by: str
     sampling: Sampling
+    disturbed: int = 0  # kernel samples the timer knows were disturbed (preempted CPU)
 
     @property
     def noisy(self) -> bool:
+        """The noise stayed above the target, or most samples were disturbed: a machine
+        loaded steadily can give a tight spread around a wrong figure."""
         noise = robust_noise(self.kernel_ms)
-        return noise is not None and noise > self.sampling.noise_target
+        above = noise is not None and noise > self.sampling.noise_target
+        return above or 2 * self.disturbed > len(self.kernel_ms)
 
     def record(self) -> dict:
         return {**{k: v for k, v in asdict(self.sampling).items()},
                 "samples": len(self.kernel_ms), "seconds": self.seconds,
-                "stopped_by": self.stopped_by}
+                "stopped_by": self.stopped_by, "disturbed": self.disturbed}
 
 
 def _sample(session: Session, timer: Timer, cold: bool) -> float:
-    """One timed launch; taken again while the timer cannot vouch for it (``None``)."""
+    """One timed launch; taken again while the timer cannot vouch for it (``None``).
+    Whether it was disturbed is for the caller to ask the timer."""
     for _ in range(MAX_RETAKES):
         session.reset_c()
         if cold:
@@ -226,11 +231,13 @@ def sample_session(session: Session, sampling: Sampling, warmup: int = DEFAULT_W
     stop = _Stopper(sampling)
     samples: list[float] = []
     reference: list[float] = []
+    disturbed = 0
     start = clock()
     while True:
         block_start, block = clock(), 0
         while True:
             samples.append(_sample(session, timer, cold))
+            disturbed += timer.disturbed()
             block += 1
             seconds = clock() - start
             stopped_by = stop(samples, seconds)
@@ -243,7 +250,7 @@ def sample_session(session: Session, sampling: Sampling, warmup: int = DEFAULT_W
             reference.extend(_sample(partner, partner_timer, cold) for _ in range(block))
             seconds = clock() - start
         if stopped_by:
-            return Sampled(samples, reference, seconds, stopped_by, sampling)
+            return Sampled(samples, reference, seconds, stopped_by, sampling, disturbed)
         if partner is not None:
             _warm_up(session, warmup, clock)
 

@@ -43,6 +43,9 @@ class FakeTimer(Timer):
     def elapsed_ms(self) -> float:
         return self.session.last
 
+    def disturbed(self) -> bool:
+        return self.session.launches in self.session.disturbed_at
+
 
 class FakeSession(Session):
     """Each launch takes ``step`` seconds of the fake clock and yields the next scripted time."""
@@ -55,6 +58,7 @@ class FakeSession(Session):
         self.log = [] if log is None else log
         self.launches = 0
         self.last = 0.0
+        self.disturbed_at: set[int] = set()  # launch counts whose sample was disturbed
 
     def reset_c(self) -> None:
         self.log.append("reset")
@@ -115,6 +119,18 @@ def test_noise_that_settles_stops_early() -> None:
     session = FakeSession([1.0, 3.0] * 5 + [1.0] * 1000, clock, step=0.01)
     result = sample_session(session, Sampling(min_samples=10, min_seconds=0.0), 0, clock=clock)
     assert result.stopped_by == "noise_target" and 10 < len(result.kernel_ms) < 40
+
+
+def test_a_steady_but_mostly_disturbed_run_is_noisy() -> None:
+    clock = FakeClock()
+    session = FakeSession([1.0], clock)
+    session.disturbed_at = {1, 2, 3, 4, 5, 6}
+    result = sample_session(session, Sampling.fixed(10), warmup=0, clock=clock)
+    assert robust_noise(result.kernel_ms) == 0.0 and result.noisy
+    assert result.record()["disturbed"] == 6
+    session = FakeSession([1.0], FakeClock())
+    session.disturbed_at = {1, 2}
+    assert not sample_session(session, Sampling.fixed(10), warmup=0, clock=clock).noisy
 
 
 def test_fixed_sampling_takes_exactly_that_many_and_still_records_noise() -> None:

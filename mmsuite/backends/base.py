@@ -76,6 +76,11 @@ class Timer(ABC):
         """Wait until the sample is done; its duration in milliseconds, or None when the
         timer cannot vouch for it (the engine then takes the sample again)."""
 
+    def disturbed(self) -> bool:
+        """Whether the last sample is known to have been disturbed from outside (another
+        process took the CPU) although it was kept; the engine counts these."""
+        return False
+
 
 class WallTimer(Timer):
     """A monotonic wall clock, for devices where a launch returns when the work is done."""

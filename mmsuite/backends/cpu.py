@@ -158,6 +158,41 @@ def _last_level_cache_bytes() -> int:
     return max(sizes, default=32 * 2**20)
 
 
+# Involuntary context switches per second of a sample above which another process is
+# taking the cores: a quiet machine preempts a few times a second (kernel threads), a
+# busy loop sharing a core every few milliseconds.
+DISTURBED_SWITCHES_PER_S = 50.0
+
+
+class PreemptionTimer(WallTimer):
+    """The wall clock, plus the process's involuntary context switches during the sample."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._switches = 0
+
+    def start(self) -> None:
+        self._switches = _involuntary_switches()
+        super().start()
+
+    def stop(self) -> None:
+        super().stop()
+        self._switches = _involuntary_switches() - self._switches
+
+    def disturbed(self) -> bool:
+        seconds = self.elapsed_ms() / 1e3
+        return seconds > 0 and self._switches / seconds > DISTURBED_SWITCHES_PER_S
+
+
+def _involuntary_switches() -> int:
+    """Involuntary context switches of every thread of this process so far (0 if unknown)."""
+    try:
+        import resource
+    except ImportError:  # not on every platform
+        return 0
+    return resource.getrusage(resource.RUSAGE_SELF).ru_nivcsw
+
+
 class _CpuSession(Session):
     """A C rung or numpy on host buffers: launches return when the work is done."""
 
@@ -184,7 +219,7 @@ class _CpuSession(Session):
         self.launch_fn()
 
     def timer(self) -> Timer:
-        return WallTimer()
+        return PreemptionTimer()
 
     def scrub_l2(self) -> None:
         # Writing twice the largest cache evicts A, B and C from every level.

@@ -52,6 +52,7 @@ class SpinTimer(Timer):
         self.spin_ns = spin_ns
         self._spun, self._start, self._stop = (cp.cuda.Event() for _ in range(3))
         self._covered = False
+        self._kept_uncovered = False
         self.retakes = 0  # samples taken again with a longer spin
         self.uncovered = 0  # samples kept although the spin ended before the enqueue did
 
@@ -68,6 +69,7 @@ class SpinTimer(Timer):
     def elapsed_ms(self) -> float | None:
         self._stop.synchronize()
         ms = self._cp.cuda.get_elapsed_time(self._start, self._stop)
+        self._kept_uncovered = False
         if self._covered:
             return ms
         if self.spin_ns < MAX_SPIN_NS:
@@ -75,7 +77,11 @@ class SpinTimer(Timer):
             self.retakes += 1
             return None
         self.uncovered += 1
+        self._kept_uncovered = True
         return ms
+
+    def disturbed(self) -> bool:
+        return self._kept_uncovered
 
     def report(self) -> dict:
         return {"spin_us": self.spin_ns / 1e3, "retakes": self.retakes,

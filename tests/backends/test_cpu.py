@@ -109,6 +109,20 @@ def test_session_resets_c_to_nan_or_c0_and_scrubs_without_changing_results(
         assert session.has_transfers is False
 
 
+def test_preemption_timer_flags_samples_another_process_interrupted(monkeypatch) -> None:
+    counts = iter([10, 10, 10, 30])  # involuntary switches before and after two samples
+    monkeypatch.setattr(cpu, "_involuntary_switches", lambda: next(counts))
+    timer = cpu.PreemptionTimer()
+    timer.start()
+    timer.stop()
+    timer._start, timer._stop = 0.0, 0.1  # no switch in 0.1 s
+    assert not timer.disturbed()
+    timer.start()
+    timer.stop()
+    timer._start, timer._stop = 0.0, 0.1  # 20 switches in 0.1 s: a busy neighbour
+    assert timer.disturbed()
+
+
 def test_last_level_cache_size_is_read_or_defaulted() -> None:
     assert cpu._last_level_cache_bytes() >= 2**20
 
