@@ -172,6 +172,17 @@ CONFIGS: dict[str, Config] = {c.name: c for c in (
     Config(32, 32, tm=4, tn=4, regs=89, efficiency=0.40),
 )}
 RUNG21_CONFIG = CONFIGS["128x128x8"]
+# What `mmsuite tune` searches beyond them: double-buffered shared memory and
+# 512-thread tiles with BK 8 (efficiencies guessed from their single-buffered
+# siblings until a tuning run measures them).
+SEARCH: tuple[Config, ...] = tuple(CONFIGS.values()) + (
+    Config(256, 128, bk=8, lr=2, stages=2, regs=127, efficiency=0.70),
+    Config(256, 128, bk=8, lr=2, regs=126, efficiency=0.69),
+    Config(128, 256, bk=8, stages=2, regs=127, efficiency=0.66),
+    Config(128, 128, bk=8, stages=2, regs=125, efficiency=0.69),
+    Config(64, 128, bk=8, stages=2, minb=3, regs=142, efficiency=0.65),
+    Config(128, 64, stages=2, minb=3, regs=155, efficiency=0.65),
+)
 
 
 @dataclass(frozen=True)
@@ -381,6 +392,40 @@ def as_dict(choice: Choice) -> dict:
 
 
 # --------------------------------------------------------------------- launch
+def plan(choice: Choice, source: str, m: int, n: int, batch: int):
+    """The ``CudaPlan`` of a choice: the main kernel, then the reduction when K is split."""
+    from .launch import GEMM_ARGS, CudaPlan, CudaStep
+
+    defines = tuple(sorted(choice.config.defines.items()))
+    steps = [CudaStep(choice.grid(m, n, batch), (choice.config.threads,), MAIN_ENTRY, source,
+                      defines, args=GEMM_ARGS + ("work", choice.split))]
+    if choice.split > 1:
+        steps.append(CudaStep((choice.reduce_grid(m, n, batch), 1, 1), (REDUCE_THREADS,),
+                              REDUCE_ENTRY, source, defines,
+                              args=("m", "n", "batch", "alpha", "work", "beta", "c",
+                                    choice.split)))
+    return CudaPlan(tuple(steps), workspace=choice.workspace_elems(m, n, batch),
+                    info={"dispatch": choice.info()})
+
+
+def _device(facts: dict) -> Device:
+    return Device(str(facts.get("name") or "unknown GPU"),
+                  int(facts.get("sm_count") or DEFAULT_SMS),
+                  int(facts.get("sm_clock_mhz") or DEFAULT_CLOCK_MHZ))
+
+
+def plan_splitk(entry: str, source: str, call, device: dict):
+    """Planner of rung 21: its 128x128 tile, the split factor per problem."""
+    choice = choose(call.m, call.n, call.k, call.batch, _device(device), [RUNG21_CONFIG])
+    return plan(choice, source, call.m, call.n, call.batch)
+
+
+def plan_adaptive(entry: str, source: str, call, device: dict):
+    """Planner of the dispatching rung: tile config and split factor per problem."""
+    choice = choose(call.m, call.n, call.k, call.batch, _device(device))
+    return plan(choice, source, call.m, call.n, call.batch)
+
+
 def make_launch(cp, get_function, choice: Choice, m: int, n: int, k: int, batch: int,
                 alpha: float, beta: float):
     """``launch(a, b, c)`` enqueueing ``choice`` on CuPy's current stream.

@@ -6,11 +6,13 @@ import json
 import shutil
 import subprocess
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
 from mmsuite import dispatch
 from mmsuite.dispatch import CONFIGS, Choice, Config, Device
+from mmsuite.launch import GEMM_ARGS
 from mmsuite.sources import source_path
 
 H100 = Device("NVIDIA H100 80GB HBM3", 132, 1980)
@@ -218,3 +220,48 @@ def test_bad_tuned_entry_is_an_error_not_a_silent_fallback() -> None:
     dispatch.store_tuning(path, H100.name, {"64x64x64x1": {"params": {"BM": 64}, "split": 1}})
     with pytest.raises(dispatch.TuningFileError, match="bad entry"):
         dispatch.choose(64, 64, 64, 1, H100)
+
+
+# ------------------------------------------------------------------ planners
+def _call(m: int, n: int, k: int, batch: int = 1) -> SimpleNamespace:
+    return SimpleNamespace(m=m, n=n, k=k, batch=batch)
+
+
+FACTS = {"name": H100.name, "sm_count": H100.sms, "sm_clock_mhz": H100.clock_mhz}
+
+
+def test_split_plan_is_main_kernel_then_reduction_over_one_workspace() -> None:
+    plan = dispatch.plan_adaptive("mm_21_splitk", dispatch.SOURCE, _call(512, 512, 512), FACTS)
+    info = plan.info["dispatch"]
+    split = info["split"]
+    assert split > 1 and len(plan.steps) == 2
+    main, reduce = plan.steps
+    config = Config.from_params(info["params"])
+    assert main.entry == dispatch.MAIN_ENTRY and reduce.entry == dispatch.REDUCE_ENTRY
+    assert main.grid == (-(-512 // config.bm), -(-512 // config.bn), split)
+    assert main.block == (config.threads,) and dict(main.defines) == config.defines
+    assert main.args[-2:] == ("work", split) and main.args[:8] == GEMM_ARGS
+    assert reduce.args == ("m", "n", "batch", "alpha", "work", "beta", "c", split)
+    assert plan.workspace == split * 512 * 512
+    assert info["choice"] == "heuristic"
+
+
+def test_unsplit_plan_is_one_launch_without_workspace() -> None:
+    plan = dispatch.plan_splitk("mm_21_splitk", dispatch.SOURCE, _call(4096, 4096, 4096),
+                                FACTS)
+    assert len(plan.steps) == 1 and plan.workspace == 0
+    assert plan.info["dispatch"]["config"] == dispatch.RUNG21_CONFIG.name
+    assert plan.steps[0].grid == (32, 32, 1)
+
+
+def test_planner_follows_the_device_tuning_file() -> None:
+    path = dispatch.tuning_path(H100.name)
+    tuned = CONFIGS["128x64x16_b3"]
+    dispatch.store_tuning(path, H100.name, {dispatch.shape_key(128, 128, 65536, 1): {
+        "params": tuned.params(), "split": 96}})
+    plan = dispatch.plan_adaptive("mm_21_splitk", dispatch.SOURCE, _call(128, 128, 65536),
+                                  FACTS)
+    info = plan.info["dispatch"]
+    assert (info["config"], info["split"], info["choice"]) == (tuned.name, 96, "tuned")
+    assert info["tuning_file"] == str(path)
+    assert plan.steps[0].grid == (1, 2, 96)
