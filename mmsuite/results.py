@@ -128,6 +128,38 @@ def _is_number(value: Any) -> bool:
     return isinstance(value, (int, float)) and not isinstance(value, bool)
 
 
+def _is_int(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+# The type of every field a reader uses; NaN and Inf are written as null, so numbers may
+# be null. Fields not listed are left to their readers (files from newer versions).
+_NUMBER_OR_NULL = ("a number or null", lambda v: v is None or _is_number(v))
+_TEXT = ("a string", lambda v: isinstance(v, str))
+_TEXT_OR_NULL = ("a string or null", lambda v: v is None or isinstance(v, str))
+_OBJECT_OR_NULL = ("an object or null", lambda v: v is None or isinstance(v, dict))
+FIELD_TYPES: dict[str, tuple[str, Any]] = {
+    "backend": _TEXT, "adds": _TEXT, "seed": _TEXT, "reason": _TEXT, "l2": _TEXT,
+    "parent": _TEXT_OR_NULL,
+    "rung": ("an integer or null", lambda v: v is None or _is_int(v)),
+    "device": ("an integer, a string or null", lambda v: v is None or _is_int(v)
+               or isinstance(v, str)),
+    "noisy": ("true or false", lambda v: isinstance(v, bool)),
+    **{name: _NUMBER_OR_NULL for name in (
+        "flops", "gflops", "host_gflops", "host_to_host_ms", "max_rel_err", "tolerance",
+        "pct_peak", "peak_gflops")},
+    **{name: _OBJECT_OR_NULL for name in (
+        "kernel_ms", "h2d_ms", "d2h_ms", "reference_ms", "info", "sampling", "load_avg",
+        "transfers")},
+}
+PHASES = ("kernel_ms", "h2d_ms", "d2h_ms", "reference_ms")
+PROBLEM_TYPES: dict[str, tuple[str, Any]] = {
+    "layout": ("'row' or 'col'", lambda v: v in ("row", "col")),
+    "alpha": ("a number", _is_number), "beta": ("a number", _is_number),
+    "seed": ("an integer", _is_int),
+}
+
+
 def check_record(record: Any) -> str:
     """What is wrong with one result record; empty when it is sound."""
     if not isinstance(record, dict):
@@ -141,9 +173,22 @@ def check_record(record: Any) -> str:
     if not isinstance(problem, dict):
         return "field 'problem' is missing or not an object"
     for key in ("m", "n", "k", "batch"):
-        if not isinstance(problem.get(key), int) or isinstance(problem.get(key), bool) \
-                or problem[key] < 1:
+        if not _is_int(problem.get(key)) or problem[key] < 1:
             return f"field 'problem.{key}' is missing or not a positive integer"
+    for key, (what, ok) in PROBLEM_TYPES.items():
+        if key in problem and not ok(problem[key]):
+            return f"field 'problem.{key}' is {problem[key]!r}, expected {what}"
+    for key, (what, ok) in FIELD_TYPES.items():
+        if key in record and not ok(record[key]):
+            return f"field {key!r} is {record[key]!r}, expected {what}"
+    for phase in PHASES:
+        stats = record.get(phase) or {}
+        for key in ("median", "min", "max", "spread", "noise"):
+            if key in stats and not _NUMBER_OR_NULL[1](stats[key]):
+                return f"field '{phase}.{key}' is {stats[key]!r}, expected a number or null"
+        samples = stats.get("samples", [])
+        if not isinstance(samples, list) or not all(_NUMBER_OR_NULL[1](x) for x in samples):
+            return f"field '{phase}.samples' is not a list of numbers"
     if status in MEASURED:
         stats = record.get("kernel_ms")
         if not isinstance(stats, dict):
@@ -151,8 +196,8 @@ def check_record(record: Any) -> str:
         median = stats.get("median")
         if not _is_number(median) or not math.isfinite(median) or median <= 0:
             return f"field 'kernel_ms.median' is {median!r}, expected a positive number"
-        if not isinstance(stats.get("samples", []), list):
-            return "field 'kernel_ms.samples' is not a list"
+        if not stats.get("samples"):
+            return f"field 'kernel_ms.samples' is empty on a row with status {status!r}"
     if status == "ok":
         gflops = record.get("gflops")
         if not _is_number(gflops) or not math.isfinite(gflops) or gflops <= 0:
@@ -160,8 +205,6 @@ def check_record(record: Any) -> str:
         err = record.get("max_rel_err")
         if not _is_number(err) or not math.isfinite(err):
             return f"field 'max_rel_err' is {err!r}, expected a number"
-    if "reason" in record and not isinstance(record["reason"], str):
-        return "field 'reason' is not a string"
     return ""
 
 

@@ -71,6 +71,15 @@ def test_load_rejects_other_files(tmp_path) -> None:
     ({"status": "great"}, r"field 'status' is 'great'"),
     ({"kernel": 7}, r"record 0: field 'kernel' is missing or not a string"),
     ({"problem": {"m": 4}}, r"field 'problem.n'"),
+    ({"kernel_ms": {"median": 0.5, "samples": []}}, r"field 'kernel_ms.samples' is empty"),
+    ({"h2d_ms": "fast"}, r"field 'h2d_ms' is 'fast', expected an object or null"),
+    ({"info": 3}, r"field 'info' is 3, expected an object or null"),
+    ({"parent": []}, r"field 'parent' is \[\], expected a string or null"),
+    ({"problem": {"m": 4, "n": 4, "k": 4, "batch": 1, "layout": None}},
+     r"field 'problem.layout' is None, expected 'row' or 'col'"),
+    ({"kernel_ms": {"median": 0.5, "samples": [0.5], "noise": "low"}},
+     r"field 'kernel_ms.noise' is 'low'"),
+    ({"d2h_ms": {"samples": ["a"]}}, r"field 'd2h_ms.samples' is not a list of numbers"),
 ])
 def test_load_names_the_file_record_and_field_at_fault(tmp_path, change, message) -> None:
     path = tmp_path / "r.json"
