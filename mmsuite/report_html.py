@@ -471,10 +471,17 @@ def report_blocks(runs: list[Run], records: list[dict], figures: _Figures,
         + "."))
 
     blocks.append(Heading(2, "Where it ran"))
-    for machine in machines:
-        mine = [run for run in runs if run.machine == machine]
-        blocks.append(TableBlock(["what", "value"], environment_table(mine), ["left", "left"],
-                                 f"environment of {', '.join(r.path.name for r in mine)}"))
+    # One column per machine, so that several machines read side by side.
+    columns = {m: dict((k, v) for k, v in environment_table([r for r in runs
+                                                              if r.machine == m]))
+               for m in machines}
+    keys: list[str] = []
+    for values in columns.values():
+        keys += [k for k in values if k not in keys]
+    blocks.append(TableBlock(["what"] + list(machines),
+                             [[k] + [columns[m].get(k, "-") for m in machines] for k in keys],
+                             ["left"] * (1 + len(machines)),
+                             "environment recorded in " + ", ".join(r.path.name for r in runs)))
 
     blocks.append(Heading(2, "Best of each backend against sequential C"))
     for machine, mine in machines.items():
@@ -537,7 +544,9 @@ caption { caption-side: bottom; text-align: left; color: #555; font-size: .9em;
           padding-top: .3em; }
 figure { margin: 1.2em 0; } figure svg { max-width: 100%; height: auto; }
 figcaption { color: #555; font-size: .9em; }
-div.scroll { overflow-x: auto; } ol.notes { font-size: .85em; color: #444; margin-top: 0; }
+div.scroll { overflow-x: auto; } ul.toc { columns: 2; font-size: .9em; }
+ul.toc li.l3 { margin-left: 1.2em; list-style: circle; }
+ol.notes { font-size: .85em; color: #444; margin-top: 0; }
 pre { background: #f7f7f7; padding: .6em; overflow-x: auto; font-size: .85em; }
 """
 
@@ -556,9 +565,18 @@ def render_html(blocks: list[Block], figures_dir: Path) -> str:
            '<meta name="viewport" content="width=device-width, initial-scale=1">',
            "<title>mmsuite SGEMM report</title>", f"<style>{_CSS}</style></head><body>"]
     esc = html.escape
+    anchors = {id(b): f"s{i}" for i, b in enumerate(blocks) if isinstance(b, Heading)}
+    toc = [b for b in blocks if isinstance(b, Heading) and b.level in (2, 3)]
     for block in blocks:
         if isinstance(block, Heading):
-            out.append(f"<h{block.level}>{esc(block.text)}</h{block.level}>")
+            out.append(f'<h{block.level} id="{anchors[id(block)]}">{esc(block.text)}'
+                       f"</h{block.level}>")
+            if block.level == 1 and toc:
+                # Contents: in-page links only.
+                out.append('<nav><details open><summary>Contents</summary><ul class="toc">'
+                           + "".join(f'<li class="l{b.level}"><a href="#{anchors[id(b)]}">'
+                                     f"{esc(b.text)}</a></li>" for b in toc)
+                           + "</ul></details></nav>")
         elif isinstance(block, Para):
             out.append(f"<pre>{esc(block.text)}</pre>" if block.pre
                        else f"<p>{esc(block.text)}</p>")
