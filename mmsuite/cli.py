@@ -23,6 +23,8 @@ from .catalogue import Kernel
 from .measure import DEFAULT_REPEATS, DEFAULT_WARMUP
 from .problem import FLOAT32_MAX, LAYOUTS, PRESET_HELP, PRESETS, Problem, parse_shape, preset
 from .sweep import Row, sweep
+from .tune import TuneError, cmd_tune
+from .tune import add_parser as add_tune_parser
 
 DEFAULT_SHAPE = "512x512x512"
 
@@ -178,6 +180,7 @@ def build_parser() -> argparse.ArgumentParser:
     p_report.add_argument("--plots", type=Path, metavar="DIR", help="write PNG plots here")
 
     compare.add_parser(sub)
+    add_tune_parser(sub)
 
     p_hist = sub.add_parser("history", help="plot kernels' history from asv results")
     p_hist.add_argument("--results-dir", type=Path, default=Path(".asv/results"))
@@ -567,6 +570,16 @@ def _input_errors_as_usage(command):
 
 
 COMMANDS["compare"] = _input_errors_as_usage(COMMANDS["compare"])
+
+
+def _cmd_tune(args: argparse.Namespace, console: Console) -> int:
+    try:
+        return cmd_tune(args, console)
+    except TuneError as exc:  # bad input to tune (shape, kernel, no GPU or Kernel Tuner)
+        raise UsageError(str(exc)) from None
+
+
+COMMANDS["tune"] = _cmd_tune
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -148,7 +148,7 @@ class Config:
                 "tm": int(params.get("TM", 8)), "tn": int(params.get("TN", 8)),
                 "lr": int(params.get("LR", 4)), "stages": int(params.get("STAGES", 1)),
                 "minb": int(params.get("MINB", 0))}
-        for known in CONFIGS.values():
+        for known in SEARCH:
             if all(getattr(known, key) == value for key, value in args.items()):
                 return known
         return cls(**args)
