@@ -356,8 +356,12 @@ def _resumed(args: argparse.Namespace) -> list[dict]:
 
 
 def cmd_run(args: argparse.Namespace, console: Console) -> int:
-    if args.shape is not None and not args.shape.strip():
-        raise UsageError("--shape is empty; expected MxNxK (e.g. 512x512x512)")
+    for option in ("shape", "sizes", "shapes"):  # an empty value is not the default
+        value = getattr(args, option, None)
+        if value is not None and not value.replace(",", "").strip():
+            raise UsageError(f"--{option} is empty; expected e.g. "
+                             + ("512x512x512" if option == "shape" else "128,256,512"
+                                if option == "sizes" else "4096x128x4096,128x128x65536"))
     try:
         problems = _problems(args)
     except ValueError as exc:  # parse_shape and Problem name the field at fault

@@ -10,6 +10,7 @@ import numpy as np
 
 LAYOUTS = ("row", "col")
 FLOAT32_MAX = float(np.finfo(np.float32).max)
+INT32_MAX = 2**31 - 1
 
 
 @dataclass(frozen=True)
@@ -38,6 +39,8 @@ class Problem:
                 raise ValueError(f"{name} must be a positive integer, got {value!r}")
             if value < 1:
                 raise ValueError(f"{name} must be a positive integer, got {value}")
+            if value > INT32_MAX:  # kernels take their sizes as 32-bit integers
+                raise ValueError(f"{name} must be at most {INT32_MAX}, got {value}")
             object.__setattr__(self, name, int(value))
         if self.layout not in LAYOUTS:
             raise ValueError(f"layout must be one of {LAYOUTS}, got {self.layout!r}")

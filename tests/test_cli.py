@@ -76,6 +76,8 @@ def test_unavailable_kernels_become_rows_and_the_run_goes_on(capsys) -> None:
     (["frobnicate"], "invalid choice"),
     (["run", "--seed", "-1"], "argument --seed: expected an integer >= 0, got -1"),
     (["run", "--shape", ""], "--shape is empty"),
+    (["run", "--sizes", " , "], "--sizes is empty"),
+    (["run", "--shape", "4x4x3000000000"], "k must be at most 2147483647"),
     (["run", "--shape", "-3x4x4"], "shape sizes must be positive, got '-3x4x4'"),
     (["run", "--alpha", "1e39"], "argument --alpha: expected a number that is finite in float32"),
     (["run", "--beta", "-1e39"], "argument --beta: expected a number that is finite in float32"),

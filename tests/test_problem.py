@@ -55,6 +55,7 @@ def test_flops() -> None:
     ({"beta": math.inf}, "beta must be finite"),
     ({"m": True}, "m must be a positive integer"),
     ({"seed": -1}, "seed must be a non-negative integer, got -1"),
+    ({"m": 2**31}, "m must be at most 2147483647"),
     ({"alpha": 1e39}, r"alpha must be finite in float32 \(\|alpha\| <= 3.403e\+38\), got 1e\+39"),
     ({"beta": -4e38}, "beta must be finite in float32"),
 ])
