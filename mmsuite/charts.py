@@ -167,6 +167,12 @@ def ladder_chart(group: list[dict], title: str = "", context: list[dict] | None 
     if peak:
         ax.axvline(peak / scale, color="#444444", linestyle=":", lw=1.5,
                    label=f"FP32 peak: {_fmt_value(peak / scale)} {unit}")
+    backends = sorted({r["backend"] for r in records}, key=list(BACKEND_COLOURS).index
+                      if all(r["backend"] in BACKEND_COLOURS for r in records) else str)
+    if len(backends) > 1:  # a legend of the bars' colours
+        for backend in backends:
+            ax.barh([0], [0], color=BACKEND_COLOURS.get(backend, "#7f7f7f"),
+                    label=BACKEND_NAMES.get(backend, backend))
     ax.set_xscale("log")
     ax.set_xlim(lo, hi * 3)  # room for the labels to the right of the bars
     _log_ticks(ax, "x", lo, hi * 3)
