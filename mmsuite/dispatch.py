@@ -172,9 +172,9 @@ CONFIGS: dict[str, Config] = {c.name: c for c in (
     Config(32, 32, tm=4, tn=4, regs=89, efficiency=0.40),
 )}
 RUNG21_CONFIG = CONFIGS["128x128x8"]
-# What `mmsuite tune` searches beyond them: double-buffered shared memory and
-# 512-thread tiles with BK 8 (efficiencies guessed from their single-buffered
-# siblings until a tuning run measures them).
+# What `mmsuite tune` searches beyond them: double-buffered shared memory,
+# 512-thread tiles with BK 8 and taller 256x64 tiles (efficiencies guessed from
+# their siblings until a tuning run measures them).
 SEARCH: tuple[Config, ...] = tuple(CONFIGS.values()) + (
     Config(256, 128, bk=8, lr=2, stages=2, regs=127, efficiency=0.70),
     Config(256, 128, bk=8, lr=2, regs=126, efficiency=0.69),
@@ -182,6 +182,8 @@ SEARCH: tuple[Config, ...] = tuple(CONFIGS.values()) + (
     Config(128, 128, bk=8, stages=2, regs=125, efficiency=0.69),
     Config(64, 128, bk=8, stages=2, minb=3, regs=142, efficiency=0.65),
     Config(128, 64, stages=2, minb=3, regs=155, efficiency=0.65),
+    Config(128, 64, bk=8, minb=3, regs=141, efficiency=0.65),
+    Config(256, 64, regs=128, efficiency=0.70),
 )
 
 

@@ -64,7 +64,7 @@ def test_occupancy_follows_registers_and_threads() -> None:
 
 
 @pytest.mark.skipif(NVCC is None, reason="nvcc is not on PATH (install the CUDA toolkit)")
-@pytest.mark.parametrize("config", list(CONFIGS.values()), ids=lambda c: c.name)
+@pytest.mark.parametrize("config", dispatch.SEARCH, ids=lambda c: c.name)
 def test_every_config_compiles_for_sm90_without_spills(config: Config, tmp_path: Path) -> None:
     source = source_path(dispatch.SOURCE)
     cmd = [NVCC, "-arch=sm_90", "-c", "-Xptxas", "-v", "-I", str(source.parent),
