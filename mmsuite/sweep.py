@@ -6,10 +6,12 @@ in ladder order (problem by problem, catalogue order within each), however
 many devices ran them; ``on_row`` sees each row as it finishes, so a caller
 can save it at once.
 
-Host kernels run in this process, one after another, before the GPU kernels;
-the kernels of an ``isolated`` backend (CUDA by default) run in worker
-processes, one per device (see ``mmsuite.workers``). The float64 reference is
-computed once per problem in each process and shared by its kernels.
+Host kernels run in this process, one after another, first. OpenCL kernels on
+a GPU then run in one worker process, and the kernels of an ``isolated``
+backend (CUDA by default) last, in worker processes, one per device (see
+``mmsuite.workers``): a GPU is never shared by two phases. The float64
+reference is computed once per problem in each process and shared by its
+kernels.
 """
 
 from __future__ import annotations
@@ -50,6 +52,16 @@ class Row:
         return record
 
 
+def _opencl_on_gpu(options: RunOptions) -> bool:
+    """Whether the selected OpenCL device is a GPU (whose kernels can hang or crash it)."""
+    from .backends import get_backend
+
+    try:
+        return get_backend("opencl", options).entry.type_name == "GPU"
+    except Exception:  # no pyopencl or no device: its rows are unavailable anyway
+        return False
+
+
 def row_key(kernel_id: str, problem: dict) -> tuple:
     """What identifies a row across runs: the kernel and every field of its problem."""
     return (kernel_id, tuple(sorted(problem.items())))
@@ -82,7 +94,9 @@ def sweep(kernels: Iterable[Kernel], problems: Iterable[Problem], *, options: Ru
                 on_row(row)
 
     host_jobs: list[workers.Job] = []
+    gpu_cl_jobs: list[workers.Job] = []
     device_jobs: list[workers.Job] = []
+    cl_on_gpu = any(k.backend == "opencl" for k in kernels) and _opencl_on_gpu(options)
     for p_index, problem in enumerate(problems):
         for k_index, kernel in enumerate(kernels):
             index = p_index * len(kernels) + k_index
@@ -95,7 +109,12 @@ def sweep(kernels: Iterable[Kernel], problems: Iterable[Problem], *, options: Ru
                 finish(index, Row(kernel, problem, "unavailable", reason))
             else:
                 item = workers.Job(index, kernel.id, problem)
-                (device_jobs if kernel.backend in isolated else host_jobs).append(item)
+                if kernel.backend in isolated:
+                    device_jobs.append(item)
+                elif kernel.backend == "opencl" and cl_on_gpu:
+                    gpu_cl_jobs.append(item)
+                else:
+                    host_jobs.append(item)
 
     def record_result(item: workers.Job, device: int | None, result: workers.Result) -> None:
         status, reason, record = result
@@ -113,6 +132,9 @@ def sweep(kernels: Iterable[Kernel], problems: Iterable[Problem], *, options: Ru
         finally:
             lane.close()
             workers.clear_cache()
+    if gpu_cl_jobs:  # one worker, no device binding: --cl-device already names the GPU
+        workers.run_on_devices(gpu_cl_jobs, [None], options, run_kwargs, timeout, record_result,
+                               job=job)
     if device_jobs:
         workers.run_on_devices(device_jobs, list(devices) if devices else [0], options,
                                run_kwargs, timeout, record_result, job=job)

@@ -187,6 +187,14 @@ def _init_worker(device: int | None, crash_log: str) -> None:
     faulthandler.enable(_CRASH_LOG)  # an abort or segfault leaves its cause here
 
 
+def _run_in_worker(job: JobFn, *args: Any) -> Result:
+    """A job in a worker. faulthandler is enabled again first: libraries loaded since (LLVM
+    inside an OpenCL driver, for one) install their own handlers for the fatal signals."""
+    faulthandler.disable()  # enable() alone keeps the handlers it installed at start-up
+    faulthandler.enable(_CRASH_LOG)
+    return job(*args)
+
+
 class Worker:
     """One worker process bound to one device, replaced whenever a job kills or taints it."""
 
@@ -237,7 +245,8 @@ class Worker:
                 return "error", f"its worker process failed to start: {cause}", None
         pool = self._pool  # close() may clear it from another thread on Ctrl-C
         try:
-            future = pool.submit(self._job, kernel_id, problem, options, run_kwargs)
+            future = pool.submit(_run_in_worker, self._job, kernel_id, problem, options,
+                                 run_kwargs)
             status, reason, record = future.result(timeout=timeout)
         except FutureTimeout:
             self.retire()
@@ -245,7 +254,8 @@ class Worker:
         except BrokenProcessPool:
             cause = self._crash_cause()
             self.retire()
-            return "error", ("its worker process died" + (f": {cause}" if cause else "")), None
+            return "error", "its worker process died" + (
+                f": {cause}" if cause else " (killed, out of memory, or a native crash)"), None
         if status == "error":
             self.retire()  # a CUDA error may have left the context unusable
         return status, reason, record

@@ -14,6 +14,7 @@ from types import MappingProxyType
 import pytest
 
 from mmsuite import Problem, catalogue, workers
+from mmsuite import sweep as sweep_module
 from mmsuite.backends import RunOptions
 from mmsuite.catalogue import Kernel
 from mmsuite.sweep import sweep
@@ -51,7 +52,7 @@ def test_a_worker_that_aborts_fails_one_row_and_is_replaced() -> None:
 def test_a_worker_that_exits_fails_one_row() -> None:
     rows = _isolated_sweep({"cpu.seq_ikj": "exit"})
     assert [r.status for r in rows] == ["ok", "ok", "error", "ok"]
-    assert rows[2].reason == "its worker process died"
+    assert rows[2].reason.startswith("its worker process died (")
 
 
 def test_a_job_past_its_timeout_is_killed_and_the_sweep_goes_on() -> None:
@@ -71,6 +72,21 @@ def test_rows_record_their_device_and_keep_ladder_order() -> None:
 def test_a_worker_sees_only_its_gpu() -> None:
     assert workers.visible_device(1, None) == "1"
     assert workers.visible_device(1, "2,3") == "3"  # an index into the parent's own list
+
+
+def pid_job(kernel_id, problem, options, run_kwargs):
+    """Records which process ran the job, and nothing else."""
+    return "ok", "", {"kernel": kernel_id, "pid": os.getpid()}
+
+
+@pytest.mark.skipif(not catalogue.get("opencl.naive").available, reason="no OpenCL device")
+def test_opencl_on_a_gpu_runs_in_a_worker_and_host_kernels_here(monkeypatch) -> None:
+    monkeypatch.setattr(sweep_module, "_opencl_on_gpu", lambda options: True)
+    rows = sweep([catalogue.get("cpu.blas"), catalogue.get("opencl.naive")], [SMALL],
+                 options=RunOptions(), job=pid_job)
+    host, cl = (r.to_record()["pid"] for r in rows)
+    assert host == os.getpid() and cl != os.getpid()
+    assert "device" not in rows[1].to_record()  # bound to no CUDA device
 
 
 def test_default_timeout_grows_with_the_work() -> None:
