@@ -91,6 +91,9 @@ CPU = [
     _c("cpu.omp_packed", 6, "cpu.omp_tiled",
        "packed panels + register-blocked micro-kernel the compiler vectorises", "beyond",
        "06_omp_packed"),
+    _c("cpu.omp_blis", 7, "cpu.omp_packed",
+       "intrinsics micro-kernel (AVX-512 14x32, AVX2 6x16), exact-size edge kernels, "
+       "blocking from the cache sizes, balanced threads", "beyond", "07_omp_blis"),
 ]
 
 # -------------------------------------------------------------------- OpenCL

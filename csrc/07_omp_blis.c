@@ -1,0 +1,537 @@
+/* Rung 7, omp_blis: a BLIS-design kernel with a hand-written micro-kernel.
+ * Over omp_packed, which has the same loop nest, it adds:
+ *
+ * - A micro-kernel in intrinsics, sized to the register file and the two FMA
+ *   pipes. With AVX-512 it is MR x NR = 14 x 32: 28 zmm accumulators, 2 zmm
+ *   for the row of B, and A's elements broadcast straight from memory into
+ *   the FMAs (the {1to16} operand), so 30 of the 32 registers do work and a
+ *   k-step is 28 independent FMAs (14 cycles on two pipes, far more than the
+ *   FMA latency) against 16 loads. omp_packed's vector-extension kernel left
+ *   the register allocation and the broadcasts to the compiler. With AVX2 it
+ *   is 6 x 16 (12 ymm accumulators of 16 registers); elsewhere plain C.
+ * - Edges without waste: a partial block of C runs a kernel compiled for its
+ *   exact number of rows (and for one vector instead of two when it is at most
+ *   VL wide), and is written back with masked loads and stores, where
+ *   omp_packed computed a full block into a scratch copy.
+ * - Cache blocking from the caches of the machine it runs on (sysconf, else
+ *   sysfs, else defaults): the KC x NR sliver of B fills half of L1, the
+ *   MC x KC block of A half of L2, the KC x NC panel of B half of L3.
+ * - Balanced threads: each MC x NC block is split across the threads by rows
+ *   of A (each thread packs its own A) or by columns of B (all threads share
+ *   one packed A), whichever leaves the threads the more even share of
+ *   micro-tiles; omp_packed split rows only, which leaves one thread idle
+ *   for up to a whole block of rows on small problems.
+ * - Prefetch of the block of C before the k loop, so the write-back does not
+ *   wait on memory.
+ *
+ * Loop nest (as BLIS and GotoBLAS):
+ *   jc (NC columns)  pc (KC of k: pack B)  ic (MC rows: pack A)
+ *     jr (NR columns)  ir (MR rows)  micro-kernel over KC
+ *
+ * Every element of C is summed by one thread in the same order whatever the
+ * thread count, so results do not depend on --threads. When the packing
+ * buffers cannot be allocated the rung fails: C becomes NaN and errno ENOMEM,
+ * as omp_packed does; it never runs another algorithm under its name. */
+#define _GNU_SOURCE /* sysconf's cache queries */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#ifdef _OPENMP
+#include <omp.h>
+#else /* built without OpenMP: one thread */
+static inline int omp_get_max_threads(void) { return 1; }
+static inline int omp_get_thread_num(void) { return 0; }
+static inline int omp_get_num_threads(void) { return 1; }
+#endif
+
+#if defined(__AVX512F__) || (defined(__AVX2__) && defined(__FMA__))
+#include <immintrin.h>
+#endif
+
+#include "mm.h"
+
+#define MIN(x, y) ((x) < (y) ? (x) : (y))
+#define MAX(x, y) ((x) > (y) ? (x) : (y))
+
+/* ------------------------------------------------------------ vector layer */
+#if defined(__AVX512F__)
+#define ISA "avx512"
+#define VL 16
+#define MR 14
+#define NV 2
+typedef __m512 vec;
+static inline vec vzero(void) { return _mm512_setzero_ps(); }
+static inline vec vload(const float *p) { return _mm512_loadu_ps(p); }
+static inline vec vbcast(const float *p) { return _mm512_set1_ps(*p); }
+static inline vec vfma(vec a, vec b, vec c) { return _mm512_fmadd_ps(a, b, c); }
+static inline vec vmul(vec a, vec b) { return _mm512_mul_ps(a, b); }
+static inline vec vset1(float x) { return _mm512_set1_ps(x); }
+static inline void vstore(float *p, vec v) { _mm512_storeu_ps(p, v); }
+static inline __mmask16 tail_mask(long count) { return (__mmask16)((1u << count) - 1u); }
+/* The first `count` lanes; the others read as zero and memory past them is not touched. */
+static inline vec vload_part(const float *p, long count) {
+    return _mm512_maskz_loadu_ps(tail_mask(count), p);
+}
+static inline void vstore_part(float *p, vec v, long count) {
+    _mm512_mask_storeu_ps(p, tail_mask(count), v);
+}
+#elif defined(__AVX2__) && defined(__FMA__)
+#define ISA "avx2"
+#define VL 8
+#define MR 6
+#define NV 2
+typedef __m256 vec;
+static inline vec vzero(void) { return _mm256_setzero_ps(); }
+static inline vec vload(const float *p) { return _mm256_loadu_ps(p); }
+static inline vec vbcast(const float *p) { return _mm256_broadcast_ss(p); }
+static inline vec vfma(vec a, vec b, vec c) { return _mm256_fmadd_ps(a, b, c); }
+static inline vec vmul(vec a, vec b) { return _mm256_mul_ps(a, b); }
+static inline vec vset1(float x) { return _mm256_set1_ps(x); }
+static inline void vstore(float *p, vec v) { _mm256_storeu_ps(p, v); }
+static inline __m256i tail_mask(long count) {
+    return _mm256_cmpgt_epi32(_mm256_set1_epi32((int)count),
+                              _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+}
+static inline vec vload_part(const float *p, long count) {
+    return _mm256_maskload_ps(p, tail_mask(count));
+}
+static inline void vstore_part(float *p, vec v, long count) {
+    _mm256_maskstore_ps(p, tail_mask(count), v);
+}
+#else
+/* Any other CPU: the compiler's generic 4-wide vectors (SSE, NEON, or scalar
+ * code where there is no SIMD); 6 x 8 accumulators fit 16 registers. */
+#define ISA "generic"
+#define VL 4
+#define MR 6
+#define NV 2
+typedef float vec __attribute__((vector_size(VL * sizeof(float))));
+static inline vec vzero(void) { return (vec){0.0f, 0.0f, 0.0f, 0.0f}; }
+static inline vec vload(const float *p) {
+    vec v;
+    memcpy(&v, p, sizeof v);
+    return v;
+}
+static inline vec vset1(float x) { return (vec){x, x, x, x}; }
+static inline vec vbcast(const float *p) { return vset1(*p); }
+static inline vec vfma(vec a, vec b, vec c) { return a * b + c; }
+static inline vec vmul(vec a, vec b) { return a * b; }
+static inline void vstore(float *p, vec v) { memcpy(p, &v, sizeof v); }
+static inline vec vload_part(const float *p, long count) {
+    vec v = vzero();
+    memcpy(&v, p, (size_t)count * sizeof(float));
+    return v;
+}
+static inline void vstore_part(float *p, vec v, long count) {
+    memcpy(p, &v, (size_t)count * sizeof(float));
+}
+#endif
+
+#define NR (NV * VL)
+
+#if defined(__GNUC__)
+#define ALWAYS_INLINE inline __attribute__((always_inline))
+#define PREFETCH_W(p) __builtin_prefetch((p), 1, 3)
+#else
+#define ALWAYS_INLINE inline
+#define PREFETCH_W(p) ((void)(p))
+#endif
+
+/* ------------------------------------------------------------ micro-kernel */
+
+/* One row of the block: C[0:nr] = alpha * (acc0, acc1) + beta * C, C unread when beta == 0. */
+static ALWAYS_INLINE void write_row(float *restrict cr, vec acc0, vec acc1, const int nv, long nr,
+                                    vec va, float beta) {
+    const vec vb = vset1(beta);
+    for (int v = 0; v < nv; ++v) {
+        const long count = MIN(VL, nr - v * VL);
+        vec out = vmul(va, v == 0 ? acc0 : acc1);
+        if (count == VL) {
+            if (beta != 0.0f) out = vfma(vb, vload(cr + v * VL), out);
+            vstore(cr + v * VL, out);
+        } else {
+            if (beta != 0.0f) out = vfma(vb, vload_part(cr + v * VL, count), out);
+            vstore_part(cr + v * VL, out, count);
+        }
+    }
+}
+
+/* The accumulators are named variables, not an array: compilers keep a
+ * 28-vector array in memory (it is larger than they scalarise), which would
+ * put a load and a store around every FMA. */
+#define ACC_DECLARE(r) vec c##r##_0 = vzero(), c##r##_1 = vzero();
+#define ACC_UPDATE(r)                                        \
+    if (rows > r) {                                          \
+        const vec ar = vbcast(a + r);                        \
+        c##r##_0 = vfma(ar, b0, c##r##_0);                   \
+        if (nv > 1) c##r##_1 = vfma(ar, b1, c##r##_1);       \
+    }
+#define ACC_WRITE(r) \
+    if (rows > r) write_row(c + r * ldc, c##r##_0, c##r##_1, nv, nr, va, beta);
+#define FOR_ROWS(X) X(0) X(1) X(2) X(3) X(4) X(5) X(6) X(7) X(8) X(9) X(10) X(11) X(12) X(13)
+
+/* C[0:rows, 0:nr] (row stride ldc) = alpha * (A sliver x B sliver) + beta * C,
+ * with C unread when beta == 0. `rows` (<= MR) and `nv` (1 or 2 vectors, with
+ * nr <= nv * VL) are compile-time constants at every call (see run_kernel), so
+ * only the accumulators in use exist. The slivers are kc x MR and kc x NR, packed.
+ * `next` is the block of C the following call will write: its lines are
+ * prefetched one row every few k-steps, so they are in L1 when that call
+ * ends, without a burst of misses that would overflow the miss buffers. */
+static ALWAYS_INLINE void micro_kernel(const int rows, const int nv, long kc,
+                                       const float *restrict a, const float *restrict b,
+                                       float *restrict c, long ldc, long nr, float alpha,
+                                       float beta, const float *next) {
+    FOR_ROWS(ACC_DECLARE)
+#define K_STEP                                                              \
+    do {                                                                    \
+        const vec b0 = vload(b), b1 = nv > 1 ? vload(b + VL) : vzero();     \
+        FOR_ROWS(ACC_UPDATE)                                                \
+        a += MR;                                                            \
+        b += NR;                                                            \
+    } while (0)
+    long l = 0;
+    for (int r = 0; r < MR && l + 8 <= kc; ++r, l += 8) {
+        PREFETCH_W(next + r * ldc);
+        PREFETCH_W(next + r * ldc + NR - 1);
+        for (int u = 0; u < 8; ++u) K_STEP;
+    }
+    for (; l < kc; ++l) K_STEP;
+#undef K_STEP
+    const vec va = vset1(alpha);
+    FOR_ROWS(ACC_WRITE)
+}
+
+/* The micro-kernel compiled for exactly `mr` rows and for one vector or NV. */
+#define KERNEL_CASE(rows)                                                       \
+    case rows:                                                                  \
+        if (one)                                                                \
+            micro_kernel(rows, 1, kc, a, b, c, ldc, nr, alpha, beta, next);     \
+        else                                                                    \
+            micro_kernel(rows, NV, kc, a, b, c, ldc, nr, alpha, beta, next);    \
+        break;
+
+static void run_kernel(long mr, long nr, long kc, const float *restrict a,
+                       const float *restrict b, float *restrict c, long ldc, float alpha,
+                       float beta, const float *next) {
+    const int one = nr <= VL;
+    switch (mr) {
+        KERNEL_CASE(1)
+        KERNEL_CASE(2)
+        KERNEL_CASE(3)
+        KERNEL_CASE(4)
+#if MR > 4
+        KERNEL_CASE(5)
+        KERNEL_CASE(6)
+#endif
+#if MR > 6
+        KERNEL_CASE(7)
+        KERNEL_CASE(8)
+        KERNEL_CASE(9)
+        KERNEL_CASE(10)
+        KERNEL_CASE(11)
+        KERNEL_CASE(12)
+        KERNEL_CASE(13)
+        KERNEL_CASE(14)
+#endif
+    default:
+        break;
+    }
+}
+
+/* ---------------------------------------------------------------- packing */
+
+/* Sliver s of the panel B[pc : pc+kc, jc : jc+nc]: kc rows of NR floats, zero past n. */
+static void pack_b_sliver(long n, const float *B, long pc, long kc, long jc, long nc, long s,
+                          float *restrict bp) {
+    const long j0 = jc + s * NR, w = MIN(NR, jc + nc - j0);
+    float *dst = bp + s * kc * NR;
+    const float *src = B + pc * n + j0;
+    for (long l = 0; l < kc; ++l, dst += NR, src += n) {
+        if (w == NR) {
+            for (int v = 0; v < NV; ++v) vstore(dst + v * VL, vload(src + v * VL));
+        } else {
+            for (int v = 0; v < NV; ++v)
+                vstore(dst + v * VL, vload_part(src + v * VL, MAX(0, MIN(VL, w - v * VL))));
+        }
+    }
+}
+
+/* Strip t of the block A[ic : ic+mc, pc : pc+kc]: MR rows stored k by k
+ * (kc x MR), zero past m. */
+static void pack_a_strip(long k, const float *A, long ic, long mc, long pc, long kc, long t,
+                         float *restrict ap) {
+    const long i0 = t * MR, h = MIN(MR, mc - i0);
+    const float *src = A + (ic + i0) * k + pc;
+    float *dst = ap + t * kc * MR;
+    if (h == MR) {
+        /* Read MR rows a few columns at a time, so each row's line is used
+         * whole while it is in L1. */
+        long l = 0;
+        for (; l + 4 <= kc; l += 4)
+            for (int r = 0; r < MR; ++r) {
+                const float *s = src + r * k + l;
+                dst[(l + 0) * MR + r] = s[0];
+                dst[(l + 1) * MR + r] = s[1];
+                dst[(l + 2) * MR + r] = s[2];
+                dst[(l + 3) * MR + r] = s[3];
+            }
+        for (; l < kc; ++l)
+            for (int r = 0; r < MR; ++r) dst[l * MR + r] = src[r * k + l];
+    } else {
+        for (long l = 0; l < kc; ++l)
+            for (int r = 0; r < MR; ++r) dst[l * MR + r] = r < h ? src[r * k + l] : 0.0f;
+    }
+}
+
+/* --------------------------------------------------------------- blocking */
+
+/* Size in bytes of the level-`level` data cache of cpu0, or 0 when unknown. */
+static long cache_bytes(int level) {
+    long size = 0;
+#if defined(_SC_LEVEL1_DCACHE_SIZE) && defined(_SC_LEVEL2_CACHE_SIZE) && \
+    defined(_SC_LEVEL3_CACHE_SIZE)
+    const int names[] = {_SC_LEVEL1_DCACHE_SIZE, _SC_LEVEL2_CACHE_SIZE, _SC_LEVEL3_CACHE_SIZE};
+    size = sysconf(names[level - 1]);
+#endif
+    /* sysfs also knows the caches when sysconf does not (other C libraries). */
+    for (int index = 0; size <= 0 && index < 8; ++index) {
+        char path[96];
+        snprintf(path, sizeof path, "/sys/devices/system/cpu/cpu0/cache/index%d/level", index);
+        FILE *f = fopen(path, "r");
+        if (f == NULL) break;
+        int lvl = 0;
+        const int ok = fscanf(f, "%d", &lvl) == 1;
+        fclose(f);
+        if (!ok || lvl != level) continue;
+        snprintf(path, sizeof path, "/sys/devices/system/cpu/cpu0/cache/index%d/type", index);
+        char type[32] = "";
+        f = fopen(path, "r");
+        if (f == NULL) continue;
+        const int typed = fscanf(f, "%31s", type) == 1;
+        fclose(f);
+        if (!typed || strcmp(type, "Instruction") == 0) continue;
+        snprintf(path, sizeof path, "/sys/devices/system/cpu/cpu0/cache/index%d/size", index);
+        f = fopen(path, "r");
+        if (f == NULL) continue;
+        char unit = 'K';
+        long value = 0;
+        if (fscanf(f, "%ld%c", &value, &unit) >= 1)
+            size = value * (unit == 'M' ? 1L << 20 : unit == 'G' ? 1L << 30 : unit == 'K' ? 1024 : 1);
+        fclose(f);
+    }
+    return size > 0 ? size : 0;
+}
+
+typedef struct {
+    long kc, mc, nc;
+} blocking;
+
+/* KC, MC, NC for this machine's caches, read once. */
+static blocking cache_blocking(void) {
+    static blocking cached; /* all fields 0 until computed */
+    blocking bl;
+#pragma omp atomic read
+    bl.kc = cached.kc;
+    if (bl.kc != 0) {
+        bl = cached;
+        return bl;
+    }
+    long l1 = cache_bytes(1), l2 = cache_bytes(2), l3 = cache_bytes(3);
+    if (l1 < 16384) l1 = 32768; /* unknown or implausible: a common size */
+    if (l2 < 131072) l2 = 1L << 20;
+    if (l3 < l2) l3 = 8 * l2;
+    /* KC: the KC x NR sliver of B in half of L1 (the rest holds the A sliver
+     * streaming past and the block of C). */
+    bl.kc = MAX(64L, MIN(1024L, l1 / 2 / (NR * (long)sizeof(float)) / 8 * 8));
+    /* MC: the MC x KC block of A in half of L2 (the B sliver and C pass through). */
+    bl.mc = MAX((long)MR, MIN(4096L, l2 / 2 / (bl.kc * (long)sizeof(float)) / MR * MR));
+    /* NC: the KC x NC panel of B in half of L3. */
+    bl.nc = MAX((long)NR, MIN(16384L, l3 / 2 / (bl.kc * (long)sizeof(float)) / NR * NR));
+#ifdef BLIS_KC
+    bl.kc = BLIS_KC;
+#endif
+#ifdef BLIS_MC
+    bl.mc = BLIS_MC;
+#endif
+#ifdef BLIS_NC
+    bl.nc = BLIS_NC;
+#endif
+    cached.mc = bl.mc;
+    cached.nc = bl.nc;
+#pragma omp atomic write
+    cached.kc = bl.kc;
+    return bl;
+}
+
+/* --------------------------------------------------------------- the rung */
+
+/* The packing buffers, kept from call to call by each calling thread: a fresh
+ * allocation of this size is fresh pages from the kernel, and their page
+ * faults and zeroing cost as much as the whole product at 256^3. NULL when
+ * `count` floats cannot be had. */
+static float *packing_buffer(size_t count) {
+    static _Thread_local float *buffer = NULL;
+    static _Thread_local size_t capacity = 0;
+    if (count > capacity) {
+        free(buffer);
+        const size_t bytes = (count * sizeof(float) + 4095) / 4096 * 4096;
+        buffer = aligned_alloc(4096, bytes);
+        capacity = buffer == NULL ? 0 : bytes / sizeof(float);
+    }
+    return buffer;
+}
+
+/* Boundaries of thread `part`'s share of `count` elements cut in units of
+ * `unit` (the last unit may be partial): the cut nearest to an equal share. */
+static long cut(long count, long unit, int parts, int part) {
+    const long units = (count + unit - 1) / unit;
+    return part >= parts ? units : MIN(units, (count * part / parts + unit / 2) / unit);
+}
+
+/* Time of a strip of h rows, in rows: below 4 rows the 2 x h FMAs of a k-step
+ * no longer cover the FMA latency, so a thin strip costs what 4 rows cost. */
+static long strip_cost(long h) { return MAX(h, MIN(4L, (long)MR)); }
+
+/* Time of a sliver of w columns, in columns: at most VL wide it runs one vector. */
+static long sliver_cost(long w) { return w <= VL ? VL : NR; }
+
+/* Time of the busiest thread when units [0, count) are cut among `parts`. */
+static long busiest(long count, long unit, int parts, long (*cost)(long)) {
+    long worst = 0;
+    for (int p = 0; p < parts; ++p) {
+        long total = 0;
+        for (long u = cut(count, unit, parts, p); u < cut(count, unit, parts, p + 1); ++u)
+            total += cost(MIN(unit, count - u * unit));
+        worst = MAX(worst, total);
+    }
+    return worst;
+}
+
+static long total_cost(long count, long unit, long (*cost)(long)) { return busiest(count, unit, 1, cost); }
+
+/* The block of C the micro-kernel for strip t of sliver s writes (row-major,
+ * row stride n): strip t of rows from ic, sliver s of columns from jc. */
+#define C_BLOCK(C, ic, t, jc, s) ((C) + ((ic) + (t) * MR) * n + (jc) + (s) * NR)
+
+/* Strips [t0, t1) x slivers [s0, s1) of the block whose A strips start at ap
+ * (packed from row ic) and whose B slivers start at bp: sliver by sliver, so
+ * one sliver of B is reused by every strip of A. */
+static void block_product(long n, long ic, long mc, long jc, long nc, long kc, long t0, long t1,
+                          long s0, long s1, const float *ap, const float *bp, float *C,
+                          float alpha, float beta) {
+    if (t0 >= t1 || s0 >= s1) return;
+    /* The first block of C; each micro-kernel prefetches the next one. */
+    for (long r = 0; r < MR; ++r) {
+        PREFETCH_W(C_BLOCK(C, ic, t0, jc, s0) + r * n);
+        PREFETCH_W(C_BLOCK(C, ic, t0, jc, s0) + r * n + NR - 1);
+    }
+    for (long s = s0; s < s1; ++s) {
+        const long nr = MIN(NR, nc - s * NR);
+        for (long t = t0; t < t1; ++t) {
+            const float *next = t + 1 < t1 ? C_BLOCK(C, ic, t + 1, jc, s) : C_BLOCK(C, ic, t0, jc, s + 1);
+            run_kernel(MIN(MR, mc - t * MR), nr, kc, ap + t * kc * MR, bp + s * kc * NR,
+                       C_BLOCK(C, ic, t, jc, s), n, alpha, beta, next);
+        }
+    }
+}
+
+void mm_omp_blis(MM_ARGS) {
+    const int threads = omp_get_max_threads();
+    const blocking bl = cache_blocking();
+    /* Even out the k-steps and the panels; both are the same for any thread
+     * count, so every element's sum keeps its order. */
+    const long ksteps = (k + bl.kc - 1) / bl.kc, kc_max = (k + ksteps - 1) / ksteps;
+    const long npanels = (n + bl.nc - 1) / bl.nc;
+    const long nc_max = ((n + npanels - 1) / npanels + NR - 1) / NR * NR;
+    const long strips = (m + MR - 1) / MR;
+    const long mc_max = MIN(bl.mc, strips * MR);
+    /* Threads split the rows (each packs and multiplies its own strips of A
+     * against the whole panel of B) or the columns of each block (all share
+     * one packed block of A). Rows need one barrier per k-step, columns one
+     * more per block of A: take columns only when they leave the busiest
+     * thread clearly less work. */
+    int by_rows = 1;
+    if (threads > 1) {
+        const long rows_time = busiest(m, MR, threads, strip_cost) * total_cost(nc_max, NR, sliver_cost);
+        const long cols_time = busiest(nc_max, NR, threads, sliver_cost) * total_cost(m, MR, strip_cost);
+        by_rows = rows_time <= cols_time + cols_time / 64;
+    }
+    /* Panels of B and blocks of A are double-buffered: a thread may pack the
+     * next while another still multiplies with the current one. */
+    const size_t b_floats = ((size_t)kc_max * nc_max + 15) / 16 * 16;
+    const size_t a_floats = ((size_t)kc_max * mc_max + 15) / 16 * 16;
+    float *bpack = packing_buffer(2 * b_floats + (size_t)(by_rows ? threads : 2) * a_floats);
+    if (bpack == NULL) {
+        /* Fail visibly: C is NaN, so verification fails the row, and errno says why. */
+        const size_t total = (size_t)batch * (size_t)m * (size_t)n;
+        for (size_t i = 0; i < total; ++i) c[i] = __builtin_nanf("");
+        errno = ENOMEM;
+        return;
+    }
+    float *apack = bpack + 2 * b_floats;
+
+#pragma omp parallel num_threads(threads)
+    {
+        const int me = omp_get_thread_num(), team = omp_get_num_threads();
+        long panel = 0, block = 0; /* panels of B and shared blocks of A packed so far */
+        /* By rows: this thread's strips [r0, r1), in blocks of at most mc_max rows. */
+        const long r0 = cut(m, MR, team, me), r1 = cut(m, MR, team, me + 1);
+        const long own_blocks = MAX(1L, ((r1 - r0) * MR + mc_max - 1) / mc_max);
+        const long shared_blocks = (strips * MR + mc_max - 1) / mc_max;
+        for (long p = 0; p < batch; ++p) {
+            const float *A = MM_A(p), *B = MM_B(p);
+            float *C = MM_C(p);
+            for (long jc = 0; jc < n; jc += nc_max) {
+                const long nc = MIN(nc_max, n - jc), slivers = (nc + NR - 1) / NR;
+                for (long pc = 0; pc < k; pc += kc_max) {
+                    const long kc = MIN(kc_max, k - pc);
+                    /* The first k-step applies beta; later ones accumulate. */
+                    const float b_step = pc == 0 ? beta : 1.0f;
+                    float *bp = bpack + (size_t)(panel++ & 1) * b_floats;
+                    for (long s = slivers * me / team; s < slivers * (me + 1) / team; ++s)
+                        pack_b_sliver(n, B, pc, kc, jc, nc, s, bp);
+                    /* The panel is complete; and every thread is done with the one
+                     * before it, so the next may overwrite the other buffer. */
+#pragma omp barrier
+                    if (by_rows) {
+                        float *ap = apack + (size_t)me * a_floats;
+                        for (long blk = 0; blk < own_blocks; ++blk) {
+                            const long t0 = r0 + (r1 - r0) * blk / own_blocks;
+                            const long t1 = r0 + (r1 - r0) * (blk + 1) / own_blocks;
+                            const long ic = t0 * MR, mc = MIN(m, t1 * MR) - ic;
+                            for (long t = 0; t < t1 - t0; ++t) pack_a_strip(k, A, ic, mc, pc, kc, t, ap);
+                            block_product(n, ic, mc, jc, nc, kc, 0, t1 - t0, 0, slivers, ap, bp, C,
+                                          alpha, b_step);
+                        }
+                    } else {
+                        const long s0 = cut(nc, NR, team, me), s1 = cut(nc, NR, team, me + 1);
+                        for (long blk = 0; blk < shared_blocks; ++blk) {
+                            const long t0 = strips * blk / shared_blocks;
+                            const long t1 = strips * (blk + 1) / shared_blocks;
+                            const long ic = t0 * MR, mc = MIN(m, t1 * MR) - ic, nt = t1 - t0;
+                            float *ap = apack + (size_t)(block++ & 1) * a_floats;
+                            for (long t = nt * me / team; t < nt * (me + 1) / team; ++t)
+                                pack_a_strip(k, A, ic, mc, pc, kc, t, ap);
+                            /* The block is complete, and nobody still reads the one before it. */
+#pragma omp barrier
+                            block_product(n, ic, mc, jc, nc, kc, 0, nt, s0, s1, ap, bp, C, alpha,
+                                          b_step);
+                        }
+                    }
+                }
+            }
+        }
+    }
+}
+
+/* The micro-kernel's ISA and MR x NR, and the cache blocking, for the record. */
+const char *mm_omp_blis_config(void) {
+    static char text[128];
+    const blocking bl = cache_blocking();
+    snprintf(text, sizeof text, "%s MRxNR=%dx%d KC=%ld MC=%ld NC=%ld", ISA, MR, NR, bl.kc,
+             bl.mc, bl.nc);
+    return text;
+}
