@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import ast
+from pathlib import Path
+
 import pytest
 
 import mmsuite
@@ -55,3 +58,16 @@ def test_unavailable_kernel_raises_with_its_reason() -> None:
     k = unavailable[0]
     with pytest.raises(mmsuite.KernelUnavailable, match="unavailable"):
         mmsuite.run(k.id, mmsuite.Problem(4, 4, 4))
+
+
+def test_launch_data_and_engine_adapters_do_not_import_the_catalogue() -> None:
+    # The catalogue asks the backend registry about availability (Kernel.reason); the
+    # registry, the launch types and these adapters take Kernel for type hints only, so
+    # the import graph has no circle.
+    root = Path(catalogue.__file__).parent
+    for name in ("launch.py", "backends/__init__.py", "backends/base.py", "backends/cpu.py",
+                 "backends/cuda.py", "backends/cuda_session.py", "backends/cuda_timing.py"):
+        tree = ast.parse((root / name).read_text())
+        for node in tree.body:  # module level, outside `if TYPE_CHECKING:`
+            if isinstance(node, ast.ImportFrom):
+                assert not (node.module or "").endswith("catalogue"), name
