@@ -29,7 +29,8 @@ Sessions
     buffer twice the L2's size. Transfers are timed in their own phase with
     events around the copies, from pageable numpy arrays and from page-locked
     buffers (``cupyx.empty_pinned``). NVML's SM clock and throttle reasons are
-    read when the session opens and when C is copied out (``info["gpu"]``).
+    read when sampling starts (after the warm-up) and when C is copied out
+    (``info["gpu"]``).
 
 cuBLAS (``cuda.cublas``)
     ``cupy.matmul`` on float32 (cuBLAS SGEMM, strided batched) in the row-major
