@@ -10,8 +10,11 @@ noise, which is skewed and heavy-tailed) and the ratio of medians NEW / BASE:
 - ``same``: the difference is within the threshold, and either the test finds
   it or both sides' noise is below the threshold (so a difference above it
   would have shown);
-- ``unsure``: too few samples, or a difference above the threshold that the
-  noise does not let the test confirm;
+- ``unsure``: too few samples, a difference above the threshold that the
+  noise does not let the test confirm, or a CPU row measured while other work
+  loaded the host (1-minute load average above its cores + 1): load that
+  changes between two runs moves whole sample sets, which no test on them can
+  tell from a change of the code;
 - ``broken``: the kernel passed in BASE and fails, errs or reads above peak in NEW.
 
 Exit status: 1 when any row is ``slower`` or ``broken`` (a CI gate), 0
@@ -35,6 +38,9 @@ DEFAULT_ALPHA = 0.01
 #: far apart the samples are (5 against 5 gives p = 0.009 at best).
 MIN_SAMPLES = 5
 MAD_TO_SIGMA = 1.4826
+#: A host is loaded when its 1-minute load average exceeds its cores by more than
+#: this: the run's own threads count in the load, a second program's do not fit.
+LOAD_MARGIN = 1.0
 VERDICTS = ("slower", "broken", "faster", "same", "unsure")
 
 
@@ -92,9 +98,11 @@ class Side:
     samples: list[float]
     noise: float | None
     noisy: bool
+    load: float | None = None  # 1-minute load average of a CPU row's host when overloaded
 
     @classmethod
-    def of(cls, record: dict) -> Side:
+    def of(cls, record: dict, cores: int | None = None) -> Side:
+        """One record's figures; ``cores`` (the host's) lets a CPU row note a loaded host."""
         stats = record.get("kernel_ms") or {}
         samples = [float(s) for s in stats.get("samples") or [] if s is not None]
         median = stats.get("median")
@@ -104,7 +112,19 @@ class Side:
         if noise is None:
             noise = robust_noise(samples)
         return cls(str(record.get("status", "ok")), median, samples, noise,
-                   bool(record.get("noisy")))
+                   bool(record.get("noisy")), _overload(record, cores))
+
+
+def _overload(record: dict, cores: int | None) -> float | None:
+    """The load average when ``record`` ran on the host's CPU while it was overloaded."""
+    info = record.get("info") if isinstance(record.get("info"), dict) else {}
+    on_host = record.get("backend") == "cpu" or str(info.get("device_type", "")).upper() == "CPU"
+    load = record.get("load_avg") if isinstance(record.get("load_avg"), dict) else {}
+    minute = [v[0] for v in (load.get("before"), load.get("after"))
+              if isinstance(v, (list, tuple)) and v and isinstance(v[0], (int, float))]
+    if not on_host or not cores or not minute or max(minute) <= cores + LOAD_MARGIN:
+        return None
+    return float(max(minute))
 
 
 @dataclass
@@ -149,13 +169,15 @@ def judge(base: Side, new: Side, threshold: float = DEFAULT_THRESHOLD,
     if fewest < MIN_SAMPLES:
         return "unsure", f"{fewest} samples", ratio, None
     _, p = mann_whitney_u(new.samples, base.samples)
+    if base.load is not None or new.load is not None:
+        return "unsure", "loaded", ratio, p
     beyond = abs(math.log(ratio)) > math.log1p(threshold)
     if p < alpha:
         if not beyond:
             return "same", f"difference within {threshold:.0%}", ratio, p
         return ("slower" if ratio > 1 else "faster"), "significant", ratio, p
     if beyond:
-        return "unsure", "too noisy", ratio, p  # a large change the test cannot confirm
+        return "unsure", "noisy", ratio, p  # a large change the test cannot confirm
     noises = [s.noise for s in (base, new)]
     if any(n is None or n > threshold for n in noises):
         worst = max((n for n in noises if n is not None), default=math.nan)
@@ -230,9 +252,11 @@ def compare(base_path: Path, new_path: Path, threshold: float = DEFAULT_THRESHOL
     """Compare two result files; raises ValueError (naming the file) for bad input."""
     base, base_doc = load_records(base_path)
     new, new_doc = load_records(new_path)
+    b_cores = (base_doc.get("environment") or {}).get("cpu_cores")
+    n_cores = (new_doc.get("environment") or {}).get("cpu_cores")
     rows = []
     for key in base.keys() & new.keys():
-        b, n = Side.of(base[key]), Side.of(new[key])
+        b, n = Side.of(base[key], b_cores), Side.of(new[key], n_cores)
         if b.status == n.status == "unavailable":
             continue
         verdict, why, ratio, p = judge(b, n, threshold, alpha)
@@ -241,8 +265,15 @@ def compare(base_path: Path, new_path: Path, threshold: float = DEFAULT_THRESHOL
     rows.sort(key=lambda r: order[r.key])
     if not rows:
         raise ValueError(f"{base_path} and {new_path} share no measured kernel x problem")
+    notes = _setting_notes(base_doc, new_doc)
+    for name, side_load, cores in (("BASE", [r.base.load for r in rows], b_cores),
+                                   ("NEW", [r.new.load for r in rows], n_cores)):
+        worst = max((v for v in side_load if v is not None), default=None)
+        if worst is not None:
+            notes.append(f"host loaded in {name}: 1-minute load average up to {worst:.1f} on "
+                         f"{cores} cores; its CPU rows are unsure (rerun on a quiet host)")
     return Comparison(rows, sorted(base.keys() - new.keys()), sorted(new.keys() - base.keys()),
-                      _setting_notes(base_doc, new_doc))
+                      notes)
 
 
 # ------------------------------------------------------------------ rendering

@@ -33,6 +33,10 @@ def write(path: Path, records: list[dict], **settings) -> Path:
     return path
 
 
+def loaded(row: dict, one_minute: float) -> dict:
+    return {**row, "load_avg": {"before": [one_minute, 1.0, 1.0], "after": [2.0, 1.0, 1.0]}}
+
+
 def side(samples: list[float], status: str = "ok") -> compare.Side:
     return compare.Side.of(record("cpu.k", samples, status))
 
@@ -89,7 +93,7 @@ def test_significant_but_small_change_is_same() -> None:
 def test_noisy_samples_are_unsure() -> None:
     base, new = timings(2.0, 0.4, n=8, seed=3), timings(2.3, 0.4, n=8, seed=4)
     verdict, why, _, p = compare.judge(side(base), side(new))
-    assert verdict == "unsure" and p > 0.01 and "noisy" in why
+    assert verdict == "unsure" and p > 0.01 and why == "noisy"
     # A ratio near 1 proves nothing either when the noise could hide the threshold.
     verdict, why, *_ = compare.judge(side(base), side(timings(2.0, 0.4, n=8, seed=5)))
     assert verdict == "unsure"
@@ -193,3 +197,23 @@ def test_rows_on_different_devices_are_not_compared(tmp_path: Path) -> None:
         ("cuda.k", "512x512x512 @ device 0", "same")]
     assert "only in BASE: opencl.naive @ 512x512x512 on 0: PoCL CPU" in \
         compare.render_markdown(result, 0.05)
+
+
+def test_cpu_rows_measured_on_an_overloaded_host_are_unsure(tmp_path: Path) -> None:
+    """Load that changes between runs moves every sample: no verdict from such samples."""
+    fast, slow = timings(1.0, 0.01, seed=1), timings(1.5, 0.01, seed=2)
+    base = write(tmp_path / "base.json", [
+        loaded(record("cpu.a", fast), 2.9),   # its own two threads and a little more: fine
+        loaded(record("cpu.b", fast), 2.9),
+        loaded(record("cuda.c", fast), 2.9)])
+    new = write(tmp_path / "new.json", [
+        loaded(record("cpu.a", slow), 2.9),
+        loaded(record("cpu.b", slow), 5.6),   # 5.6 on 2 cores: other programs ran too
+        loaded(record("cuda.c", slow), 5.6)])  # device timers do not see the host's load
+    result = compare.compare(base, new)
+    assert [(r.kernel, r.verdict, r.why) for r in result.rows] == [
+        ("cpu.a", "slower", "significant"), ("cpu.b", "unsure", "loaded"),
+        ("cuda.c", "slower", "significant")]
+    assert any(n.startswith("host loaded in NEW: 1-minute load average up to 5.6 on 2 cores")
+               for n in result.notes)
+    assert not any("in BASE" in n and "loaded" in n for n in result.notes)
