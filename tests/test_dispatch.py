@@ -265,3 +265,9 @@ def test_planner_follows_the_device_tuning_file() -> None:
     assert (info["config"], info["split"], info["choice"]) == (tuned.name, 96, "tuned")
     assert info["tuning_file"] == str(path)
     assert plan.steps[0].grid == (1, 2, 96)
+
+
+def test_sizes_that_force_scalar_loads_favour_small_blocks() -> None:
+    # At 4097^3 every A column is misaligned: blocks of <= 128 threads lose less (H100 sweep).
+    assert dispatch.heuristic(4097, 4097, 4097, 1, H100).config.threads <= 128
+    assert dispatch.heuristic(4096, 4096, 4096, 1, H100).config.threads >= 256
