@@ -147,19 +147,30 @@ class Sampled:
     stopped_by: str
     sampling: Sampling
     disturbed: int = 0  # kernel samples the timer knows were disturbed (preempted CPU)
+    reference_disturbed: int = 0
+
+    def _noisy(self, samples: list[float], disturbed: int) -> bool:
+        noise = robust_noise(samples)
+        above = noise is not None and noise > self.sampling.noise_target
+        return above or 2 * disturbed > len(samples)
 
     @property
     def noisy(self) -> bool:
         """The noise stayed above the target, or most samples were disturbed: a machine
         loaded steadily can give a tight spread around a wrong figure."""
-        noise = robust_noise(self.kernel_ms)
-        above = noise is not None and noise > self.sampling.noise_target
-        return above or 2 * self.disturbed > len(self.kernel_ms)
+        return self._noisy(self.kernel_ms, self.disturbed)
+
+    @property
+    def reference_noisy(self) -> bool:
+        """The same for the interleaved reference's samples (what "% ref" divides by)."""
+        return bool(self.reference_ms) and self._noisy(self.reference_ms,
+                                                       self.reference_disturbed)
 
     def record(self) -> dict:
         return {**{k: v for k, v in asdict(self.sampling).items()},
                 "samples": len(self.kernel_ms), "seconds": self.seconds,
-                "stopped_by": self.stopped_by, "disturbed": self.disturbed}
+                "stopped_by": self.stopped_by, "disturbed": self.disturbed,
+                "reference_disturbed": self.reference_disturbed}
 
 
 def _sample(session: Session, timer: Timer, cold: bool) -> float:
@@ -231,7 +242,7 @@ def sample_session(session: Session, sampling: Sampling, warmup: int = DEFAULT_W
     stop = _Stopper(sampling)
     samples: list[float] = []
     reference: list[float] = []
-    disturbed = 0
+    disturbed = reference_disturbed = 0
     start = clock()
     while True:
         block_start, block = clock(), 0
@@ -247,10 +258,13 @@ def sample_session(session: Session, sampling: Sampling, warmup: int = DEFAULT_W
         if partner is not None:
             _warm_up(partner, warmup, clock)
             partner_timer = partner.timer()
-            reference.extend(_sample(partner, partner_timer, cold) for _ in range(block))
+            for _ in range(block):
+                reference.append(_sample(partner, partner_timer, cold))
+                reference_disturbed += partner_timer.disturbed()
             seconds = clock() - start
         if stopped_by:
-            return Sampled(samples, reference, seconds, stopped_by, sampling, disturbed)
+            return Sampled(samples, reference, seconds, stopped_by, sampling, disturbed,
+                           reference_disturbed)
         if partner is not None:
             _warm_up(session, warmup, clock)
 
@@ -346,6 +360,7 @@ class Measurement:
             record["sampling"] = self.sampled.record()
         if self.reference_ms is not None:
             record["reference_ms"] = self.reference_ms.to_dict()
+            record["reference_noisy"] = self.sampled.reference_noisy
         if self.transfers is not None:
             record["transfers"] = self.transfers
         return record

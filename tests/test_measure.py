@@ -133,6 +133,16 @@ def test_a_steady_but_mostly_disturbed_run_is_noisy() -> None:
     assert not sample_session(session, Sampling.fixed(10), warmup=0, clock=clock).noisy
 
 
+def test_a_disturbed_reference_is_flagged_apart_from_the_rung() -> None:
+    clock = FakeClock()
+    rung = FakeSession([2.0], clock, name="rung")
+    ref = FakeSession([1.0], clock, name="ref")
+    ref.disturbed_at = {1, 2, 3}
+    result = sample_session(rung, Sampling.fixed(4), warmup=0, partner=ref, clock=clock)
+    assert not result.noisy and result.reference_noisy
+    assert result.record()["reference_disturbed"] == 3
+
+
 def test_fixed_sampling_takes_exactly_that_many_and_still_records_noise() -> None:
     clock = FakeClock()
     session = FakeSession([1.0, 2.0, 1.5, 9.0], clock)
@@ -247,6 +257,7 @@ def test_record_is_json_ready_with_samples_noise_and_load() -> None:
     assert isinstance(record["noisy"], bool)
     assert set(record["load_avg"]) == {"before", "after"}
     assert len(record["reference_ms"]["samples"]) == 2
+    assert isinstance(record["reference_noisy"], bool)
 
 
 def test_bad_repeats_and_unknown_kernel() -> None:
