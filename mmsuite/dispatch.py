@@ -177,7 +177,7 @@ CONFIGS: dict[str, Config] = {c.name: c for c in (
 )}
 RUNG21_CONFIG = CONFIGS["128x128x8"]
 # What `mmsuite tune` searches beyond them: double-buffered shared memory,
-# 512-thread tiles with BK 8 and taller 256x64 tiles (efficiencies guessed from
+# 512-thread tiles with BK 8 and taller 256x64 and 512x64 tiles (efficiencies guessed from
 # their siblings until a tuning run measures them).
 SEARCH: tuple[Config, ...] = tuple(CONFIGS.values()) + (
     Config(256, 128, bk=8, lr=2, stages=2, regs=127, efficiency=0.70),
@@ -188,6 +188,8 @@ SEARCH: tuple[Config, ...] = tuple(CONFIGS.values()) + (
     Config(128, 64, stages=2, minb=3, regs=155, efficiency=0.65, unaligned=0.9),
     Config(128, 64, bk=8, minb=3, regs=141, efficiency=0.65, unaligned=0.9),
     Config(256, 64, regs=128, efficiency=0.70),
+    Config(256, 64, lr=8, regs=128, efficiency=0.70),
+    Config(512, 64, lr=8, regs=128, efficiency=0.70),
 )
 
 
