@@ -341,10 +341,19 @@ def tune_problem(kernel_id: str, problem, device: Device, limit: int, confirm_to
     progress(f"heuristic {heuristic_info.get('config')}/{heuristic_info.get('split')}: "
              f"{heuristic_ms:.4f} ms (suite timer)")
     for outcome in good[:max(1, confirm_top)]:
-        outcome.confirmed_ms, _ = confirm(kernel_id, problem, device.name, key, outcome.choice)
-        progress(f"confirmed {outcome.choice.config.name}/{outcome.choice.split}: "
-                 f"{outcome.confirmed_ms:.4f} ms (suite timer)")
+        name = f"{outcome.choice.config.name}/{outcome.choice.split}"
+        try:
+            outcome.confirmed_ms, _ = confirm(kernel_id, problem, device.name, key,
+                                              outcome.choice)
+        except RuntimeError as exc:  # failed the suite's verification: skipped, with why
+            outcome.skipped = f"suite run: {exc}"
+            skipped.append(outcome)
+            progress(f"skipped {name}: {outcome.skipped}")
+            continue
+        progress(f"confirmed {name}: {outcome.confirmed_ms:.4f} ms (suite timer)")
     confirmed = [o for o in good if o.confirmed_ms is not None]
+    if not confirmed:
+        raise RuntimeError(f"no candidate for {key} passed the suite's run")
     best = min(confirmed, key=lambda o: o.confirmed_ms)
     flops = 2.0 * m * n * k * batch
     if heuristic_ms < best.confirmed_ms:  # the tuned entry is never slower than no entry

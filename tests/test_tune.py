@@ -244,3 +244,24 @@ def test_without_a_gpu_tune_says_why_in_one_line() -> None:
         pytest.skip("a GPU is present: tune would run")
     assert done.returncode == 2, done.stderr
     assert len(done.stderr.strip().splitlines()) == 1 and "cannot run here" in done.stderr
+
+
+def test_candidate_failing_the_suites_run_is_skipped_with_the_reason(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    problem = Problem(512, 512, 512)
+    m, n, k, batch = tune.kernel_dims(problem)
+    found = tune.candidates(m, n, k, batch, H100, limit=3)
+    _fake_search(monkeypatch, {(c.config.name, c.split): 1.0 for c in found}, {})
+    real = tune.confirm
+    bad = (found[0].config, found[0].split)
+
+    def confirm(kernel_id, problem, device_name, key, choice):
+        if choice is not None and (choice.config, choice.split) == bad:
+            raise RuntimeError("cuda.22_adaptive failed verification: relative error 1")
+        return real(kernel_id, problem, device_name, key, choice)
+
+    monkeypatch.setattr(tune, "confirm", confirm)
+    entry = tune.tune_problem("cuda.22_adaptive", problem, H100, 3, 3, lambda _: None)["entry"]
+    name = f"{bad[0].name}/{bad[1]}"
+    assert entry["skipped"][name].startswith("suite run: cuda.22_adaptive failed verification")
+    assert (entry["config"], entry["split"]) != (bad[0].name, bad[1])
