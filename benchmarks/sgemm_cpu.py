@@ -8,7 +8,7 @@ from . import _suite
 class CpuKernels(_suite._KernelSuite):
     """Every ``cpu.*`` kernel of the catalogue at the CPU sizes, wall clock around the C call."""
 
-    version = "2"  # 2: medians under the engine's stopping rule (1: fixed repeats)
+    version = "2"  # 2: fastest sample under the engine's stopping rule (1: median of repeats)
     backend = "cpu"
     params = _suite.params("cpu")
 

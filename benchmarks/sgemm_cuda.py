@@ -8,7 +8,7 @@ from . import _suite
 class CudaKernels(_suite._DeviceSuite):
     """Every ``cuda.*`` kernel of the catalogue; times from CUDA events."""
 
-    version = "2"  # 2: medians under the engine's stopping rule (1: fixed repeats)
+    version = "2"  # 2: fastest sample under the engine's stopping rule (1: median of repeats)
     backend = "cuda"
     params = _suite.params("cuda")
 

@@ -8,7 +8,7 @@ from . import _suite
 class OpenclKernels(_suite._DeviceSuite):
     """Every ``opencl.*`` kernel of the catalogue; times from OpenCL profiling events."""
 
-    version = "2"  # 2: medians under the engine's stopping rule (1: fixed repeats)
+    version = "2"  # 2: fastest sample under the engine's stopping rule (1: median of repeats)
     backend = "opencl"
     params = _suite.params("opencl")
 
