@@ -9,7 +9,6 @@ from __future__ import annotations
 import functools
 import os
 import time
-from types import MappingProxyType
 
 import pytest
 
@@ -17,6 +16,7 @@ from mmsuite import Problem, catalogue, workers
 from mmsuite import sweep as sweep_module
 from mmsuite.backends import RunOptions
 from mmsuite.catalogue import Kernel
+from mmsuite.launch import CudaLaunch
 from mmsuite.sweep import sweep
 
 QUICK = {"repeats": 1, "warmup": 0}
@@ -113,7 +113,7 @@ def test_check_host_memory_refuses_what_does_not_fit(monkeypatch) -> None:
 def _planted(name: str, adds: str) -> Kernel:
     return Kernel(id=f"cuda.planted_{name}", backend="cuda", rung=90, parent=None, adds=adds,
                   seed="test", source=f"tests/planted/{name}.cu", entry=f"mm_planted_{name}",
-                  layout="col", launch=MappingProxyType({"block": (16, 16)}))
+                  layout="col", launch=CudaLaunch(block=(16, 16)))
 
 
 PLANTED = {k.id: k for k in (_planted("illegal_address", "writes 2^40 floats past C"),
