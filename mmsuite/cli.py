@@ -345,8 +345,12 @@ def _resumed(args: argparse.Namespace) -> list[dict]:
     """The records of ``--resume FILE``; --json defaults to FILE's final results file."""
     if args.resume is None:
         return []
+    source = args.resume
+    journal = results.journal_path(source)
+    if not source.exists() and source.suffix == ".json" and journal.exists():
+        source = journal  # killed before the final file was written: its journal has the rows
     try:
-        records = results.load_rows(args.resume)
+        records = results.load_rows(source)
     except results.ResultsError as exc:
         raise UsageError(f"--resume: {exc}") from None
     if args.json is None:

@@ -203,6 +203,15 @@ def test_rows_are_journaled_beside_the_json(tmp_path, capsys) -> None:
     assert [r["kernel"] for r in journal] == [r["kernel"] for r in document["results"]]
 
 
+def test_resume_reads_the_journal_of_a_killed_run(tmp_path, capsys) -> None:
+    path, document = _saved_run(tmp_path, capsys)
+    path.unlink()  # as if killed before the final file was written
+    first = document["results"][0]
+    assert main(CPU_QUICK + ["--kernel", "cpu.seq_*", "--resume", str(path)]) == 0
+    again = results.load(path)["results"]
+    assert again[0]["kernel_ms"] == first["kernel_ms"]
+
+
 # A CPU sweep whose second row takes a while: the signal lands in it.
 SLOW = ["run", "--kernel", "cpu.blas", "--kernel", "cpu.seq_naive", "--kernel", "cpu.seq_ikj",
         "--shape", "600", "--repeats", "3", "--warmup", "0"]
