@@ -15,7 +15,8 @@ noise, which is skewed and heavy-tailed) and the ratio of medians NEW / BASE:
   loaded the host (1-minute load average above its cores + 1): load that
   changes between two runs moves whole sample sets, which no test on them can
   tell from a change of the code;
-- ``broken``: the kernel passed in BASE and fails, errs or reads above peak in NEW.
+- ``broken``: the kernel passed in BASE and fails, errs or reads above peak in NEW
+  (one that is unavailable in NEW is ``unsure``: that is more often the machine).
 
 Exit status: 1 when any row is ``slower`` or ``broken`` (a CI gate), 0
 otherwise, 2 for bad input (an unreadable file, a file without samples).
@@ -158,9 +159,9 @@ class Comparison:
 def judge(base: Side, new: Side, threshold: float = DEFAULT_THRESHOLD,
           alpha: float = DEFAULT_ALPHA) -> tuple[str, str, float | None, float | None]:
     """(verdict, why, ratio of medians NEW / BASE, p-value) for one kernel x problem."""
-    if base.status == "ok" and new.status != "ok":
+    if base.status == "ok" and new.status not in ("ok", "unavailable"):
         return "broken", f"{new.status} in NEW", None, None
-    if base.status != "ok":  # nothing to hold NEW against
+    if base.status != "ok" or new.status != "ok":  # no pair of timings to compare
         return "unsure", f"{base.status} in BASE, {new.status} in NEW", None, None
     ratio = new.median / base.median if base.median and new.median else None
     if ratio is None:

@@ -109,6 +109,8 @@ def test_a_kernel_that_stops_working_is_broken() -> None:
     for status in ("failed", "error", "invalid"):
         assert compare.judge(good, side(timings(2.0, 0.01), status))[0] == "broken"
     assert compare.judge(side([], "error"), good)[0] == "unsure"
+    assert compare.judge(good, side([], "unavailable"))[:2] == (
+        "unsure", "ok in BASE, unavailable in NEW")
 
 
 # -------------------------------------------------------------- whole files
