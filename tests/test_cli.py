@@ -214,7 +214,7 @@ def test_resume_reads_the_journal_of_a_killed_run(tmp_path, capsys) -> None:
 
 # A CPU sweep whose second row takes a while: the signal lands in it.
 SLOW = ["run", "--kernel", "cpu.blas", "--kernel", "cpu.seq_naive", "--kernel", "cpu.seq_ikj",
-        "--shape", "600", "--repeats", "3", "--warmup", "0"]
+        "--shape", "700", "--repeats", "3", "--warmup", "0"]
 
 
 def _start(argv: list[str]) -> subprocess.Popen:
