@@ -439,6 +439,9 @@ def cmd_run(args: argparse.Namespace, console: Console) -> int:
     records = [row.to_record() for row in rows]
     shown_records = [row.to_record() for row in shown]
     env = environment.collect(sorted({k.backend for k in kernels}), options)
+    cuda_env = (env.get("backends") or {}).get("cuda")
+    if cuda_env and any(r.kernel.backend == "cuda" and r.record for r in rows):
+        cuda_env["devices"] = workers.cuda_device_facts(devices)  # what each row's device was
     peak.annotate(records + shown_records, env)  # % peak; above 100% is a measurement error
     report.render_rich(shown_records, console, wide=args.wide)
     for note in notes:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import functools
 import os
+import sys
 import time
 
 import pytest
@@ -87,6 +88,24 @@ def test_opencl_on_a_gpu_runs_in_a_worker_and_host_kernels_here(monkeypatch) -> 
     host, cl = (r.to_record()["pid"] for r in rows)
     assert host == os.getpid() and cl != os.getpid()
     assert "device" not in rows[1].to_record()  # bound to no CUDA device
+
+
+def test_cuda_device_facts_name_each_gpu_by_its_index(monkeypatch) -> None:
+    class Device:
+        def __init__(self, index):
+            self.compute_capability, self.pci_bus_id = "90", f"0000:0{index}:00.0"
+
+    runtime = type("Runtime", (), {
+        "getDeviceProperties": staticmethod(lambda i: {"name": b"H200", "multiProcessorCount":
+                                                       132, "totalGlobalMem": 141 * 2**30}),
+        "deviceGetAttribute": staticmethod(lambda attr, i: 1980000 if attr == 13 else 0)})
+    fake = type("cupy", (), {"cuda": type("cuda", (), {"runtime": runtime, "Device": Device})})
+    monkeypatch.setitem(sys.modules, "cupy", fake)
+    facts = workers.cuda_device_facts([0, 1])
+    assert [f["index"] for f in facts] == [0, 1] and facts[1]["pci_bus_id"] == "0000:01:00.0"
+    assert facts[0] | {"pci_bus_id": None} == {
+        "index": 0, "gpu": "H200", "compute_capability": "90", "pci_bus_id": None,
+        "sm_count": 132, "memory_gib": 141.0, "sm_clock_mhz": 1980}
 
 
 def test_default_timeout_grows_with_the_work() -> None:
