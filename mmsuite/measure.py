@@ -7,12 +7,14 @@ Adapters give primitives (``mmsuite.backends.base``); the loop lives here:
    d2h of C, with pageable and with pinned host memory;
 3. warm-up: ``warmup`` untimed launches, lasting at least the session's floor;
 4. samples, one launch each: reset C, scrub L2 when ``l2 == "cold"``, then the
-   timer brackets the launch alone. A rung of a host backend alternates its
-   samples with the backend's reference library, so that load hits both alike;
+   timer brackets the launch alone (a timer may refuse a sample it cannot vouch
+   for; it is taken again). A rung of a host backend takes turns with the
+   backend's reference library on the same call, so that load hits both alike;
 5. the stopping rule (``Sampling``), checked as samples come in: at least
    ``min_samples`` and ``min_seconds``, until the robust noise is below
    ``noise_target``, or ``max_seconds`` (or ``max_samples``) is reached. A row
-   whose noise stayed above the target is ``noisy``;
+   whose noise stayed above the target, or most of whose samples the timer knows
+   were disturbed (another process preempted the CPU rung), is ``noisy``;
 6. C is copied out and verified against the float64 reference.
 """
 
