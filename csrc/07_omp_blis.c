@@ -259,6 +259,47 @@ static void pack_b_sliver(long n, const float *B, long pc, long kc, long jc, lon
     }
 }
 
+#if defined(__AVX512F__)
+/* 16 k-steps of a full strip: the 16 x 16 block (rows of A beyond MR read as
+ * zero, as do rows from h on) transposed in registers, so the k-major sliver is written with 16
+ * vector stores instead of 16 * MR scalar ones. `last` masks the final store
+ * to MR floats: past it lies the next strip, which another thread may pack. */
+static inline void pack_a_16(const float *src, long k, long h, float *restrict dst, int last) {
+    __m512 r[16], t[16];
+    for (int i = 0; i < 16; ++i) r[i] = i < h ? _mm512_loadu_ps(src + i * k) : _mm512_setzero_ps();
+    for (int i = 0; i < 8; ++i) {
+        t[2 * i] = _mm512_unpacklo_ps(r[2 * i], r[2 * i + 1]);
+        t[2 * i + 1] = _mm512_unpackhi_ps(r[2 * i], r[2 * i + 1]);
+    }
+    /* r[4i + x], 128-bit lane q: rows 4i..4i+3 of column 4q + x. */
+    for (int i = 0; i < 4; ++i) {
+        const __m512d t0 = _mm512_castps_pd(t[4 * i]), t1 = _mm512_castps_pd(t[4 * i + 1]);
+        const __m512d t2 = _mm512_castps_pd(t[4 * i + 2]), t3 = _mm512_castps_pd(t[4 * i + 3]);
+        r[4 * i] = _mm512_castpd_ps(_mm512_unpacklo_pd(t0, t2));
+        r[4 * i + 1] = _mm512_castpd_ps(_mm512_unpackhi_pd(t0, t2));
+        r[4 * i + 2] = _mm512_castpd_ps(_mm512_unpacklo_pd(t1, t3));
+        r[4 * i + 3] = _mm512_castpd_ps(_mm512_unpackhi_pd(t1, t3));
+    }
+    /* Column 4q + x: lane i of it is lane q of r[4i + x]. */
+    for (int x = 0; x < 4; ++x) {
+        const __m512 u0 = _mm512_shuffle_f32x4(r[x], r[4 + x], 0x44);
+        const __m512 u1 = _mm512_shuffle_f32x4(r[x], r[4 + x], 0xEE);
+        const __m512 u2 = _mm512_shuffle_f32x4(r[8 + x], r[12 + x], 0x44);
+        const __m512 u3 = _mm512_shuffle_f32x4(r[8 + x], r[12 + x], 0xEE);
+        t[x] = _mm512_shuffle_f32x4(u0, u2, 0x88);
+        t[4 + x] = _mm512_shuffle_f32x4(u0, u2, 0xDD);
+        t[8 + x] = _mm512_shuffle_f32x4(u1, u3, 0x88);
+        t[12 + x] = _mm512_shuffle_f32x4(u1, u3, 0xDD);
+    }
+    /* In order, so each store's spill past MR floats is overwritten by the next. */
+    for (int j = 0; j < 15; ++j) _mm512_storeu_ps(dst + j * MR, t[j]);
+    if (last)
+        _mm512_mask_storeu_ps(dst + 15 * MR, (__mmask16)((1u << MR) - 1u), t[15]);
+    else
+        _mm512_storeu_ps(dst + 15 * MR, t[15]);
+}
+#endif
+
 /* Strip t of the block A[ic : ic+mc, pc : pc+kc]: MR rows stored k by k
  * (kc x MR), zero past m. */
 static void pack_a_strip(long k, const float *A, long ic, long mc, long pc, long kc, long t,
@@ -266,24 +307,12 @@ static void pack_a_strip(long k, const float *A, long ic, long mc, long pc, long
     const long i0 = t * MR, h = MIN(MR, mc - i0);
     const float *src = A + (ic + i0) * k + pc;
     float *dst = ap + t * kc * MR;
-    if (h == MR) {
-        /* Read MR rows a few columns at a time, so each row's line is used
-         * whole while it is in L1. */
-        long l = 0;
-        for (; l + 4 <= kc; l += 4)
-            for (int r = 0; r < MR; ++r) {
-                const float *s = src + r * k + l;
-                dst[(l + 0) * MR + r] = s[0];
-                dst[(l + 1) * MR + r] = s[1];
-                dst[(l + 2) * MR + r] = s[2];
-                dst[(l + 3) * MR + r] = s[3];
-            }
-        for (; l < kc; ++l)
-            for (int r = 0; r < MR; ++r) dst[l * MR + r] = src[r * k + l];
-    } else {
-        for (long l = 0; l < kc; ++l)
-            for (int r = 0; r < MR; ++r) dst[l * MR + r] = r < h ? src[r * k + l] : 0.0f;
-    }
+    long l = 0;
+#if defined(__AVX512F__)
+    for (; l + 16 <= kc; l += 16) pack_a_16(src + l, k, h, dst + l * MR, l + 16 == kc);
+#endif
+    for (; l < kc; ++l)
+        for (int r = 0; r < MR; ++r) dst[l * MR + r] = r < h ? src[r * k + l] : 0.0f;
 }
 
 /* --------------------------------------------------------------- blocking */
@@ -343,9 +372,10 @@ static blocking cache_blocking(void) {
     if (l1 < 16384) l1 = 32768; /* unknown or implausible: a common size */
     if (l2 < 131072) l2 = 1L << 20;
     if (l3 < l2) l3 = 8 * l2;
-    /* KC: the KC x NR sliver of B in half of L1 (the rest holds the A sliver
-     * streaming past and the block of C). */
-    bl.kc = MAX(64L, MIN(1024L, l1 / 2 / (NR * (long)sizeof(float)) / 8 * 8));
+    /* KC: the KC x NR sliver of B about fills L1. A k-step reads NR floats of it
+     * per MR x NV FMAs, which L2 would sustain too; a deep KC matters more: it
+     * amortises the load and store of the block of C over more k-steps. */
+    bl.kc = MAX(64L, MIN(1024L, l1 / (NR * (long)sizeof(float)) / 16 * 16));
     /* MC: the MC x KC block of A in half of L2 (the B sliver and C pass through). */
     bl.mc = MAX((long)MR, MIN(4096L, l2 / 2 / (bl.kc * (long)sizeof(float)) / MR * MR));
     /* NC: the KC x NC panel of B in half of L3. */
@@ -443,7 +473,9 @@ void mm_omp_blis(MM_ARGS) {
     const blocking bl = cache_blocking();
     /* Even out the k-steps and the panels; both are the same for any thread
      * count, so every element's sum keeps its order. */
-    const long ksteps = (k + bl.kc - 1) / bl.kc, kc_max = (k + ksteps - 1) / ksteps;
+    const long ksteps = (k + bl.kc - 1) / bl.kc;
+    /* A multiple of 16, which A is packed by, in all steps but the last. */
+    const long kc_max = ksteps == 1 ? k : ((k + ksteps - 1) / ksteps + 15) / 16 * 16;
     const long npanels = (n + bl.nc - 1) / bl.nc;
     const long nc_max = ((n + npanels - 1) / npanels + NR - 1) / NR * NR;
     const long strips = (m + MR - 1) / MR;
