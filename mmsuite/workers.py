@@ -143,6 +143,8 @@ class HostLane:
         threading.Thread(target=self._serve, name="mmsuite-host", daemon=True).start()
 
     def _serve(self) -> None:
+        # Signals go to the main thread, which is waiting and can act on them at once.
+        signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT, signal.SIGTERM})
         while True:
             item = self._jobs.get()
             if item is None:
@@ -313,6 +315,9 @@ def run_on_devices(jobs: Iterable[Job], devices: list[int | None], options: RunO
     failures: list[BaseException] = []
 
     def serve(worker: Worker) -> None:
+        # Ctrl-C is the main thread's; a worker started from here inherits the blocked
+        # signal, so one starting up when Ctrl-C comes does not die with a traceback.
+        signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
         try:
             while not stop.is_set():
                 try:
