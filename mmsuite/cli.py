@@ -195,7 +195,9 @@ def build_parser() -> argparse.ArgumentParser:
 # ------------------------------------------------------------------ commands
 def cmd_list(args: argparse.Namespace, console: Console) -> int:
     options = RunOptions(cl_device=args.cl_device)
-    from .backends import unavailable_reason
+    if args.cl_device is not None:  # PYOPENCL_CTX alone only decides the listed reasons
+        _check_selectors([k for k in catalogue.kernels()
+                          if not args.backend or k.backend in args.backend], options)
 
     table = Table(title="mmsuite kernels (ladder order)", title_justify="left")
     for title in ("kernel", "rung", "parent", "seed", "adds", "sizes", "available"):

@@ -129,6 +129,13 @@ def test_a_bad_opencl_selector_is_refused_either_way(how, monkeypatch, capsys) -
     assert "\n" not in err
 
 
+@pytest.mark.skipif(not _opencl_available(), reason="no OpenCL device here")
+def test_list_refuses_an_opencl_selector_that_matches_nothing(capsys) -> None:
+    assert main(["list", "--cl-device", "zzz"]) == 2
+    assert "'zzz'" in capsys.readouterr().err
+    assert main(["list", "--backend", "cpu", "--cl-device", "zzz"]) == 0
+
+
 @pytest.mark.skipif(catalogue.get("cuda.01_naive").available, reason="CUDA can run here")
 def test_nothing_that_can_run_exits_2(capsys) -> None:
     assert main(["run", "--kernel", "cuda.*", "--shape", "8"]) == 2
