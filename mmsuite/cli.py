@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import fnmatch
+import json
 import math
 import os
 import signal
@@ -502,11 +503,48 @@ def cmd_report(args: argparse.Namespace, console: Console) -> int:
     return 0
 
 
+def asv_damage(results_dir: Path, machine: str | None = None) -> list[str]:
+    """What is wrong with each asv file under ``results_dir`` that asv's reader would skip:
+    the file, and the field at fault. Empty when every file is sound."""
+    problems = []
+    folders = [results_dir / machine] if machine else \
+        [p for p in sorted(results_dir.iterdir()) if p.is_dir()]
+    files = [results_dir / "benchmarks.json"] + [f for d in folders if d.is_dir()
+                                                  for f in sorted(d.glob("*.json"))]
+    for path in files:
+        if not path.is_file():
+            continue
+        try:
+            data = json.loads(path.read_text())
+        except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+            problems.append(f"{path} is not JSON: {exc}")
+            continue
+        if not isinstance(data, dict):
+            problems.append(f"{path}: expected an object")
+        elif path.name not in ("benchmarks.json", "machine.json"):
+            if not isinstance(data.get("commit_hash"), str):
+                problems.append(f"{path}: field 'commit_hash' is missing or not a string")
+            elif not isinstance(data.get("results"), dict):
+                problems.append(f"{path}: field 'results' is missing or not an object")
+            else:
+                bad = sorted(name for name, entry in data["results"].items()
+                             if not isinstance(entry, list) or not entry
+                             or not isinstance(entry[0], (list, type(None), int, float)))
+                if bad:
+                    problems.append(f"{path}: field 'results.{bad[0]}' is not an asv result"
+                                    + (f" (and {len(bad) - 1} more)" if len(bad) > 1 else ""))
+    return problems
+
+
 def cmd_history(args: argparse.Namespace, console: Console) -> int:
     from . import history
 
     if not args.results_dir.is_dir():
         raise UsageError(f"no asv results at {args.results_dir}; run `asv run` first")
+    for problem in asv_damage(args.results_dir, args.machine):  # asv would skip them silently
+        if problem.startswith(str(args.results_dir / "benchmarks.json")):
+            raise UsageError(problem)  # the descriptions of every benchmark: nothing to plot
+        print(f"mmsuite: warning: {problem}; skipped", file=sys.stderr)
     try:
         series = history.load_history(args.results_dir, machine=args.machine)
     except (ValueError, OSError) as exc:  # a damaged asv file: name it, do not plot around it

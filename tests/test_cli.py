@@ -219,6 +219,37 @@ def test_resume_reads_the_journal_of_a_killed_run(tmp_path, capsys) -> None:
     assert again[0]["kernel_ms"] == first["kernel_ms"]
 
 
+def _asv_tree(root) -> None:
+    """An asv results tree with one sound result file of cpu.blas's kernel time."""
+    name = "sgemm_cpu.CpuKernels.track_kernel_ms"
+    params = [["'cpu.blas'"], ["256"]]
+    (root / "box").mkdir(parents=True)
+    (root / "benchmarks.json").write_text(json.dumps({name: {
+        "name": name, "type": "track", "unit": "ms", "version": "1",
+        "param_names": ["kernel", "size"], "params": params}, "version": 2}))
+    (root / "box" / "machine.json").write_text(json.dumps({"machine": "box", "version": 1}))
+    (root / "box" / f"{'a' * 8}-env.json").write_text(json.dumps({
+        "commit_hash": "a" * 40, "env_name": "env", "date": 1763632800000,
+        "params": {"machine": "box"}, "python": "3.11", "requirements": {}, "env_vars": {},
+        "result_columns": ["result", "params", "version", "started_at", "duration"],
+        "results": {name: [[0.3], params, "1", 0, 1.0]}, "durations": {}, "version": 2}))
+
+
+def test_history_names_damaged_asv_files(tmp_path, capsys) -> None:
+    pytest.importorskip("asv")
+    root = tmp_path / "results"
+    _asv_tree(root)
+    (root / "box" / f"{'b' * 8}-env.json").write_text('{"commit_hash": "b')
+    (root / "box" / f"{'c' * 8}-env.json").write_text(json.dumps({"commit_hash": "c" * 40}))
+    assert main(["history", "--results-dir", str(root), "--out", str(tmp_path / "h.png")]) == 0
+    err = capsys.readouterr().err
+    assert f"mmsuite: warning: {root / 'box' / 'bbbbbbbb-env.json'} is not JSON" in err
+    assert f"{root / 'box' / 'cccccccc-env.json'}: field 'results' is missing" in err
+    (root / "benchmarks.json").write_text("{")
+    assert main(["history", "--results-dir", str(root), "--out", str(tmp_path / "h.png")]) == 2
+    assert f"mmsuite: error: {root / 'benchmarks.json'} is not JSON" in capsys.readouterr().err
+
+
 # A CPU sweep whose second row takes a while: the signal lands in it.
 SLOW = ["run", "--kernel", "cpu.blas", "--kernel", "cpu.seq_naive", "--kernel", "cpu.seq_ikj",
         "--shape", "700", "--repeats", "3", "--warmup", "0"]
