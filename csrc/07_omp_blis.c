@@ -440,7 +440,8 @@ static long busiest(long count, long unit, int parts, long (*cost)(long)) {
     return worst;
 }
 
-static long total_cost(long count, long unit, long (*cost)(long)) { return busiest(count, unit, 1, cost); }
+/* Time of `rows` rows cut into strips from the first. */
+static long rows_cost(long rows) { return rows / MR * MR + (rows % MR ? strip_cost(rows % MR) : 0); }
 
 /* The block of C the micro-kernel for strip t of sliver s writes (row-major,
  * row stride n): strip t of rows from ic, sliver s of columns from jc. */
@@ -487,8 +488,8 @@ void mm_omp_blis(MM_ARGS) {
      * thread clearly less work. */
     int by_rows = 1;
     if (threads > 1) {
-        const long rows_time = busiest(m, MR, threads, strip_cost) * total_cost(nc_max, NR, sliver_cost);
-        const long cols_time = busiest(nc_max, NR, threads, sliver_cost) * total_cost(m, MR, strip_cost);
+        const long rows_time = rows_cost((m + threads - 1) / threads) * busiest(nc_max, NR, 1, sliver_cost);
+        const long cols_time = busiest(nc_max, NR, threads, sliver_cost) * rows_cost(m);
         by_rows = rows_time <= cols_time + cols_time / 64;
     }
     /* Panels of B and blocks of A are double-buffered: a thread may pack the
@@ -509,9 +510,11 @@ void mm_omp_blis(MM_ARGS) {
     {
         const int me = omp_get_thread_num(), team = omp_get_num_threads();
         long panel = 0, block = 0; /* panels of B and shared blocks of A packed so far */
-        /* By rows: this thread's strips [r0, r1), in blocks of at most mc_max rows. */
-        const long r0 = cut(m, MR, team, me), r1 = cut(m, MR, team, me + 1);
-        const long own_blocks = MAX(1L, ((r1 - r0) * MR + mc_max - 1) / mc_max);
+        /* By rows: this thread's rows [r0, r1), an equal share (the strips start
+         * at r0), in blocks of at most mc_max rows. */
+        const long r0 = m * me / team, r1 = m * (me + 1) / team;
+        const long own_strips = (r1 - r0 + MR - 1) / MR;
+        const long own_blocks = MAX(1L, (r1 - r0 + mc_max - 1) / mc_max);
         const long shared_blocks = (strips * MR + mc_max - 1) / mc_max;
         for (long p = 0; p < batch; ++p) {
             const float *A = MM_A(p), *B = MM_B(p);
@@ -531,9 +534,9 @@ void mm_omp_blis(MM_ARGS) {
                     if (by_rows) {
                         float *ap = apack + (size_t)me * a_floats;
                         for (long blk = 0; blk < own_blocks; ++blk) {
-                            const long t0 = r0 + (r1 - r0) * blk / own_blocks;
-                            const long t1 = r0 + (r1 - r0) * (blk + 1) / own_blocks;
-                            const long ic = t0 * MR, mc = MIN(m, t1 * MR) - ic;
+                            const long t0 = own_strips * blk / own_blocks;
+                            const long t1 = own_strips * (blk + 1) / own_blocks;
+                            const long ic = r0 + t0 * MR, mc = MIN(r1, r0 + t1 * MR) - ic;
                             for (long t = 0; t < t1 - t0; ++t) pack_a_strip(k, A, ic, mc, pc, kc, t, ap);
                             block_product(n, ic, mc, jc, nc, kc, 0, t1 - t0, 0, slivers, ap, bp, C,
                                           alpha, b_step);
