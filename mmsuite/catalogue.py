@@ -252,15 +252,16 @@ CUDA = [
         "rung 10 tuned for Hopper: K step 16, 32x64 warp tiles with 4x8 lanes", "beyond",
         "20_tuned", layout="col",
         launch={"block": (256, 1), "tile": (128, 128), "grid_x": "rows"}),
-    # Beyond rung 20: shapes other than big squares. One source, cuda/21_splitk.cu, with
-    # the tile shape as -D defines; mmsuite.dispatch plans each problem's launches.
+    # Beyond rung 20: shapes other than big squares. Rung 21's source holds the kernels,
+    # with the tile shape as -D defines (rung 22's file includes it); mmsuite.dispatch
+    # plans each problem's launches.
     _cu("cuda.21_splitk", 21, "cuda.20_tuned",
         "split-K: slices of K summed into a workspace, then a deterministic reduction kernel "
         "(128x128x8 tiles)", "beyond", "21_splitk", layout="col",
         launch={"planner": "mmsuite.dispatch:plan_splitk"}),
     _cu("cuda.22_adaptive", 22, "cuda.21_splitk",
         "tile shape and split factor per problem: a model of waves on the SMs, or the "
-        "device's tuning file (mmsuite tune)", "beyond", "21_splitk", entry="mm_21_splitk",
+        "device's tuning file (mmsuite tune)", "beyond", "22_adaptive", entry="mm_21_splitk",
         layout="col", launch={"planner": "mmsuite.dispatch:plan_adaptive"}),
 ]
 

@@ -1,0 +1,21 @@
+// Rung 22 (beyond the seeds), column-major: rung 21's kernels, tile shape and
+// split factor chosen per problem.
+// Adds over rung 21 (always 128x128x8 tiles, split factor per problem): the
+// tile shape is chosen per problem too, by mmsuite/dispatch.py, among the
+// variants this source compiles to (32x32 up to 256x128 and 128x256, 64 to
+// 512 threads, 8 or 4 outputs per thread along each side). A model of the GPU
+// counts the waves of blocks on the SMs, how full the last one leaves them,
+// each block's K work, what scalar loads cost when M or K is not a multiple
+// of 4, and the reduction pass; a device's tuning file, written by
+// `mmsuite tune` after a Kernel Tuner search, overrides it for the problems it
+// names. Small tiles fill the SMs on small problems (64x64 at 512^3), 256x128
+// tiles of 512 threads load less per FMA on large ones, 128-thread tiles lose
+// least to misaligned columns (4097^3).
+// The launches are rung 21's extern "C" entries, included below:
+// mm_21_splitk(M, N, K, alpha, A, B, beta, C, W, splits), then, when K is
+// split, mm_21_reduce(M, N, batch, alpha, W, beta, C, splits).
+// Measured on the H100 (spin kernel ahead of each sample, L2 warm; tuned
+// entries for 512^3, 1024^3, 2048^3, 4096^3 and 128x128x65536), % of cuBLAS:
+// 94% at 512^3, 96% at 1024^3, 92-93% at 2048^3 to 8192^3, 88% at 4097^3,
+// 89% on 8192x128x8192, 79% on 128x128x65536, 95% on batch 100 x 1000^3.
+#include "21_splitk.cu"
