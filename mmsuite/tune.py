@@ -2,19 +2,21 @@
 
 For each problem the search runs in three steps:
 
-1. Candidates. Every tile config the source compiles (``dispatch.SEARCH``,
+1. Candidates. Every tile config of the search space (``dispatch.SEARCH``:
    tile M/N/K, outputs per thread, warp layout, stages, launch bounds) with
    every split factor that leaves no K slice empty is ranked by the
-   dispatcher's model; the best ``--candidates`` of them, the heuristic's own
-   choice always among them, are searched.
+   dispatcher's model; the best ``--candidates`` of them (two split factors
+   per config at most), the heuristic's own choice always among them, are
+   searched.
 2. Kernel Tuner (the optional extra ``tune``) compiles, verifies and times
-   each candidate's main kernel, one ``tune_kernel`` call per split factor
-   (the factor is a kernel argument). Every candidate is verified: the output
-   (C, or the partial sums of every slice added up) must match a float64
-   reference within the suite's tolerance. A candidate that fails to compile,
-   launch or verify is skipped, and its reason is printed. Kernel Tuner's
-   cache files (one per problem and split factor, beside the tuning file)
-   make a re-run resume where the last one stopped.
+   each candidate's main kernel, one ``tune_kernel`` call per candidate, so
+   that a compiler error ends only that candidate (the split factor is a
+   kernel argument, the rest are its -D defines). Every candidate is
+   verified: the output (C, or the partial sums of every slice added up)
+   must match a float64 reference within the suite's tolerance. A candidate
+   that fails to compile, launch or verify is skipped, and its reason is
+   printed. Kernel Tuner's cache files (one per problem and split factor,
+   beside the tuning file) make a re-run resume where the last one stopped.
 3. Confirmation. Kernel Tuner's timer includes host dispatch and leaves out
    the reduction kernel, so the best few candidates, and the heuristic's
    choice, are measured again with the suite's own timer (``mmsuite.run`` on
