@@ -265,3 +265,88 @@ def test_candidate_failing_the_suites_run_is_skipped_with_the_reason(
     name = f"{bad[0].name}/{bad[1]}"
     assert entry["skipped"][name].startswith("suite run: cuda.22_adaptive failed verification")
     assert (entry["config"], entry["split"]) != (bad[0].name, bad[1])
+
+
+# ------------------------------------------------- Kernel Tuner's side, faked
+class _FakeKernelTuner:
+    """tune_kernel as Kernel Tuner calls it back: one admitted config per call, its output
+    checked by ``verify`` and the verdict collected by the observer."""
+
+    def __init__(self, failing: set, wrong: set) -> None:
+        self.failing, self.wrong, self.calls = failing, wrong, []
+
+    def tune_kernel(self, name, code, problem_size, args, tune_params, *, restrictions,
+                    answer, verify, observers, cache, **options):
+        points = [dict(zip(tune_params, values))
+                  for values in itertools.product(*tune_params.values())]
+        admitted = [p for p in points if restrictions(p)]
+        assert len(admitted) == 1  # one candidate per call
+        params = admitted[0]
+        config = tune.config_of(params)
+        m, n, k = (int(x) for x in args[:3])
+        split = int(args[9])
+        self.calls.append((config.name, split, problem_size, Path(cache).name))
+        assert "mm_21_splitk(" in code and name == dispatch.MAIN_ENTRY
+        assert answer[tune.C_ARG] is not None and answer[tune.W_ARG] is not None
+        if config.name in self.failing:
+            raise RuntimeError("NVRTC error: static assertion failed\nmore")
+        batch = problem_size[2] // split
+        c = tune.column_major_product(args[4], args[5], m, n, k, batch)
+        if config.name in self.wrong:
+            c = c * 1.5
+        result = [None] * len(args)
+        if split == 1:
+            result[tune.C_ARG], result[tune.W_ARG] = c.astype(np.float32), args[tune.W_ARG]
+        else:  # C untouched; the slices hold halves of the product
+            result[tune.C_ARG] = np.full(c.size, np.nan, dtype=np.float32)
+            slices = np.zeros((batch, split, m * n))
+            slices[:, 0] = slices[:, 1] = c.reshape(batch, -1) / 2
+            result[tune.W_ARG] = slices.astype(np.float32).reshape(-1)
+        assert verify(answer, result, atol=1e-6) is True
+        row = {**params, "time": 0.25}
+        for observer in observers:
+            row.update(observer.get_results())
+        return [row], {}
+
+
+@pytest.fixture
+def fake_kernel_tuner(monkeypatch: pytest.MonkeyPatch):
+    import types
+
+    class BenchmarkObserver:  # Kernel Tuner's base class, as far as the verifier uses it
+        pass
+
+    fake = _FakeKernelTuner(set(), set())
+    module = types.ModuleType("kernel_tuner")
+    module.tune_kernel = fake.tune_kernel
+    observer_module = types.ModuleType("kernel_tuner.observers.observer")
+    observer_module.BenchmarkObserver = BenchmarkObserver
+    monkeypatch.setitem(sys.modules, "kernel_tuner", module)
+    monkeypatch.setitem(sys.modules, "kernel_tuner.observers",
+                        types.ModuleType("kernel_tuner.observers"))
+    monkeypatch.setitem(sys.modules, "kernel_tuner.observers.observer", observer_module)
+    return fake
+
+
+def test_each_candidate_is_one_verified_kernel_tuner_call(fake_kernel_tuner,
+                                                        _tuning_dir: Path) -> None:
+    m, n, k, batch = 40, 24, 300, 2
+    found = tune.candidates(m, n, k, batch, H100, limit=6) + [Choice(CONFIGS["128x128x8"], 1)]
+    fake_kernel_tuner.failing = {found[0].config.name}
+    fake_kernel_tuner.wrong = {found[1].config.name} - fake_kernel_tuner.failing
+    lines = []
+    outcomes = tune.run_kernel_tuner(found, m, n, k, batch, H100, lines.append)
+    assert [(o.choice.config, o.choice.split) for o in outcomes] == sorted(
+        [(c.config, c.split) for c in found], key=lambda pair: pair[1])
+    assert len(fake_kernel_tuner.calls) == len(found) and len(lines) == len(found)
+    for (name, split, size, cache), outcome in zip(fake_kernel_tuner.calls, outcomes):
+        assert size == (m, n, batch * split)
+        assert cache == f"{dispatch.shape_key(m, n, k, batch)}-split{split}.json"
+        if name in fake_kernel_tuner.failing:
+            assert outcome.skipped.startswith("failed to compile or run: RuntimeError: NVRTC")
+        elif name in fake_kernel_tuner.wrong:
+            assert outcome.skipped.startswith("failed verification")
+        else:
+            assert outcome.skipped == "" and outcome.kernel_tuner_ms == 0.25
+    # Both ways of checking ran: C itself (one slice) and the slices added up.
+    assert {o.choice.split > 1 for o in outcomes if not o.skipped} == {True, False}
