@@ -244,6 +244,13 @@ def environment_table(runs: list[Run]) -> list[list[str]]:
     return out
 
 
+def _max_load(records: list[dict]) -> float | None:
+    """The highest 1-minute load average the records saw, or None."""
+    values = [float(load[when][0]) for load in (r.get("load_avg") or {} for r in records)
+              for when in ("before", "after") if isinstance(load.get(when), list) and load[when]]
+    return max(values) if values else None
+
+
 def _load_range(records: list[dict]) -> str:
     """The lowest and highest 1-minute load average the records saw, or ""."""
     values = []
@@ -470,6 +477,14 @@ def report_blocks(runs: list[Run], records: list[dict], figures: _Figures,
            "target; marked ! in tables, hatched or hollow in figures)" if noisy else "")
         + "."))
 
+    for run in runs:
+        worst = _max_load(run.records)
+        cores = run.environment.get("cpu_cores")
+        if worst is not None and cores and worst > cores:
+            blocks.append(Para(
+                f"Warning: {run.path.name} was measured while the 1-minute load average "
+                f"reached {worst:.1f} on {cores} cores: other processes competed for the "
+                "CPU, so host times (multi-threaded kernels above all) are unreliable."))
     blocks.append(Heading(2, "Where it ran"))
     # One column per machine, so that several machines read side by side.
     columns = {m: dict((k, v) for k, v in environment_table([r for r in runs

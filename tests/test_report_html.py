@@ -209,3 +209,15 @@ def test_chromium_renders_the_report(merged: Path, tmp_path: Path) -> None:
     dom = _chromium(tmp_path, "--dump-dom", url).stdout
     assert dom.count("<svg") == len(list((merged / "figures").glob("*.svg")))
     assert "cuda.20_tuned" in dom and "opencl.regblock_vec" in dom
+
+
+def test_a_run_under_load_is_flagged(tmp_path: Path) -> None:
+    report_html.build([CPU], tmp_path / "quiet")
+    assert "Warning:" not in (tmp_path / "quiet" / "report.md").read_text()  # load 1.6, 2 cores
+    busy = json.loads(CPU.read_text())
+    busy["results"][0]["load_avg"]["after"] = [5.5, 3.0, 2.0]
+    path = tmp_path / "busy.json"
+    path.write_text(json.dumps(busy))
+    report_html.build([path], tmp_path / "busy")
+    assert ("Warning: busy.json was measured while the 1-minute load average reached 5.5 on "
+            "2 cores") in (tmp_path / "busy" / "report.md").read_text()
