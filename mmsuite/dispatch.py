@@ -426,8 +426,9 @@ def _device(facts: dict) -> Device:
 
 
 def plan_splitk(entry: str, source: str, call, device: dict):
-    """Planner of rung 21: its 128x128 tile, the split factor per problem."""
-    choice = choose(call.m, call.n, call.k, call.batch, _device(device), [RUNG21_CONFIG])
+    """Planner of rung 21: its 128x128 tile, the heuristic's split factor (no tuning file:
+    tuned entries belong to rung 22, and one problem has one entry per device)."""
+    choice = heuristic(call.m, call.n, call.k, call.batch, _device(device), [RUNG21_CONFIG])
     return plan(choice, source, call.m, call.n, call.batch)
 
 

@@ -43,11 +43,9 @@ import numpy as np
 from . import dispatch
 from .dispatch import Choice, Config, Device
 
-#: Rungs the command tunes, and the configs each may use (None: any).
-TUNABLE: dict[str, list[Config] | None] = {
-    "cuda.22_adaptive": None,
-    "cuda.21_splitk": [dispatch.RUNG21_CONFIG],
-}
+#: Rungs the command tunes, and the configs each may use (None: any). Rung 21 keeps
+#: the heuristic's split factor, so the tuning file holds rung 22's choices only.
+TUNABLE: dict[str, list[Config] | None] = {"cuda.22_adaptive": None}
 DEFAULT_CANDIDATES = 16
 DEFAULT_CONFIRM = 3
 #: Kernel Tuner's order of the parameters (its cache files are keyed by it).

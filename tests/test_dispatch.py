@@ -271,3 +271,13 @@ def test_sizes_that_force_scalar_loads_favour_small_blocks() -> None:
     # At 4097^3 every A column is misaligned: blocks of <= 128 threads lose less (H100 sweep).
     assert dispatch.heuristic(4097, 4097, 4097, 1, H100).config.threads <= 128
     assert dispatch.heuristic(4096, 4096, 4096, 1, H100).config.threads >= 256
+
+
+def test_rung_21_ignores_the_tuning_file() -> None:
+    path = dispatch.tuning_path(H100.name)
+    dispatch.store_tuning(path, H100.name, {dispatch.shape_key(512, 512, 512, 1): {
+        "params": dispatch.RUNG21_CONFIG.params(), "split": 2}})
+    plan = dispatch.plan_splitk("mm_21_splitk", dispatch.SOURCE, _call(512, 512, 512), FACTS)
+    untuned = dispatch.heuristic(512, 512, 512, 1, H100, [dispatch.RUNG21_CONFIG])
+    assert plan.info["dispatch"]["choice"] == "heuristic"
+    assert plan.info["dispatch"]["split"] == untuned.split != 2
