@@ -2,7 +2,12 @@
 
 Run by setuptools through ``cffi_modules`` in setup.py. Each rung file defines
 ``void mm_<name>(MM_ARGS)``, where NN_<name>.c is the file name; the cdef is
-generated from the file list, so adding a rung needs no edit here.
+generated from the file list, so adding a rung needs no edit here. A rung may
+also define ``const char *mm_<name>_config(void)``, a line saying how it was
+built and blocked for this machine; it is declared when the file defines it.
+
+MMSUITE_CFLAGS replaces the compiler flags, e.g. for a build without AVX-512 on
+an AVX-512 machine: MMSUITE_CFLAGS="-O3 -fopenmp -std=c11 -march=native -mno-avx512f".
 """
 
 from __future__ import annotations
@@ -35,11 +40,24 @@ def rung_names() -> list[str]:
     return [m.group(1) for f in sorted(os.listdir(CSRC)) if (m := RUNG_FILE.match(f))]
 
 
+def config_functions() -> list[str]:
+    """The ``mm_<name>_config`` functions the rung files define."""
+    found = []
+    for f in sorted(os.listdir(CSRC)):
+        if (m := RUNG_FILE.match(f)):
+            name = f"mm_{m.group(1)}_config"
+            if re.search(rf"\bconst char \*{name}\(void\)", (CSRC / f).read_text()):
+                found.append(name)
+    return found
+
+
 def make_builder() -> FFI:
     flags = compile_flags()
     # The same prototypes go to cffi (cdef) and to the C wrapper (set_source):
     # without them C would call the rungs through implicit declarations.
-    declarations = "\n".join(f"void mm_{name}({ARGS});" for name in rung_names()) + """
+    declarations = "\n".join(
+        [f"void mm_{name}({ARGS});" for name in rung_names()]
+        + [f"const char *{name}(void);" for name in config_functions()]) + """
         void mm_set_threads(int threads);
         int mm_max_threads(void);
         const char *mm_cflags(void);
