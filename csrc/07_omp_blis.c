@@ -34,6 +34,7 @@
  * as omp_packed does; it never runs another algorithm under its name. */
 #define _GNU_SOURCE /* sysconf's cache queries */
 #include <errno.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -398,20 +399,37 @@ static blocking cache_blocking(void) {
 
 /* --------------------------------------------------------------- the rung */
 
-/* The packing buffers, kept from call to call by each calling thread: a fresh
- * allocation of this size is fresh pages from the kernel, and their page
- * faults and zeroing cost as much as the whole product at 256^3. NULL when
- * `count` floats cannot be had. */
-static float *packing_buffer(size_t count) {
-    static _Thread_local float *buffer = NULL;
-    static _Thread_local size_t capacity = 0;
-    if (count > capacity) {
-        free(buffer);
-        const size_t bytes = (count * sizeof(float) + 4095) / 4096 * 4096;
-        buffer = aligned_alloc(4096, bytes);
-        capacity = buffer == NULL ? 0 : bytes / sizeof(float);
+/* The packing buffer is kept from call to call: a fresh allocation of this
+ * size is fresh pages from the kernel, and their page faults and zeroing cost
+ * as much as the whole product at 256^3. One call at a time holds it; a call
+ * that finds it held (the rung called from two threads at once) allocates its
+ * own and frees it after. */
+static float *kept_buffer = NULL;
+static size_t kept_floats = 0;
+static atomic_flag kept_held = ATOMIC_FLAG_INIT;
+
+static float *alloc_floats(size_t count) {
+    return aligned_alloc(4096, (count * sizeof(float) + 4095) / 4096 * 4096);
+}
+
+/* A buffer of at least `count` floats, or NULL when they cannot be had;
+ * *kept says whether it is the kept one. */
+static float *take_buffer(size_t count, int *kept) {
+    *kept = !atomic_flag_test_and_set_explicit(&kept_held, memory_order_acquire);
+    if (!*kept) return alloc_floats(count);
+    if (count > kept_floats) {
+        free(kept_buffer);
+        kept_buffer = alloc_floats(count);
+        kept_floats = kept_buffer == NULL ? 0 : count;
     }
-    return buffer;
+    return kept_buffer;
+}
+
+static void give_back(float *buffer, int kept) {
+    if (kept)
+        atomic_flag_clear_explicit(&kept_held, memory_order_release);
+    else
+        free(buffer);
 }
 
 /* Boundaries of thread `part`'s share of `count` elements cut in units of
@@ -496,11 +514,13 @@ void mm_omp_blis(MM_ARGS) {
      * next while another still multiplies with the current one. */
     const size_t b_floats = ((size_t)kc_max * nc_max + 15) / 16 * 16;
     const size_t a_floats = ((size_t)kc_max * mc_max + 15) / 16 * 16;
-    float *bpack = packing_buffer(2 * b_floats + (size_t)(by_rows ? threads : 2) * a_floats);
+    int kept;
+    float *bpack = take_buffer(2 * b_floats + (size_t)(by_rows ? threads : 2) * a_floats, &kept);
     if (bpack == NULL) {
         /* Fail visibly: C is NaN, so verification fails the row, and errno says why. */
         const size_t total = (size_t)batch * (size_t)m * (size_t)n;
         for (size_t i = 0; i < total; ++i) c[i] = __builtin_nanf("");
+        give_back(bpack, kept);
         errno = ENOMEM;
         return;
     }
@@ -560,6 +580,7 @@ void mm_omp_blis(MM_ARGS) {
             }
         }
     }
+    give_back(bpack, kept);
 }
 
 /* The micro-kernel's ISA and MR x NR, and the cache blocking, for the record. */
