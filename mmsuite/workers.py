@@ -2,14 +2,15 @@
 
 A job measures one kernel on one problem and returns ``(status, reason, record)``.
 
-GPU kernels run in spawned worker processes, one per device, each a
-single-process ``concurrent.futures.ProcessPoolExecutor``. A CUDA error that
+GPU kernels run in spawned worker processes, each a single-process
+``concurrent.futures.ProcessPoolExecutor``: CUDA kernels in one per device,
+OpenCL kernels on a GPU in one of their own. A CUDA error that
 corrupts the context (an illegal address), an abort or a kernel that never
 returns then costs one row: a worker that died, timed out or raised is
 replaced by a fresh one, and the next job starts clean. Spawn, not fork: CUDA
 and libgomp do not survive a fork.
 
-Host kernels (C, OpenMP, OpenCL on PoCL) run in this process on one daemon
+Host kernels (C, OpenMP, OpenCL on a CPU) run in this process on one daemon
 thread while the main thread waits, so that Ctrl-C is seen at once even while a
 C kernel runs (the C call itself cannot be stopped; it is left behind when the
 process exits).
