@@ -319,29 +319,37 @@ def _nothing_can_run(kernels: list[Kernel], options: RunOptions) -> str:
     return "; ".join(f"{kernel}: {reason}" for reason, kernel in reasons.items())
 
 
+def _check_output_folder(option: str, folder: Path | None) -> None:
+    """A folder the user named for output: created now if missing, its parents never."""
+    if folder is None:
+        return
+    if folder.exists() and not folder.is_dir():
+        raise UsageError(f"{option} {folder} is not a directory")
+    where = folder if folder.is_dir() else folder.parent
+    if not where.is_dir():
+        raise UsageError(f"{option} {folder}: folder {where} does not exist")
+    if not os.access(where, os.W_OK | os.X_OK):
+        raise UsageError(f"{option} {folder}: folder {where} is not writable")
+    folder.mkdir(exist_ok=True)
+
+
+def _check_output_file(option: str, path: Path | None) -> None:
+    if path is not None:
+        try:
+            results.check_writable(path, option)
+        except ValueError as exc:
+            raise UsageError(str(exc)) from None
+
+
 def _check_outputs(args: argparse.Namespace) -> None:
     """Every output path is checked before the first kernel runs; folders the user named
     (--plots, --report) are created now, their parents never."""
-    try:
-        if args.json is not None:
-            results.check_writable(args.json, "--json")
-            results.check_writable(results.journal_path(args.json), "--json's journal")
-        if args.markdown is not None:
-            results.check_writable(args.markdown, "--markdown")
-        folders = (("--plots", args.plots), ("--report", getattr(args, "report", None)))
-        for option, folder in folders:
-            if folder is None:
-                continue
-            if folder.exists() and not folder.is_dir():
-                raise ValueError(f"{option} {folder} is not a directory")
-            where = folder if folder.is_dir() else folder.parent
-            if not where.is_dir():
-                raise ValueError(f"{option} {folder}: folder {where} does not exist")
-            if not os.access(where, os.W_OK | os.X_OK):
-                raise ValueError(f"{option} {folder}: folder {where} is not writable")
-            folder.mkdir(exist_ok=True)
-    except ValueError as exc:
-        raise UsageError(str(exc)) from None
+    _check_output_file("--json", args.json)
+    if args.json is not None:
+        _check_output_file("--json's journal", results.journal_path(args.json))
+    _check_output_file("--markdown", args.markdown)
+    _check_output_folder("--plots", args.plots)
+    _check_output_folder("--report", getattr(args, "report", None))
 
 
 def _resumed(args: argparse.Namespace) -> list[dict]:
@@ -480,6 +488,8 @@ def cmd_run(args: argparse.Namespace, console: Console) -> int:
 
 
 def cmd_report(args: argparse.Namespace, console: Console) -> int:
+    _check_output_folder("--plots", args.plots)
+    _check_output_folder("--out", args.out)
     records = [r for path in args.results for r in results.load(path)["results"]]
     if args.baseline is not None:
         results.load(args.baseline)  # a bad baseline fails here, in one line
@@ -541,6 +551,7 @@ def cmd_history(args: argparse.Namespace, console: Console) -> int:
 
     if not args.results_dir.is_dir():
         raise UsageError(f"no asv results at {args.results_dir}; run `asv run` first")
+    _check_output_file("--out", args.out)
     for problem in asv_damage(args.results_dir, args.machine):  # asv would skip them silently
         if problem.startswith(str(args.results_dir / "benchmarks.json")):
             raise UsageError(problem)  # the descriptions of every benchmark: nothing to plot

@@ -89,6 +89,8 @@ def test_unavailable_kernels_become_rows_and_the_run_goes_on(capsys) -> None:
     (["run", "--backend", "cpu", "--plots", "/nonexistent/dir/plots"],
      "folder /nonexistent/dir does not exist"),
     (["run", "--backend", "cpu", "--resume", "/nonexistent/x.json"], "--resume: no such result"),
+    (["history", "--results-dir", ".", "--out", "/nonexistent/dir/h.png"],
+     "folder /nonexistent/dir does not exist"),
 ])
 def test_bad_arguments_give_one_line_and_nonzero_exit(argv, message, capsys) -> None:
     assert main(argv) == 2
@@ -185,6 +187,14 @@ def test_report_on_a_damaged_file_names_file_record_and_field(tmp_path, capsys, 
     err = capsys.readouterr().err.strip()
     assert err == f"mmsuite: error: {path}: {message}" or (
         err.startswith(f"mmsuite: error: {path}: ") and message in err)
+
+
+def test_report_creates_no_folder_outside_what_was_named(tmp_path, capsys) -> None:
+    path, _ = _saved_run(tmp_path, capsys)
+    for option in ("--out", "--plots"):
+        assert main(["report", str(path), option, str(tmp_path / "no" / "site")]) == 2
+        assert f"folder {tmp_path / 'no'} does not exist" in capsys.readouterr().err
+    assert not (tmp_path / "no").exists()
 
 
 def test_report_on_a_truncated_file(tmp_path, capsys) -> None:
