@@ -71,9 +71,38 @@ def _read_int(path: str) -> int | None:
     return int(text) if text.isdigit() else None  # "max": no limit
 
 
+def cgroup_free_memory(proc_cgroup: Path = Path("/proc/self/cgroup"),
+                       fs: Path = Path("/sys/fs/cgroup")) -> int | None:
+    """Bytes left under this process's memory cgroup limits (v2 or v1, the tightest of its
+    cgroup and every ancestor); None where no limit is set or none can be read."""
+    try:
+        lines = proc_cgroup.read_text().splitlines()
+    except OSError:
+        return None
+    free = []
+    for line in lines:
+        _, controllers, path = (line.split(":", 2) + ["", ""])[:3]
+        if controllers == "":
+            root, limit_file, usage_file = fs, "memory.max", "memory.current"
+        elif "memory" in controllers.split(","):
+            root, limit_file, usage_file = (fs / "memory", "memory.limit_in_bytes",
+                                            "memory.usage_in_bytes")
+        else:
+            continue
+        folder = root / path.strip("/")
+        while True:
+            limit, usage = _read_int(str(folder / limit_file)), _read_int(str(folder / usage_file))
+            if limit is not None and usage is not None and limit < 2**60:  # v1 writes ~2**63
+                free.append(max(0, limit - usage))
+            if folder == root or root not in folder.parents:
+                break
+            folder = folder.parent
+    return min(free) if free else None
+
+
 def available_host_memory() -> int | None:
     """Bytes this process may still allocate: MemAvailable, capped by the cgroup's free
-    room (v2 or v1); None when neither can be read."""
+    room; None when neither can be read."""
     candidates = []
     try:
         for line in Path("/proc/meminfo").read_text().splitlines():
@@ -81,12 +110,9 @@ def available_host_memory() -> int | None:
                 candidates.append(int(line.split()[1]) * 1024)
     except (OSError, ValueError, IndexError):
         pass
-    for limit_file, usage_file in (("/sys/fs/cgroup/memory.max", "/sys/fs/cgroup/memory.current"),
-                                   ("/sys/fs/cgroup/memory/memory.limit_in_bytes",
-                                    "/sys/fs/cgroup/memory/memory.usage_in_bytes")):
-        limit, usage = _read_int(limit_file), _read_int(usage_file)
-        if limit is not None and usage is not None and limit < 2**60:  # v1 writes ~2**63
-            candidates.append(max(0, limit - usage))
+    cgroup = cgroup_free_memory()
+    if cgroup is not None:
+        candidates.append(cgroup)
     return min(candidates) if candidates else None
 
 

@@ -119,6 +119,37 @@ def test_available_host_memory_is_read_here() -> None:
     assert available is not None and available > 2**20
 
 
+def _cgroup_tree(tmp_path, files: dict) -> None:
+    for name, text in files.items():
+        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / name).write_text(text)
+
+
+def test_cgroup_v2_limit_of_an_ancestor_counts(tmp_path) -> None:
+    _cgroup_tree(tmp_path, {
+        "proc": "0::/jobs/one\n",
+        "fs/jobs/memory.max": str(4 * 2**30), "fs/jobs/memory.current": str(2**30),
+        "fs/jobs/one/memory.max": "max", "fs/jobs/one/memory.current": str(2**30)})
+    assert workers.cgroup_free_memory(tmp_path / "proc", tmp_path / "fs") == 3 * 2**30
+
+
+def test_cgroup_v1_memory_controller(tmp_path) -> None:
+    _cgroup_tree(tmp_path, {
+        "proc": "5:cpu,cpuacct:/x\n4:memory:/box\n",
+        "fs/memory/box/memory.limit_in_bytes": str(2**30),
+        "fs/memory/box/memory.usage_in_bytes": str(2**28),
+        "fs/memory/memory.limit_in_bytes": str(2**63 - 4096),
+        "fs/memory/memory.usage_in_bytes": str(2**32)})
+    assert workers.cgroup_free_memory(tmp_path / "proc", tmp_path / "fs") == 2**30 - 2**28
+
+
+def test_no_cgroup_limit(tmp_path) -> None:
+    _cgroup_tree(tmp_path, {"proc": "0::/\n", "fs/memory.max": "max",
+                            "fs/memory.current": "5"})
+    assert workers.cgroup_free_memory(tmp_path / "proc", tmp_path / "fs") is None
+    assert workers.cgroup_free_memory(tmp_path / "missing", tmp_path / "fs") is None
+
+
 def test_check_host_memory_refuses_what_does_not_fit(monkeypatch) -> None:
     monkeypatch.setattr(workers, "available_host_memory", lambda: 4 * 2**30)
     workers.check_host_memory(Problem(512, 512, 512))
