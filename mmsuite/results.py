@@ -86,6 +86,8 @@ def check_writable(path: Path, what: str = "output file") -> None:
     path = Path(path)
     if path.is_dir():
         raise ValueError(f"{what} {path} is a directory")
+    if path.exists() and not path.is_file():  # a device or pipe would be replaced by a file
+        raise ValueError(f"{what} {path} is not a regular file")
     folder = path.parent
     if not folder.is_dir():
         raise ValueError(f"{what} {path}: folder {folder} does not exist")

@@ -6,6 +6,7 @@ import json
 import math
 import os
 import stat
+from pathlib import Path
 
 import pytest
 
@@ -146,3 +147,5 @@ def test_check_writable(tmp_path) -> None:
         results.check_writable(tmp_path / "no" / "x.json")
     with pytest.raises(ValueError, match="is a directory"):
         results.check_writable(tmp_path)
+    with pytest.raises(ValueError, match="/dev/null is not a regular file"):
+        results.check_writable(Path("/dev/null"))
