@@ -182,7 +182,7 @@ def measure_with_planted(kernel_id, problem, options, run_kwargs):
 
 
 CUDA = catalogue.get("cuda.01_naive").available
-PLANTED_TIMEOUT_S = 30
+PLANTED_TIMEOUT_S = 20
 
 
 @pytest.mark.skipif(not CUDA, reason="needs a CUDA GPU")
