@@ -150,7 +150,7 @@ def build_parser() -> argparse.ArgumentParser:
     meas.add_argument("--devices", type=_device_list, metavar="all|0,1,...",
                       help="GPUs to spread the CUDA kernels over, one worker each (default 0)")
     meas.add_argument("--timeout", type=_seconds, metavar="SECONDS",
-                      help="per CUDA kernel; its worker is killed past it (default: "
+                      help="per GPU kernel; its worker is killed past it (default: "
                            f"{workers.TIMEOUT_FLOOR_S:.0f} s plus {workers.TIMEOUT_LAUNCHES} "
                            "launches at 10 GFLOP/s)")
     out = p_run.add_argument_group("output")
