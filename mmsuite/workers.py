@@ -37,7 +37,7 @@ from pathlib import Path
 from typing import Any
 
 from . import catalogue
-from .backends import RunOptions
+from .backends import KernelUnavailable, RunOptions
 from .measure import reference_for, run
 from .problem import Problem
 
@@ -152,6 +152,8 @@ def measure_job(kernel_id: str, problem: Problem, options: RunOptions, run_kwarg
                 reference=_CACHE["reference"], **run_kwargs)
         record = m.to_record()
         return record["status"], record.get("reason", ""), record
+    except KernelUnavailable as exc:  # found only now, e.g. the problem exceeds a device limit
+        return "unavailable", str(exc), None
     except Exception as exc:  # a broken kernel must not end the sweep
         return "error", f"{type(exc).__name__}: {exc}".strip(), None
 

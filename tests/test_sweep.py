@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from mmsuite import Problem, catalogue, verify, workers
-from mmsuite.backends import RunOptions
+from mmsuite.backends import KernelUnavailable, RunOptions
 from mmsuite.sweep import row_key, sweep
 
 QUICK = {"repeats": 1, "warmup": 0}
@@ -49,6 +49,15 @@ def test_measure_job_turns_exceptions_into_error_results(monkeypatch) -> None:
     monkeypatch.setattr(workers, "run", explode)
     status, reason, record = workers.measure_job("cpu.blas", Problem(4, 4, 4), RunOptions(), {})
     assert (status, record) == ("error", None) and reason == "RuntimeError: kernel exploded"
+
+
+def test_a_kernel_found_unavailable_at_run_time_is_an_unavailable_row(monkeypatch) -> None:
+    def run(kernel_id, *args, **kwargs):
+        raise KernelUnavailable(f"{kernel_id} cannot run on this device: 2 KiB local memory")
+
+    monkeypatch.setattr(workers, "run", run)
+    rows = sweep(_kernels("cpu.blas"), [Problem(4, 4, 4)], options=RunOptions(), **QUICK)
+    assert rows[0].status == "unavailable" and "2 KiB local memory" in rows[0].reason
 
 
 def test_wrong_output_becomes_a_failed_row(monkeypatch) -> None:
