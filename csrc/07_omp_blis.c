@@ -514,8 +514,9 @@ void mm_omp_blis(MM_ARGS) {
      * thread clearly less work. */
     int by_rows = 1;
     if (threads > 1) {
-        const long rows_time = rows_cost((m + threads - 1) / threads) * busiest(nc_max, NR, 1, sliver_cost);
-        const long cols_time = busiest(nc_max, NR, threads, sliver_cost) * rows_cost(m);
+        const long nc = MIN(nc_max, n); /* the first panel's columns */
+        const long rows_time = rows_cost((m + threads - 1) / threads) * busiest(nc, NR, 1, sliver_cost);
+        const long cols_time = busiest(nc, NR, threads, sliver_cost) * rows_cost(m);
         by_rows = rows_time <= cols_time + cols_time / 64;
     }
     /* Panels of B and blocks of A are double-buffered: a thread may pack the

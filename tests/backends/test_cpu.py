@@ -160,3 +160,20 @@ def test_c_call_releases_the_gil() -> None:
     quarter = (end - start) / 4
     inside = [t for t in ticks if start + quarter < t < end - quarter]
     assert inside, f"no Python progress during a {1e3 * (end - start):.0f} ms C call"
+
+
+@pytest.mark.parametrize("problem", [
+    Problem(3, 700, 1000, seed=6),
+    Problem(2, 97, 37, batch=3, alpha=0.5, beta=-1.25, seed=7),
+], ids=lambda p: f"{p.shape_label}-batch{p.batch}")
+def test_omp_blis_splits_columns_when_rows_are_too_few(problem: Problem) -> None:
+    # With fewer rows than would keep every thread's micro-kernel busy, omp_blis's
+    # threads share the packed rows of A and split the columns of B instead; the
+    # sums keep their order, so any thread count gives the same bits.
+    if mmsuite.get("cpu.omp_blis").reason:
+        pytest.skip(mmsuite.get("cpu.omp_blis").reason)
+    runs = [mmsuite.run("cpu.omp_blis", problem, repeats=1, options=RunOptions(threads=t))
+            for t in (1, 2, 3)]
+    assert all(m.ok for m in runs), [m.verdict.reason for m in runs]
+    for m in runs[1:]:
+        np.testing.assert_array_equal(runs[0].output, m.output)
