@@ -483,6 +483,10 @@ def cmd_run(args: argparse.Namespace, console: Console) -> int:
         print(f"mmsuite: interrupted after {len(rows)} of {total} rows{resume}",
               file=sys.stderr)
         return interrupted
+    if rows and all(r.status == "unavailable" for r in rows):  # found only when they ran
+        print("mmsuite: error: nothing requested could run here (see the reasons above)",
+              file=sys.stderr)
+        return 2
     failed = [r for r in rows if r.status in ("failed", "error")]
     return 1 if failed else 0
 

@@ -13,6 +13,7 @@ import time
 import pytest
 
 from mmsuite import catalogue, cli, results, workers
+from mmsuite.backends import KernelUnavailable
 from mmsuite.cli import main
 
 CPU_QUICK = ["run", "--backend", "cpu", "--shape", "37x29x41", "--repeats", "2", "--warmup", "0"]
@@ -143,6 +144,15 @@ def test_nothing_that_can_run_exits_2(capsys) -> None:
     assert main(["run", "--kernel", "cuda.*", "--shape", "8"]) == 2
     err = capsys.readouterr().err
     assert err.startswith("mmsuite: error: nothing requested can run here: cuda.")
+
+
+def test_kernels_found_unavailable_when_they_run_exit_2(monkeypatch, capsys) -> None:
+    def unavailable(kernel_id, *args, **kwargs):
+        raise KernelUnavailable(f"{kernel_id} cannot run on this device")
+
+    monkeypatch.setattr(workers, "run", unavailable)
+    assert main(CPU_QUICK + ["--kernel", "cpu.blas"]) == 2
+    assert "nothing requested could run here" in capsys.readouterr().err
 
 
 def test_a_problem_beyond_host_memory_is_refused_up_front(monkeypatch, capsys) -> None:
