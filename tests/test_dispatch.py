@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import shutil
 import subprocess
@@ -65,7 +66,8 @@ def test_occupancy_follows_registers_and_threads() -> None:
 
 @pytest.mark.skipif(NVCC is None, reason="nvcc is not on PATH (install the CUDA toolkit)")
 @pytest.mark.parametrize("config", dispatch.SEARCH, ids=lambda c: c.name)
-def test_every_config_compiles_for_sm90_without_spills(config: Config, tmp_path: Path) -> None:
+def test_every_config_compiles_for_sm90_without_spills_at_its_occupancy(config: Config,
+                                                                      tmp_path: Path) -> None:
     source = source_path(dispatch.SOURCE)
     cmd = [NVCC, "-arch=sm_90", "-c", "-Xptxas", "-v", "-I", str(source.parent),
            *[f"-D{k}={v}" for k, v in config.defines.items()], "-o", str(tmp_path / "o.o"),
@@ -77,7 +79,9 @@ def test_every_config_compiles_for_sm90_without_spills(config: Config, tmp_path:
     assert all(line.strip().startswith("0 bytes stack frame, 0 bytes spill") for line in spills)
     used = [int(line.split("Used ")[1].split()[0]) for line in done.stderr.splitlines()
             if "Used " in line]
-    assert max(used) <= config.regs, f"{config.name} now uses {max(used)} registers"
+    # The model's occupancy holds for what the compiler allocated.
+    compiled = dataclasses.replace(config, regs=max(used))
+    assert compiled.blocks_per_sm == config.blocks_per_sm, f"{config.name}: {max(used)} registers"
 
 
 # --------------------------------------------------------------- heuristic
