@@ -326,15 +326,12 @@ static void pack_a_strip(long k, const float *A, long ic, long mc, long pc, long
 
 /* --------------------------------------------------------------- blocking */
 
-/* Size in bytes of the level-`level` data cache of cpu0, or 0 when unknown. */
+/* Size in bytes of the level-`level` data cache of cpu0, or 0 when unknown.
+ * sysfs first: it gives the cache cpu0 shares with its neighbours (a Zen 5
+ * CCD's 32 MiB of L3), where glibc's sysconf may give the whole package's
+ * (384 MiB on a 12-CCD EPYC) or nothing on other C libraries. */
 static long cache_bytes(int level) {
     long size = 0;
-#if defined(_SC_LEVEL1_DCACHE_SIZE) && defined(_SC_LEVEL2_CACHE_SIZE) && \
-    defined(_SC_LEVEL3_CACHE_SIZE)
-    const int names[] = {_SC_LEVEL1_DCACHE_SIZE, _SC_LEVEL2_CACHE_SIZE, _SC_LEVEL3_CACHE_SIZE};
-    size = sysconf(names[level - 1]);
-#endif
-    /* sysfs also knows the caches when sysconf does not (other C libraries). */
     for (int index = 0; size <= 0 && index < 8; ++index) {
         char path[96];
         snprintf(path, sizeof path, "/sys/devices/system/cpu/cpu0/cache/index%d/level", index);
@@ -360,6 +357,13 @@ static long cache_bytes(int level) {
             size = value * (unit == 'M' ? 1L << 20 : unit == 'G' ? 1L << 30 : unit == 'K' ? 1024 : 1);
         fclose(f);
     }
+#if defined(_SC_LEVEL1_DCACHE_SIZE) && defined(_SC_LEVEL2_CACHE_SIZE) && \
+    defined(_SC_LEVEL3_CACHE_SIZE)
+    if (size <= 0) {
+        const int names[] = {_SC_LEVEL1_DCACHE_SIZE, _SC_LEVEL2_CACHE_SIZE, _SC_LEVEL3_CACHE_SIZE};
+        size = sysconf(names[level - 1]);
+    }
+#endif
     return size > 0 ? size : 0;
 }
 
@@ -387,8 +391,10 @@ static blocking cache_blocking(void) {
     bl.kc = MAX(64L, MIN(1024L, l1 / (NR * (long)sizeof(float)) / 16 * 16));
     /* MC: the MC x KC block of A in half of L2 (the B sliver and C pass through). */
     bl.mc = MAX((long)MR, MIN(4096L, l2 / 2 / (bl.kc * (long)sizeof(float)) / MR * MR));
-    /* NC: the KC x NC panel of B in half of L3. */
-    bl.nc = MAX((long)NR, MIN(16384L, l3 / 2 / (bl.kc * (long)sizeof(float)) / NR * NR));
+    /* NC: the KC x NC panel of B in half of L3, at most 4096 columns: wider
+     * panels save little (A is packed once per panel) and the buffer, kept
+     * between calls, holds two. */
+    bl.nc = MAX((long)NR, MIN(4096L, l3 / 2 / (bl.kc * (long)sizeof(float)) / NR * NR));
 #ifdef BLIS_KC
     bl.kc = BLIS_KC;
 #endif
