@@ -189,7 +189,8 @@ def ladder_chart(group: list[dict], title: str = "", context: list[dict] | None 
 
 
 # ---------------------------------------------------------------- size sweep
-def _size_key(problem: dict) -> tuple:
+def size_key(problem: dict) -> tuple:
+    """Orders problems by their work (m*n*k*batch), then by shape."""
     return (problem["m"] * problem["n"] * problem["k"] * problem["batch"],
             problem["m"], problem["n"], problem["k"])
 
@@ -202,7 +203,7 @@ def sweep_chart(records: list[dict], title: str = "") -> Figure | None:
     fewer than two sizes have an ok result."""
     ok = [r for r in records if r["status"] == "ok" and _finite(r.get("gflops"))]
     problems = sorted({tuple(sorted(r["problem"].items())) for r in ok},
-                      key=lambda p: _size_key(dict(p)))
+                      key=lambda p: size_key(dict(p)))
     if len(problems) < 2:
         return None
     square = all(d["m"] == d["n"] == d["k"] and d["batch"] == 1
@@ -362,7 +363,7 @@ def summary_chart(records: list[dict], title: str = "") -> Figure | None:
               if any(r["status"] == "ok" for r in g)]
     if not groups:
         return None
-    groups.sort(key=lambda g: _size_key(g[0]["problem"]))
+    groups.sort(key=lambda g: size_key(g[0]["problem"]))
     scale, unit = _unit(records)
     backends = [b for b in ("cpu", "opencl", "cuda") if any(r["backend"] == b for r in records)]
     slots = ["seq"] + backends

@@ -24,7 +24,10 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple
+
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
 
 
 @dataclass(frozen=True)
@@ -276,7 +279,7 @@ def plot_history(history: History, kernel_ids: Iterable[str], out_png: str | Pat
 
 
 def history_figure(history: History, kernel_ids: Iterable[str], metric: str = "kernel_ms",
-                   machine: str | None = None):
+                   machine: str | None = None) -> Figure:
     """The figure :func:`plot_history` saves (a matplotlib Figure)."""
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure

@@ -18,10 +18,14 @@ import html
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from . import charts, results
 from .catalogue import BY_ID
 from .report import group_by_problem, ladder_table, problem_label, table_rows
+
+if TYPE_CHECKING:
+    from rich.console import Console
 
 FIGURES = "figures"
 
@@ -91,7 +95,7 @@ def merge(runs: list[Run]) -> list[dict]:
     return list(merged.values())
 
 
-def render_terminal(paths: list[Path], console, wide: bool = False) -> None:
+def render_terminal(paths: list[Path], console: Console, wide: bool = False) -> None:
     """The ladder tables of merged result files, one set per machine."""
     from .report import render_rich
 
@@ -355,7 +359,7 @@ def _ladder_blocks(records: list[dict], figures: _Figures, machine: str,
                    several_machines: bool) -> list[Block]:
     blocks: list[Block] = []
     for group in sorted(group_by_problem(records).values(),
-                        key=lambda g: charts._size_key(g[0]["problem"])):
+                        key=lambda g: charts.size_key(g[0]["problem"])):
         label = problem_label(group[0])
         blocks.append(Heading(3, label + (f" on {machine}" if several_machines else "")))
         headers, justify, cells, caption, notes = ladder_table(group)
@@ -419,8 +423,11 @@ def _baseline_blocks(baseline: Path, runs: list[Run]) -> list[Block]:
                                  f"{run.path.name} (NEW) against {baseline.name} (BASE): "
                                  + compare.summary(result, compare.DEFAULT_THRESHOLD),
                                  [_verdict_style(row.verdict) for row in result.rows]))
-        for line in compare._missing_lines(result) + result.notes:
-            blocks.append(Para(line))
+        for side, keys in (("BASE", result.only_base), ("NEW", result.only_new)):
+            for kernel, problem in keys:
+                blocks.append(Para(f"only in {side}: {kernel} @ {problem}"))
+        for note in result.notes:
+            blocks.append(Para(note))
     return blocks
 
 
