@@ -197,6 +197,8 @@ def _fmt(key: str, value, scale: float) -> str:
         return "-"
     if key in ("gflops", "host_gflops"):
         value = value / scale
+        if value < 0.1:  # sequential C in TFLOP/s: two significant digits, not 0.00
+            return f"{value:.2g}"
         return f"{value:.2f}" if value < 100 else f"{value:.0f}"
     if key in ("kernel_ms", "h2d_ms", "d2h_ms"):
         return f"{value:.3f}" if value < 100 else f"{value:.1f}"
@@ -213,6 +215,11 @@ def _fmt(key: str, value, scale: float) -> str:
     if key == "max_rel_err":
         return f"{value:.1e}" if math.isfinite(value) else "inf"
     return str(value)
+
+
+def fmt(key: str, value: float | None, scale: float = 1.0) -> str:
+    """A figure as the tables print it (``key`` as in :func:`table_rows`); "-" for None."""
+    return _fmt(key, value, scale)
 
 
 def _status(row: dict) -> str:

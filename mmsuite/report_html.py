@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING
 
 from . import charts, results
 from .catalogue import BY_ID
-from .report import group_by_problem, ladder_table, problem_label, table_rows
+from .report import flops_scale, fmt, group_by_problem, ladder_table, problem_label, table_rows
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -460,6 +460,29 @@ def _history_blocks(asv_dir: Path, records: list[dict], figures: _Figures) -> li
     return blocks
 
 
+def best_rows(records: list[dict]) -> tuple[list[list[str]], str]:
+    """Per problem and backend: the fastest ok rung, its time, throughput, speedup over
+    cpu.seq_naive and % of the reference, as table cells; and the throughput's unit."""
+    scale, unit = flops_scale(max((r.get("gflops") or 0.0 for r in records
+                                   if r["status"] == "ok"), default=0.0))
+    out = []
+    for group in sorted(group_by_problem(records).values(),
+                        key=lambda g: charts.size_key(g[0]["problem"])):
+        derived = {r["kernel"]: r for r in table_rows(group)}
+        base = derived.get("cpu.seq_naive")
+        base_ms = base["kernel_ms"] if base and base["status"] == "ok" else None
+        for backend, rung, _ in charts.best_of_backends(group):
+            if rung is None:
+                continue
+            row = derived[rung["kernel"]]
+            ms = row["kernel_ms"]
+            out.append([problem_label(group[0]), backend, rung["kernel"], fmt("kernel_ms", ms),
+                        fmt("gflops", row["gflops"], scale),
+                        fmt("x_base", base_ms / ms if base_ms and ms else None),
+                        fmt("pct_ref", row["pct_ref"]), row["ref"] or "-"])
+    return out, unit
+
+
 def report_blocks(runs: list[Run], records: list[dict], figures: _Figures,
                   baseline: Path | None = None, asv_dir: Path | None = None) -> list[Block]:
     """The whole report as blocks, in reading order."""
@@ -515,6 +538,13 @@ def report_blocks(runs: list[Run], records: list[dict], figures: _Figures,
                             "speedup over it; vendor references as black diamonds.")
         if block:
             blocks.append(block)
+        rows, unit = best_rows(mine)
+        if rows:
+            blocks.append(TableBlock(
+                ["problem", "backend", "best rung", "ms", unit, "x cpu.seq_naive",
+                 "% ref", "reference"], rows, ["left"] * 3 + ["right"] * 4 + ["left"],
+                f"On {machine}: the fastest verified rung of each backend (references aside); "
+                "% ref as in the ladder tables."))
 
     if several:
         blocks.append(Heading(2, "Machines side by side"))

@@ -221,3 +221,11 @@ def test_a_run_under_load_is_flagged(tmp_path: Path) -> None:
     report_html.build([path], tmp_path / "busy")
     assert ("Warning: busy.json was measured while the 1-minute load average reached 5.5 on "
             "2 cores") in (tmp_path / "busy" / "report.md").read_text()
+
+
+def test_best_of_each_backend_table(merged: Path) -> None:
+    markdown = (merged / "report.md").read_text()
+    assert ("| 4096x4096x4096 (row-major) | cuda | cuda.20_tuned | 2.975 | 46.19 | 28931x | 89% "
+            "| cuda.cublas |") in markdown
+    assert "| 4096x4096x4096 (row-major) | cpu | cpu.seq_naive | 86084.0 | 0.0016 | 1.00x |" \
+        in markdown
