@@ -28,7 +28,8 @@
 // four rows and columns, 4 x LR and 4 x (32 / LR) apart.
 // Measured on the H100 (spin kernel ahead of each sample, L2 warm), % of
 // cuBLAS: 93% at 512^3 (rung 20: 29%), 98% at 1024^3 (54%), 90-91% at 2048^3
-// to 8192^3, 90% on 8192x128x8192 (43%), 64% on 128x128x65536 (1%).
+// to 8192^3, 90% on 8192x128x8192 (43%), 64% on 128x128x65536 (1%) with 256
+// slices; 128 slices, the split the model picks since, reached 77% there.
 // Edges as in rung 20: predicated float4 / scalar loads with zero fill against
 // the end of the block's K slice, predicated stores; any M, N, K >= 1, any batch.
 #include "common.cuh"

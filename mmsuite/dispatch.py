@@ -42,6 +42,7 @@ _THREADS_PER_SM = 2048
 _SMEM_PER_SM = 228 * 1024
 # Device-memory bandwidth the reduction pass sees (partial sums mostly come from L2).
 _REDUCE_BYTES_PER_S = 2.5e12
+_REDUCE_BYTES_PER_BLOCK_S = 50e9  # one reduction block's rate when few run (H100 fit, tall K)
 _LAUNCH_GAP_S = 2e-6  # a second kernel's start behind the first on one stream
 _BLOCK_LATENCY_S = 1.0e-6  # a block's prologue (first tile's loads) and epilogue
 _FILL_EXPONENT = 0.3  # an SM with a share f of its warps runs at f ** 0.3 of its rate (H100 fit)
@@ -276,9 +277,14 @@ def estimate_seconds(config: Config, split: int, m: int, n: int, k: int, batch: 
     if rest:
         seconds += wave(-(-rest // device.sms))
     if split > 1:
-        # The main kernel writes split partial tiles; the reduction reads them and C once.
-        moved = 4 * batch * m * n * (2 * split + 2)
-        seconds += moved / _REDUCE_BYTES_PER_S + _LAUNCH_GAP_S
+        # The main kernel writes split partial tiles; the reduction reads them and C once,
+        # one float4 of C per thread: a small C keeps it on few SMs, each of which moves
+        # only so many bytes a second.
+        partials = 4 * batch * m * n * split
+        blocks = Choice(config, split).reduce_grid(m, n, batch)
+        reduce_rate = min(_REDUCE_BYTES_PER_S, blocks * _REDUCE_BYTES_PER_BLOCK_S)
+        seconds += (partials / _REDUCE_BYTES_PER_S + (partials + 8 * batch * m * n) / reduce_rate
+                    + _LAUNCH_GAP_S)
     return seconds
 
 

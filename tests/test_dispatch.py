@@ -285,3 +285,10 @@ def test_rung_21_ignores_the_tuning_file() -> None:
     untuned = dispatch.heuristic(512, 512, 512, 1, H100, [dispatch.RUNG21_CONFIG])
     assert plan.info["dispatch"]["choice"] == "heuristic"
     assert plan.info["dispatch"]["split"] == untuned.split != 2
+
+
+def test_a_small_output_is_not_cut_into_the_most_slices() -> None:
+    # The reduction of a 128x128 C runs on 16 blocks: 256 slices cost more than they save.
+    choice = dispatch.heuristic(128, 128, 65536, 1, H100, [dispatch.RUNG21_CONFIG])
+    assert 256 in dispatch._splits(65536, 8)
+    assert 0.9 * H100.sms <= choice.split < 256
