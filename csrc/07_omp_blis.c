@@ -252,18 +252,26 @@ static void run_kernel(long mr, long nr, long kc, const float *restrict a,
 
 /* ---------------------------------------------------------------- packing */
 
-/* Sliver s of the panel B[pc : pc+kc, jc : jc+nc]: kc rows of NR floats, zero past n. */
-static void pack_b_sliver(long n, const float *B, long pc, long kc, long jc, long nc, long s,
-                          float *restrict bp) {
-    const long j0 = jc + s * NR, w = MIN(NR, jc + nc - j0);
-    float *dst = bp + s * kc * NR;
-    const float *src = B + pc * n + j0;
-    for (long l = 0; l < kc; ++l, dst += NR, src += n) {
-        if (w == NR) {
-            for (int v = 0; v < NV; ++v) vstore(dst + v * VL, vload(src + v * VL));
-        } else {
+/* Slivers [s0, s1) of the panel B[pc : pc+kc, jc : jc+nc], each kc rows of NR
+ * floats, zero past n. Row by row: each row of B is read in one sequential
+ * run (one page, one prefetch stream) and spread over the slivers, where a
+ * sliver at a time would touch a new page of B on every row. */
+static void pack_b_slivers(long n, const float *B, long pc, long kc, long jc, long nc, long s0,
+                           long s1, float *restrict bp) {
+    if (s0 >= s1) return;
+    const long full = MIN(s1, (nc / NR)); /* slivers [s0, full) are NR wide */
+    for (long l = 0; l < kc; ++l) {
+        const float *src = B + (pc + l) * n + jc;
+        float *dst = bp + l * NR;
+        long s = s0;
+        for (; s < full; ++s)
             for (int v = 0; v < NV; ++v)
-                vstore(dst + v * VL, vload_part(src + v * VL, MAX(0, MIN(VL, w - v * VL))));
+                vstore(dst + s * kc * NR + v * VL, vload(src + s * NR + v * VL));
+        for (; s < s1; ++s) {
+            const long w = nc - s * NR;
+            for (int v = 0; v < NV; ++v)
+                vstore(dst + s * kc * NR + v * VL,
+                       vload_part(src + s * NR + v * VL, MAX(0, MIN(VL, w - v * VL))));
         }
     }
 }
@@ -561,8 +569,8 @@ void mm_omp_blis(MM_ARGS) {
                     /* The first k-step applies beta; later ones accumulate. */
                     const float b_step = pc == 0 ? beta : 1.0f;
                     float *bp = bpack + (size_t)(panel++ & 1) * b_floats;
-                    for (long s = slivers * me / team; s < slivers * (me + 1) / team; ++s)
-                        pack_b_sliver(n, B, pc, kc, jc, nc, s, bp);
+                    pack_b_slivers(n, B, pc, kc, jc, nc, slivers * me / team,
+                                   slivers * (me + 1) / team, bp);
                     /* The panel is complete; and every thread is done with the one
                      * before it, so the next may overwrite the other buffer. */
 #pragma omp barrier
