@@ -149,6 +149,12 @@ static inline void vstore_part(float *p, vec v, long count) {
 #define PREFETCH_W(p) ((void)(p))
 #endif
 
+/* Every cache line of a row of a block of C (NR floats at any alignment). */
+static ALWAYS_INLINE void prefetch_row(const float *p) {
+    for (int i = 0; i < NR; i += 16) PREFETCH_W(p + i);
+    PREFETCH_W(p + NR - 1);
+}
+
 /* ------------------------------------------------------------ micro-kernel */
 
 /* One row of the block: C[0:nr] = alpha * (acc0, acc1) + beta * C, C unread when beta == 0. */
@@ -203,8 +209,7 @@ static ALWAYS_INLINE void micro_kernel(const int rows, const int nv, long kc,
     } while (0)
     long l = 0;
     for (int r = 0; r < MR && l + 8 <= kc; ++r, l += 8) {
-        PREFETCH_W(next + r * ldc);
-        PREFETCH_W(next + r * ldc + NR - 1);
+        prefetch_row(next + r * ldc);
         for (int u = 0; u < 8; ++u) K_STEP;
     }
     for (; l < kc; ++l) K_STEP;
@@ -496,8 +501,7 @@ static void block_product(long n, long ic, long mc, long jc, long nc, long kc, l
     if (t0 >= t1 || s0 >= s1) return;
     /* The first block of C; each micro-kernel prefetches the next one. */
     for (long r = 0; r < MR; ++r) {
-        PREFETCH_W(C_BLOCK(C, ic, t0, jc, s0) + r * n);
-        PREFETCH_W(C_BLOCK(C, ic, t0, jc, s0) + r * n + NR - 1);
+        prefetch_row(C_BLOCK(C, ic, t0, jc, s0) + r * n);
     }
     for (long s = s0; s < s1; ++s) {
         const long nr = MIN(NR, nc - s * NR);
