@@ -114,6 +114,11 @@ static inline void vstore_part(float *p, vec v, long count) {
 /* Any other CPU: the compiler's generic 4-wide vectors (SSE, NEON, or scalar
  * code where there is no SIMD); 6 x 8 accumulators fit 16 registers. */
 #define ISA "generic"
+#if defined(__GNUC__) && !defined(__clang__)
+/* ISO C mode turns GCC's contraction off; a * b + c should be one FMA where
+ * the ISA has one (NEON, ...). clang contracts within an expression already. */
+#pragma GCC optimize("fp-contract=fast")
+#endif
 #define VL 4
 #define MR 6
 #define NV 2
