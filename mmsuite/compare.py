@@ -162,7 +162,9 @@ def judge(base: Side, new: Side, threshold: float = DEFAULT_THRESHOLD,
     if base.status == "ok" and new.status not in ("ok", "unavailable"):
         return "broken", f"{new.status} in NEW", None, None
     if base.status != "ok" or new.status != "ok":  # no pair of timings to compare
-        return "unsure", f"{base.status} in BASE, {new.status} in NEW", None, None
+        sides = [f"{s.status} in {name}" for name, s in (("BASE", base), ("NEW", new))
+                 if s.status != "ok"]
+        return "unsure", ", ".join(sides), None, None
     ratio = new.median / base.median if base.median and new.median else None
     if ratio is None:
         return "unsure", "no median", None, None
@@ -283,7 +285,7 @@ HEADERS = ("kernel", "problem", "BASE ms", "NEW ms", "change", "p", "n", "noise"
 
 def _fmt_ms(side: Side) -> str:
     if side.status != "ok" or side.median is None:
-        return side.status
+        return "n/a" if side.status == "unavailable" else side.status
     return f"{side.median:.4g}" + ("!" if side.noisy else "")
 
 
@@ -321,15 +323,21 @@ def render_rich(result: Comparison, threshold: float, console) -> None:
     from rich import box
     from rich.table import Table
 
-    table = Table(title="NEW against BASE: kernel time, median ms (! = noisy)",
-                  title_justify="left", box=box.SIMPLE_HEAD, pad_edge=False)
-    for i, title in enumerate(HEADERS):
-        table.add_column(title, justify="left" if i in (0, 1, 8) else "right",
-                         no_wrap=i < 8)  # only the verdict's reason may wrap
     styles = {"slower": "bold red", "broken": "bold red", "faster": "green", "unsure": "yellow"}
+    problems: dict[str, list[Row]] = {}
     for row in result.rows:
-        table.add_row(*cells(row), style=styles.get(row.verdict))
-    console.print(table)
+        problems.setdefault(row.problem, []).append(row)
+    for problem, rows in problems.items():  # one table per problem, as the run's report
+        table = Table(title=f"{problem}: NEW against BASE, kernel time (median ms; ! = noisy)",
+                      title_justify="left", box=box.SIMPLE_HEAD, pad_edge=False)
+        for i, title in enumerate(HEADERS):
+            if i != 1:
+                table.add_column(title, justify="left" if i in (0, 8) else "right",
+                                 no_wrap=i < 8)  # only the verdict's reason may wrap
+        for row in rows:
+            values = cells(row)
+            table.add_row(*(values[:1] + values[2:]), style=styles.get(row.verdict))
+        console.print(table)
     console.print("change: NEW/BASE - 1; p: two-sided Mann-Whitney U on the samples; "
                   "n and noise (1.4826*MAD/median, %): BASE/NEW", style="dim")
     for line in _missing_lines(result) + result.notes:
@@ -368,7 +376,10 @@ def _fraction(text: str) -> float:
 def add_parser(sub) -> argparse.ArgumentParser:
     """Register ``compare`` on the CLI's subparsers."""
     p = sub.add_parser("compare", help="compare two result files; exit 1 on a slowdown",
-                       description=__doc__.split("\n\n")[0])
+                       description="For every kernel x problem in both result files: ratio "
+                       "of medians and a Mann-Whitney U test on the samples. Exit 1 when "
+                       "something is slower than the threshold or broke, 0 otherwise, 2 for "
+                       "bad input.")
     p.add_argument("base", type=Path, metavar="BASE.json")
     p.add_argument("new", type=Path, metavar="NEW.json")
     p.add_argument("--threshold", type=_fraction, default=DEFAULT_THRESHOLD,
