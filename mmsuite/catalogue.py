@@ -92,7 +92,7 @@ CPU = [
        "packed panels + register-blocked micro-kernel the compiler vectorises", "beyond",
        "06_omp_packed"),
     _c("cpu.omp_blis", 7, "cpu.omp_packed",
-       "intrinsics micro-kernel (AVX-512 14x32, AVX2 6x16), exact-size edge kernels, "
+       "intrinsics micro-kernel (AVX-512 14x32, AVX2 6x16), C prefetched, exact-size edges, "
        "blocking from the cache sizes, balanced threads", "beyond", "07_omp_blis"),
 ]
 
