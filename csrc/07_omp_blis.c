@@ -520,6 +520,12 @@ static void block_product(long n, long ic, long mc, long jc, long nc, long kc, l
 }
 
 void mm_omp_blis(MM_ARGS) {
+    if (m <= 0 || n <= 0 || batch <= 0) return;
+    if (k <= 0) { /* an empty sum: C = beta * C, not read when beta == 0 */
+        const size_t total = (size_t)batch * (size_t)m * (size_t)n;
+        for (size_t i = 0; i < total; ++i) c[i] = beta == 0.0f ? 0.0f : beta * c[i];
+        return;
+    }
     const int threads = omp_get_max_threads();
     const blocking bl = cache_blocking();
     /* Even out the k-steps and the panels; both are the same for any thread
