@@ -161,3 +161,20 @@ def test_the_run_environment_records_the_cpu_figures() -> None:
     assert {"cpu_max_mhz", "cpu_simd", "cpu_clock_source"} <= set(host)
     if host["cpu_max_mhz"] and host["cpu_simd"]:
         assert peak.peak_for(record("cpu", 1.0), {**host, "backends": {}}) is not None
+
+
+def test_run_records_percent_of_peak(tmp_path) -> None:
+    import json
+
+    from mmsuite import cli
+
+    out = tmp_path / "run.json"
+    assert cli.main(["run", "--kernel", "cpu.blas", "--shape", "64x64x64", "--repeats", "3",
+                     "--json", str(out)]) == 0
+    document = json.loads(out.read_text())
+    (row,) = document["results"]
+    expected = peak.peak_for(row, document["environment"])
+    if expected is None:
+        pytest.skip("this CPU's clock or vector width is unknown: no peak to record")
+    assert row["peak_gflops"] == pytest.approx(expected.gflops)
+    assert 0 < row["pct_peak"] <= 100 and row["status"] == "ok"
