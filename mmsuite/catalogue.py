@@ -263,6 +263,10 @@ CUDA = [
         "tile shape and split factor per problem: a model of waves on the SMs, or the "
         "device's tuning file (mmsuite tune)", "beyond", "22_adaptive", entry="mm_21_splitk",
         layout="col", launch={"planner": "mmsuite.dispatch:plan_adaptive"}),
+    _cu("cuda.23_streamk", 23, "cuda.21_splitk",
+        "stream-K: SMs x resident blocks share the MAC-loop iterations of the tiles that "
+        "would leave a wave partly empty, then a deterministic fix-up kernel", "beyond",
+        "23_streamk", layout="col", launch={"planner": "mmsuite.dispatch:plan_streamk"}),
 ]
 
 CATALOGUE: tuple[Kernel, ...] = tuple(CPU + OPENCL + CUDA)

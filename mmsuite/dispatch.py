@@ -24,7 +24,7 @@ import json
 import os
 import re
 import tempfile
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
 SOURCE = "cuda/21_splitk.cu"
@@ -476,3 +476,160 @@ def make_launch(cp, get_function, choice: Choice, m: int, n: int, k: int, batch:
                reduce_dims + (workspace, np.float32(beta), c, split))
 
     return launch_split
+
+
+
+# ------------------------------------------------------------------- stream-K
+# Rung 23 (cuda/23_streamk.cu): a grid of SMs x resident blocks shares the
+# MAC-loop iterations (BK steps of one tile) of the tiles that do not fill whole
+# waves; the other tiles run data-parallel, one block each. The split below uses
+# the same integer arithmetic as the kernels.
+STREAMK_SOURCE = "cuda/23_streamk.cu"
+STREAMK_ENTRY = "mm_23_streamk"
+FIXUP_ENTRY = "mm_23_fixup"
+FIXUP_THREADS = 128  # FIX_THREADS in the source: one float4 of a partial tile each
+_MAX_ITERATIONS = 2**31 - 1  # the kernels count iterations in ints
+# The variants rung 23 compiles without spills (nvcc 13, sm_90), registers as
+# ptxas reports them: its loop over tiles keeps a few more values live than
+# rung 21, which pushes the 128-register tiles of 256 and 512 threads into
+# local memory, so those are left out.
+STREAMK_CONFIGS: tuple[Config, ...] = (
+    replace(CONFIGS["64x128x16_b3"], regs=167),
+    replace(CONFIGS["128x64x16_b3"], regs=167),
+    replace(CONFIGS["64x64x16_b6"], regs=166),
+    replace(CONFIGS["64x64x16_t4x8_lr8"], regs=113),
+    replace(CONFIGS["32x32x16_t4x4_lr4"], regs=109),
+)
+
+
+@dataclass(frozen=True)
+class StreamK:
+    """The work split of one problem: ``sk_ctas`` stream-K blocks share the
+    iterations of the first ``sk_tiles`` tiles, then one block per remaining tile."""
+
+    config: Config
+    tiles: int  # tiles of C over the whole batch
+    ipt: int  # MAC-loop iterations per tile: ceil(K / BK)
+    slots: int  # resident blocks on the device: SMs x blocks per SM
+    sk_ctas: int
+    sk_tiles: int
+
+    @property
+    def dp_tiles(self) -> int:
+        return self.tiles - self.sk_tiles
+
+    @property
+    def grid(self) -> tuple[int, int, int]:
+        return (self.sk_ctas + self.dp_tiles, 1, 1)
+
+    @property
+    def workspace_elems(self) -> int:
+        """Two partial tiles per stream-K block (its first and its last tile)."""
+        return 2 * self.sk_ctas * self.config.bm * self.config.bn
+
+    @property
+    def fixup_grid(self) -> tuple[int, int, int]:
+        return (self.sk_tiles, self.config.bm * self.config.bn // (4 * FIXUP_THREADS), 1)
+
+    def begin(self, cta: int) -> int:
+        """First iteration of stream-K block ``cta`` (``sk_begin`` in the source)."""
+        total = self.sk_tiles * self.ipt
+        base, extra = divmod(total, self.sk_ctas)
+        return cta * base + min(cta, extra)
+
+    def owner(self, iteration: int) -> int:
+        """The stream-K block whose share holds ``iteration`` (``sk_owner``)."""
+        base, extra = divmod(self.sk_tiles * self.ipt, self.sk_ctas)
+        big = extra * (base + 1)
+        return iteration // (base + 1) if iteration < big else extra + (iteration - big) // base
+
+    def info(self) -> dict:
+        return {"config": self.config.name, "params": self.config.params(),
+                "threads": self.config.threads, "tiles": self.tiles, "slots": self.slots,
+                "sk_ctas": self.sk_ctas, "sk_tiles": self.sk_tiles, "dp_tiles": self.dp_tiles}
+
+
+def streamk_split(config: Config, m: int, n: int, k: int, batch: int = 1,
+                  device: Device = Device()) -> StreamK:
+    """The two-tile stream-K + data-parallel split (Osama et al., PPoPP'23).
+
+    With ``slots`` resident blocks and ``tiles`` tiles: when the tiles fill whole
+    waves, every tile is data-parallel. Otherwise the first ``slots + tiles mod
+    slots`` tiles (all of them when there are fewer than ``slots``) are shared
+    evenly by ``slots`` blocks, between one and two tiles each, and the rest,
+    whole waves, stay data-parallel. Never more stream-K blocks than iterations.
+    """
+    tiles = _ceil(m, config.bm) * _ceil(n, config.bn) * batch
+    ipt = _ceil(k, config.bk)
+    if tiles * ipt > _MAX_ITERATIONS:
+        raise ValueError(f"{batch}x{m}x{n}x{k} has {tiles * ipt} MAC-loop iterations of "
+                         f"{config.name}; rung 23 counts at most {_MAX_ITERATIONS}")
+    slots = device.sms * config.blocks_per_sm
+    rest = tiles % slots
+    sk_tiles = 0 if rest == 0 else min(tiles, slots + rest)
+    sk_ctas = min(slots, sk_tiles * ipt)
+    return StreamK(config, tiles, ipt, slots, sk_ctas, sk_tiles)
+
+
+def estimate_streamk_seconds(split: StreamK, m: int, n: int, k: int, batch: int,
+                             device: Device = Device()) -> float:
+    """Modelled time of rung 23: full data-parallel waves, the stream-K wave, the fix-up."""
+    config = split.config
+    sm_rate = 128 * device.clock_mhz * 1e6 * config.efficiency
+    if m % 4 or k % 4:
+        sm_rate *= config.unaligned
+    fma_iter = config.bm * config.bn * config.bk
+    occupancy = config.blocks_per_sm
+    seconds = split.dp_tiles // split.slots * (
+        occupancy * split.ipt * fma_iter / sm_rate + _BLOCK_LATENCY_S)
+    if split.sk_ctas:
+        per_sm = _ceil(split.sk_ctas, device.sms)
+        fill = min(1.0, per_sm * config.threads / 32 / 16)
+        share = _ceil(split.sk_tiles * split.ipt, split.sk_ctas)
+        seconds += (per_sm * share * fma_iter / (sm_rate * fill ** _FILL_EXPONENT)
+                    + 2 * _BLOCK_LATENCY_S)
+        # Partials written and read back (at most two per block), C of the shared tiles.
+        partials = 4 * split.workspace_elems
+        blocks = split.fixup_grid[0] * split.fixup_grid[1]
+        rate = min(_REDUCE_BYTES_PER_S, blocks * _REDUCE_BYTES_PER_BLOCK_S / 2)
+        seconds += (partials / _REDUCE_BYTES_PER_S
+                    + (partials + 8 * split.sk_tiles * config.bm * config.bn) / rate
+                    + _LAUNCH_GAP_S)
+    return seconds
+
+
+def streamk_choice(m: int, n: int, k: int, batch: int = 1,
+                   device: Device = Device()) -> tuple[StreamK, float]:
+    """The stream-K variant with the least modelled time, and that time in seconds."""
+    best: tuple[float, StreamK] | None = None
+    for config in STREAMK_CONFIGS:
+        split = streamk_split(config, m, n, k, batch, device)
+        seconds = estimate_streamk_seconds(split, m, n, k, batch, device)
+        if best is None or seconds < best[0] * (1 - 1e-9):
+            best = (seconds, split)
+    assert best is not None
+    return best[1], best[0]
+
+
+def plan_streamk_split(split: StreamK, source: str, estimate_s: float | None = None):
+    """The ``CudaPlan`` of a stream-K split: the main kernel, then the fix-up when
+    some tile is shared."""
+    from .launch import GEMM_ARGS, CudaPlan, CudaStep
+
+    defines = tuple(sorted(split.config.defines.items()))
+    counts = (split.sk_ctas, split.sk_tiles)
+    steps = [CudaStep(split.grid, (split.config.threads,), STREAMK_ENTRY, source, defines,
+                      args=GEMM_ARGS + ("work",) + counts)]
+    if split.sk_ctas:
+        steps.append(CudaStep(split.fixup_grid, (FIXUP_THREADS,), FIXUP_ENTRY, source, defines,
+                              args=("m", "n", "k", "alpha", "work", "beta", "c") + counts))
+    info = {"choice": "heuristic", "streamk": True, **split.info()}
+    if estimate_s is not None:
+        info["estimate_ms"] = round(estimate_s * 1e3, 4)
+    return CudaPlan(tuple(steps), workspace=split.workspace_elems, info={"dispatch": info})
+
+
+def plan_streamk(entry: str, source: str, call, device: dict):
+    """Planner of rung 23: the stream-K variant the model prefers for the problem."""
+    split, seconds = streamk_choice(call.m, call.n, call.k, call.batch, _device(device))
+    return plan_streamk_split(split, source, seconds)

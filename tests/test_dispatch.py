@@ -292,3 +292,136 @@ def test_a_small_output_is_not_cut_into_the_most_slices() -> None:
     choice = dispatch.heuristic(128, 128, 65536, 1, H100, [dispatch.RUNG21_CONFIG])
     assert 256 in dispatch._splits(65536, 8)
     assert 0.9 * H100.sms <= choice.split < 256
+
+
+# ----------------------------------------------------------------- stream-K
+def _streamk_work(split: dispatch.StreamK) -> dict[int, list[tuple[int, int, int]]]:
+    """Per block of rung 23's grid, the (tile, first, end) iteration runs it computes,
+    walked as cuda/23_streamk.cu walks them."""
+    work = {}
+    for block in range(split.grid[0]):
+        if block < split.sk_ctas:
+            it, end = split.begin(block), split.begin(block + 1)
+        else:
+            it = (split.sk_tiles + block - split.sk_ctas) * split.ipt
+            end = it + split.ipt
+        runs = []
+        while it < end:
+            tile = it // split.ipt
+            stop = min(end, (tile + 1) * split.ipt)
+            runs.append((tile, it, stop))
+            it = stop
+        work[block] = runs
+    return work
+
+
+STREAMK_PROBLEMS = [(1, 1, 1, 1), (35, 79, 19, 3), (4097, 4097, 4097, 1), (8192, 128, 8192, 1),
+                    (128, 128, 65536, 1), (1000, 1000, 1000, 100), (4096, 4096, 4096, 1),
+                    (131, 257, 139, 2)]
+
+
+@pytest.mark.parametrize("config", dispatch.STREAMK_CONFIGS, ids=lambda c: c.name)
+@pytest.mark.parametrize("m,n,k,batch", STREAMK_PROBLEMS)
+def test_streamk_assigns_every_tile_iteration_exactly_once(config: Config, m: int, n: int,
+                                                           k: int, batch: int) -> None:
+    split = dispatch.streamk_split(config, m, n, k, batch, H100)
+    seen = [0] * (split.tiles * split.ipt)
+    for runs in _streamk_work(split).values():
+        for _, first, end in runs:
+            for it in range(first, end):
+                seen[it] += 1
+    assert set(seen) == {1}
+
+
+@pytest.mark.parametrize("config", dispatch.STREAMK_CONFIGS, ids=lambda c: c.name)
+@pytest.mark.parametrize("m,n,k,batch", STREAMK_PROBLEMS)
+def test_streamk_shares_are_even_and_waves_full(config: Config, m: int, n: int, k: int,
+                                               batch: int) -> None:
+    split = dispatch.streamk_split(config, m, n, k, batch, H100)
+    assert split.sk_ctas <= split.slots  # never more stream-K blocks than can be resident
+    assert split.dp_tiles % split.slots == 0  # data-parallel tiles fill whole waves
+    if split.sk_ctas:
+        shares = [split.begin(c + 1) - split.begin(c) for c in range(split.sk_ctas)]
+        assert max(shares) - min(shares) <= 1 and min(shares) >= 1
+        assert sum(shares) == split.sk_tiles * split.ipt
+        if split.tiles >= split.slots:  # the two-tile hybrid: one to two tiles a block
+            assert split.ipt <= min(shares) and max(shares) <= 2 * split.ipt
+    else:
+        assert split.tiles % split.slots == 0
+
+
+@pytest.mark.parametrize("config", dispatch.STREAMK_CONFIGS, ids=lambda c: c.name)
+@pytest.mark.parametrize("m,n,k,batch", STREAMK_PROBLEMS)
+def test_streamk_fixup_finds_each_partial_in_its_own_slot(config: Config, m: int, n: int,
+                                                          k: int, batch: int) -> None:
+    split = dispatch.streamk_split(config, m, n, k, batch, H100)
+    work = _streamk_work(split)
+    written = {}  # (block, slot) -> tile whose raw partial sums the block wrote there
+    for block, runs in work.items():
+        for tile, first, end in runs:
+            if (first, end) != (tile * split.ipt, (tile + 1) * split.ipt):
+                slot = 0 if tile == runs[0][0] else 1
+                assert (block, slot) not in written, "two partials in one slot"
+                written[(block, slot)] = tile
+    for tile in range(split.sk_tiles):  # what mm_23_fixup reads for each shared tile
+        lo = split.owner(tile * split.ipt)
+        hi = split.owner((tile + 1) * split.ipt - 1)
+        wrote = sorted(block for (block, _), t in written.items() if t == tile)
+        assert wrote == (list(range(lo, hi + 1)) if lo != hi else [])
+        for c in range(lo, hi + 1 if lo != hi else lo):
+            slot = 0 if split.begin(c) // split.ipt == tile else 1
+            assert written[(c, slot)] == tile
+    assert all(2 * block + slot < split.workspace_elems // (config.bm * config.bn)
+               for block, slot in written)
+
+
+def test_streamk_fills_the_partial_wave_of_4097_cubed() -> None:
+    split = dispatch.streamk_split(dispatch.STREAMK_CONFIGS[0], 4097, 4097, 4097, 1, H100)
+    assert split.tiles % split.slots != 0  # data-parallel alone would leave a wave part empty
+    assert split.sk_ctas == split.slots
+    assert split.sk_tiles == split.slots + split.tiles % split.slots
+
+
+def test_streamk_plan_launches_the_kernel_then_the_fixup() -> None:
+    call = SimpleNamespace(m=4097, n=4097, k=4097, batch=1)
+    device = {"name": H100.name, "sm_count": H100.sms, "sm_clock_mhz": H100.clock_mhz}
+    plan = dispatch.plan_streamk("mm_23_streamk", dispatch.STREAMK_SOURCE, call, device)
+    main, fixup = plan.steps
+    info = plan.info["dispatch"]
+    assert main.entry == "mm_23_streamk" and fixup.entry == "mm_23_fixup"
+    assert main.args == GEMM_ARGS + ("work", info["sk_ctas"], info["sk_tiles"])
+    assert main.grid == (info["sk_ctas"] + info["dp_tiles"], 1, 1)
+    assert fixup.grid[0] == info["sk_tiles"]
+    assert plan.workspace == 2 * info["sk_ctas"] * info["params"]["BM"] * info["params"]["BN"]
+
+
+def test_streamk_plan_has_no_fixup_when_tiles_fill_whole_waves() -> None:
+    config = dispatch.STREAMK_CONFIGS[0]
+    slots = H100.sms * config.blocks_per_sm
+    split = dispatch.streamk_split(config, config.bm * slots, config.bn, 64, 1, H100)
+    assert split.sk_ctas == 0
+    assert len(dispatch.plan_streamk_split(split, dispatch.STREAMK_SOURCE).steps) == 1
+
+
+def test_streamk_refuses_more_iterations_than_an_int_counts() -> None:
+    with pytest.raises(ValueError, match="iterations"):
+        dispatch.streamk_split(dispatch.STREAMK_CONFIGS[-1], 2**16, 2**16, 2**16, 1, H100)
+
+
+@pytest.mark.skipif(NVCC is None, reason="nvcc is not on PATH (install the CUDA toolkit)")
+@pytest.mark.parametrize("config", dispatch.STREAMK_CONFIGS, ids=lambda c: c.name)
+def test_every_streamk_config_compiles_without_spills_at_its_occupancy(config: Config,
+                                                                       tmp_path: Path) -> None:
+    source = source_path(dispatch.STREAMK_SOURCE)
+    cmd = [NVCC, "-arch=sm_90", "-c", "-Xptxas", "-v", "-I", str(source.parent),
+           *[f"-D{k}={v}" for k, v in config.defines.items()], "-o", str(tmp_path / "o.o"),
+           str(source)]
+    done = subprocess.run(cmd, capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    spills = [line for line in done.stderr.splitlines() if "spill stores" in line]
+    assert spills and all(line.strip().startswith("0 bytes stack frame, 0 bytes spill")
+                          for line in spills)
+    used = [int(line.split("Used ")[1].split()[0]) for line in done.stderr.splitlines()
+            if "Used " in line]
+    compiled = dataclasses.replace(config, regs=max(used))
+    assert compiled.blocks_per_sm == config.blocks_per_sm, f"{config.name}: {max(used)} registers"

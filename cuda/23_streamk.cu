@@ -1,0 +1,287 @@
+// Rung 23 (beyond the seeds), column-major: stream-K (Osama et al., PPoPP'23),
+// the "two-tile stream-K + data-parallel" hybrid, on rung 21's MAC loop.
+// Adds over rung 21 (one block per tile, or per tile and K slice):
+// - the work is counted in MAC-loop iterations (one BK step of one BM x BN
+//   tile): tiles x ceil(K / BK) of them, tiles of every matrix of the batch in
+//   one iteration space. When the tiles do not fill whole waves of the grid
+//   g = SMs x resident blocks per SM, the first sk_tiles = g + (tiles mod g)
+//   tiles are shared by g stream-K blocks, each taking an even share of their
+//   iterations (shares differ by at most one), between one and two tiles'
+//   worth; the other tiles (a multiple of g) are data-parallel blocks, one
+//   tile each. So every wave is full: 4097^3 in 128x128 tiles is 1089 tiles,
+//   4.1 waves of 264 for rung 21 with its last wave an eighth full; here 264
+//   blocks share 297 tiles evenly and 792 tiles run in three full waves;
+// - a block whose share starts or ends inside a tile writes that tile's raw
+//   partial sums to its own two workspace slots (first tile, last tile); a
+//   second kernel, mm_23_fixup, adds each split tile's partials in block
+//   order (the same rounding on every run), applies alpha and beta once and
+//   writes C. Tiles a block covers whole go straight to C as in rung 20. Why
+//   a second kernel and not a fix-up by the tile's owner waiting on a flag:
+//   the wait is only safe when every contributor is resident at once, which a
+//   launch cannot guarantee (another process, MPS, a smaller SM partition); a
+//   stream-ordered second kernel never deadlocks, and costs one launch gap
+//   plus a pass over at most 2 g partial tiles, which sit in L2. The grid g
+//   is computed from the variant's occupancy (mmsuite/dispatch.py), so it only
+//   sets the balance, never correctness;
+// - tile shape from -D defines exactly as rung 21 (BM, BN, BK, TM, TN, LR,
+//   STAGES, MINB); mmsuite/dispatch.py picks the variant per problem.
+// The MAC loop is rung 21's, as a device function over a K range [kb, ke).
+#include "common.cuh"
+#include "vec4.cuh"
+
+#ifndef BM
+#define BM 128
+#endif
+#ifndef BN
+#define BN 128
+#endif
+#ifndef BK
+#define BK 8
+#endif
+#ifndef TM
+#define TM 8
+#endif
+#ifndef TN
+#define TN 8
+#endif
+#ifndef STAGES
+#define STAGES 1
+#endif
+#ifndef LR
+#define LR 4
+#endif
+#define WM (LR * TM)
+#define WN ((32 / LR) * TN)
+#define WARPS_M (BM / WM)
+#define THREADS (32 * WARPS_M * (BN / WN))
+#if !defined(MINB) || MINB == 0
+#undef MINB
+#define MINB ((512 / THREADS) > 0 ? (512 / THREADS) : 1)
+#endif
+#define LDB (BN + 4)
+#define A_KSTEP (THREADS / (BM / 4))
+#define A_CHUNKS (A_KSTEP < BK ? BK / A_KSTEP : 1)
+#define B_JSTEP (THREADS / (BK / 4))
+#define B_CHUNKS (B_JSTEP < BN ? BN / B_JSTEP : 1)
+#define FIX_THREADS 128  // threads of a fix-up block: one float4 of a tile each
+
+static_assert(BM % WM == 0 && BN % WN == 0, "tile must hold whole warp tiles");
+static_assert((TM == 4 || TM == 8) && (TN == 4 || TN == 8), "TM and TN are 4 or 8");
+static_assert(THREADS % (BM / 4) == 0 && (BK % A_KSTEP == 0 || A_KSTEP % BK == 0),
+              "A staging must tile BM x BK");
+static_assert(THREADS % (BK / 4) == 0 && (BN % B_JSTEP == 0 || B_JSTEP % BN == 0),
+              "B staging must tile BK x BN");
+static_assert(THREADS <= 1024, "too many threads");
+static_assert(STAGES == 1 || STAGES == 2, "STAGES is 1 or 2");
+static_assert((BM * BN) % (4 * FIX_THREADS) == 0, "fix-up blocks must tile BM x BN");
+
+// The work split, shared by both kernels (and mirrored by mmsuite/dispatch.py):
+// stream-K block c of `ctas` owns iterations [sk_begin(c), sk_begin(c + 1)) of
+// the first `total` = sk_tiles x ipt; the first `total mod ctas` get one more.
+// Iterations are ints: the planner keeps tiles x ipt below 2^31.
+__device__ __forceinline__ int sk_begin(int c, int total, int ctas) {
+    const int base = total / ctas, extra = total % ctas;
+    return c * base + min(c, extra);
+}
+
+// The stream-K block whose share holds iteration `it`.
+__device__ __forceinline__ int sk_owner(int it, int total, int ctas) {
+    const int base = total / ctas, extra = total % ctas;
+    const int big = extra * (base + 1);  // iterations of the blocks with one more
+    return it < big ? it / (base + 1) : extra + (it - big) / base;
+}
+
+// acc += A(i0.., kb..ke) * B(kb..ke, j0..): rung 21's loop over one K range.
+__device__ __forceinline__ void mac_loop(float (&acc)[TM][TN], int M, int N, int K,
+                                         const float* A, const float* B, int i0, int j0, int kb,
+                                         int left, float* sa_all, float* sb_all, int tid,
+                                         int tr, int tc) {
+    const bool vec_m = (M & 3) == 0, vec_k = (K & 3) == 0;
+    const int la_i = (tid % (BM / 4)) * 4, la_k = tid / (BM / 4);
+    const int lb_k = (tid % (BK / 4)) * 4, lb_j = tid / (BK / 4);
+    const bool a_on = A_KSTEP <= BK || la_k < BK, b_on = B_JSTEP <= BN || lb_j < BN;
+    const float* a = A + i0 + la_i + (size_t)(kb + la_k) * M;
+    const float* b = B + kb + lb_k + (size_t)(j0 + lb_j) * K;
+    const size_t a_step = (size_t)BK * M;
+    const int a_left = M - i0 - la_i;
+    float4 av[A_CHUNKS], bv[B_CHUNKS];
+#pragma unroll
+    for (int r = 0; r < A_CHUNKS; ++r)
+        av[r] = load4(a + (size_t)(A_KSTEP * r) * M, a_on && la_k + A_KSTEP * r < left ? a_left : 0,
+                      vec_m);
+#pragma unroll
+    for (int r = 0; r < B_CHUNKS; ++r)
+        bv[r] = load4(b + (size_t)(B_JSTEP * r) * K,
+                      b_on && j0 + lb_j + B_JSTEP * r < N ? left - lb_k : 0, vec_k);
+#if STAGES == 2
+    int stage = 0;
+#endif
+    for (; left > 0; left -= BK) {
+#if STAGES == 2
+        float* sa = sa_all + stage * (BK * BM);
+        float* sb = sb_all + stage * (BK * LDB);
+        stage ^= 1;
+#else
+        float* sa = sa_all;
+        float* sb = sb_all;
+#endif
+        if (a_on) {
+#pragma unroll
+            for (int r = 0; r < A_CHUNKS; ++r)
+                *reinterpret_cast<float4*>(sa + (la_k + A_KSTEP * r) * BM + la_i) = av[r];
+        }
+        if (b_on) {
+#pragma unroll
+            for (int r = 0; r < B_CHUNKS; ++r)
+                store4_strided(sb, lb_k, LDB, lb_j + B_JSTEP * r, bv[r]);
+        }
+        __syncthreads();
+        const int next = left - BK;
+        if (next > 0) {
+            a += a_step;
+            b += BK;
+#pragma unroll
+            for (int r = 0; r < A_CHUNKS; ++r)
+                av[r] = load4(a + (size_t)(A_KSTEP * r) * M,
+                              a_on && la_k + A_KSTEP * r < next ? a_left : 0, vec_m);
+#pragma unroll
+            for (int r = 0; r < B_CHUNKS; ++r)
+                bv[r] = load4(b + (size_t)(B_JSTEP * r) * K,
+                              b_on && j0 + lb_j + B_JSTEP * r < N ? next - lb_k : 0, vec_k);
+        }
+#pragma unroll
+        for (int kk = 0; kk < BK; ++kk) {
+            float ar[TM], br[TN];
+#pragma unroll
+            for (int g = 0; g < TM / 4; ++g)
+                *reinterpret_cast<float4*>(ar + 4 * g) =
+                    *reinterpret_cast<const float4*>(sa + kk * BM + tr + 4 * LR * g);
+#pragma unroll
+            for (int h = 0; h < TN / 4; ++h)
+                *reinterpret_cast<float4*>(br + 4 * h) =
+                    *reinterpret_cast<const float4*>(sb + kk * LDB + tc + 4 * (32 / LR) * h);
+            outer_fma(acc, ar, br);
+        }
+#if STAGES == 1
+        __syncthreads();
+#endif
+    }
+#if STAGES == 2
+    __syncthreads();  // the next tile's first stores go to a buffer just read
+#endif
+}
+
+// Blocks [0, sk_ctas) are stream-K blocks sharing the first sk_tiles tiles'
+// iterations; block sk_ctas + d computes data-parallel tile sk_tiles + d whole.
+// Tile t is matrix t / (tiles_m tiles_n), then rows first. W holds sk_ctas x 2
+// partial tiles of BM x BN (column-major): slot 0 for the block's first tile,
+// slot 1 for its last.
+extern "C" __global__ void __launch_bounds__(THREADS, MINB)
+mm_23_streamk(int M, int N, int K, float alpha, const float* A, const float* B, float beta,
+              float* C, float* W, int sk_ctas, int sk_tiles) {
+    // Only it, end and the first tile live across tiles; the rest is recomputed
+    // per tile from the kernel's parameters, so the MAC loop keeps rung 21's
+    // registers.
+    // The share's end and first tile wait in shared memory while the MAC loop
+    // runs: in registers they pushed the loop's state into local memory.
+    __shared__ int share[2];
+    int it;
+    {
+        int end;
+        const int ipt = (K + BK - 1) / BK;
+        if ((int)blockIdx.x < sk_ctas) {
+            it = sk_begin(blockIdx.x, sk_tiles * ipt, sk_ctas);
+            end = sk_begin(blockIdx.x + 1, sk_tiles * ipt, sk_ctas);
+        } else {
+            it = (sk_tiles + blockIdx.x - sk_ctas) * ipt;
+            end = it + ipt;
+        }
+        if (threadIdx.x == 0) {
+            share[0] = end;
+            share[1] = it / ipt;
+        }
+        if (it >= end) return;  // the same for every thread of the block
+    }
+    __syncthreads();
+
+    __shared__ __align__(16) float sa_all[STAGES * BK * BM];
+    __shared__ __align__(16) float sb_all[STAGES * BK * LDB];
+    for (;;) {
+        const int ipt = (K + BK - 1) / BK;
+        const int tiles_m = (M + BM - 1) / BM, tiles_mn = tiles_m * ((N + BN - 1) / BN);
+        const int tid = threadIdx.x;
+        const int warp = tid >> 5, lane = tid & 31;
+        const int tr = (warp % WARPS_M) * WM + (lane % LR) * 4;
+        const int tc = (warp / WARPS_M) * WN + (lane / LR) * 4;
+        const int tile = it / ipt, tile_begin = tile * ipt;
+        const size_t mat = tile / tiles_mn;
+        const int rest = tile % tiles_mn;
+        const int i0 = (rest % tiles_m) * BM, j0 = (rest / tiles_m) * BN;
+        const int kb = (it - tile_begin) * BK;
+        const int ke = min(K, (min(share[0], tile_begin + ipt) - tile_begin) * BK);
+        float acc[TM][TN] = {};
+        mac_loop(acc, M, N, K, A + mat * (size_t)M * K, B + mat * (size_t)K * N, i0, j0, kb,
+                 ke - kb, sa_all, sb_all, tid, tr, tc);
+        const int stop = min(share[0], tile_begin + ipt);
+        if (it == tile_begin && stop == tile_begin + ipt) {  // whole tile: C directly
+            float* out = C + mat * (size_t)M * N;
+            const bool vec_m = (M & 3) == 0;
+#pragma unroll
+            for (int y = 0; y < TN; ++y) {
+                const int j = j0 + tc + 4 * (32 / LR) * (y / 4) + y % 4;
+                if (j >= N) continue;
+#pragma unroll
+                for (int g = 0; g < TM / 4; ++g) {
+                    const int i = i0 + tr + 4 * LR * g;
+                    store4(out + i + (size_t)j * M,
+                           make_float4(acc[4 * g][y], acc[4 * g + 1][y], acc[4 * g + 2][y],
+                                       acc[4 * g + 3][y]),
+                           M - i, vec_m, alpha, beta);
+                }
+            }
+        } else {  // part of a split tile: raw partial sums, the whole BM x BN block
+            float* out = W + ((size_t)blockIdx.x * 2 + (tile == share[1] ? 0 : 1)) * (BM * BN);
+#pragma unroll
+            for (int y = 0; y < TN; ++y) {
+                const int j = tc + 4 * (32 / LR) * (y / 4) + y % 4;
+#pragma unroll
+                for (int g = 0; g < TM / 4; ++g)
+                    *reinterpret_cast<float4*>(out + tr + 4 * LR * g + j * BM) =
+                        make_float4(acc[4 * g][y], acc[4 * g + 1][y], acc[4 * g + 2][y],
+                                    acc[4 * g + 3][y]);
+            }
+        }
+        if (stop == share[0]) return;
+        it = stop;
+    }
+}
+
+// C = alpha * (sum of a split tile's partials, in block order) + beta * C.
+// Block (t, q) sums the q-th run of 4 x FIX_THREADS elements of stream-K tile
+// t; a tile one block computed whole was written to C by that block already.
+extern "C" __global__ void __launch_bounds__(FIX_THREADS)
+mm_23_fixup(int M, int N, int K, float alpha, const float* W, float beta, float* C,
+            int sk_ctas, int sk_tiles) {
+    const int ipt = (K + BK - 1) / BK;
+    const int total = (int)sk_tiles * ipt;
+    const int tile = blockIdx.x, tile_begin = tile * ipt;
+    const int lo = sk_owner(tile_begin, total, sk_ctas);
+    const int hi = sk_owner(tile_begin + ipt - 1, total, sk_ctas);
+    if (lo == hi) return;
+    const int e = (blockIdx.y * FIX_THREADS + threadIdx.x) * 4;  // element of the BM x BN tile
+    const int tiles_m = (M + BM - 1) / BM, tiles_mn = tiles_m * ((N + BN - 1) / BN);
+    const size_t mat = tile / tiles_mn;
+    const int rest = tile % tiles_mn;
+    const int i = (rest % tiles_m) * BM + e % BM, j = (rest / tiles_m) * BN + e / BM;
+    if (i >= M || j >= N) return;
+    float4 s = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+    for (int c = lo; c <= hi; ++c) {
+        const int slot = sk_begin(c, total, sk_ctas) / ipt == tile ? 0 : 1;
+        const float4 v = *reinterpret_cast<const float4*>(W + ((size_t)c * 2 + slot) * (BM * BN) + e);
+        s.x += v.x;
+        s.y += v.y;
+        s.z += v.z;
+        s.w += v.w;
+    }
+    store4(C + mat * (size_t)M * N + i + (size_t)j * M, s, M - i, (M & 3) == 0, alpha, beta);
+}
