@@ -180,8 +180,9 @@ extern "C" __global__ void __launch_bounds__(THREADS, MINB)
 mm_23_streamk(int M, int N, int K, float alpha, const float* A, const float* B, float beta,
               float* C, float* W, int sk_ctas, int sk_tiles) {
     // Only `it` stays in a register across tiles, the rest is recomputed per
-    // tile from the kernel's parameters; the share's end and first tile wait in shared memory while the MAC loop
-    // runs: in registers they pushed the loop's state into local memory.
+    // tile from the kernel's parameters; the share's end and first tile wait in
+    // shared memory while the MAC loop runs (in registers they pushed the
+    // loop's state into local memory).
     __shared__ int share[2];
     int it;
     {
