@@ -8,8 +8,8 @@
  *   far more than the FMA latency) against 2 vector loads and 14 broadcasts;
  *   omp_packed's 12 x 32 uses 24. The accumulators are named variables, as
  *   compilers keep an array of 28 vectors in memory. Alone, on slivers in
- *   L1/L2, it runs at 98% of a Zen 5 core's FP32 peak; what is left to gain
- *   is around it (below). With
+ *   L1/L2, it runs at the FP32 peak of a core (240-250 GFLOP/s on one Zen 5
+ *   core); what is left to gain is around it (below). With
  *   AVX2 it is 6 x 16 (12 ymm accumulators of 16 registers); on other CPUs
  *   the compiler's generic 4-wide vectors, 6 x 8.
  * - Edges without waste: a partial block of C runs a kernel compiled for its
