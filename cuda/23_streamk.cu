@@ -176,14 +176,23 @@ __device__ __forceinline__ void mac_loop(float (&acc)[TM][TN], int M, int N, int
 // Tile t is matrix t / (tiles_m tiles_n), then rows first. W holds sk_ctas x 2
 // partial tiles of BM x BN (column-major): slot 0 for the block's first tile,
 // slot 1 for its last.
+// This thread's index, read anew where it is used: a value the compiler may not
+// hoist out of the loop over tiles, so nothing derived from it stays live across
+// the MAC loop.
+__device__ __forceinline__ int thread_index() {
+    int tid;
+    asm volatile("mov.u32 %0, %%tid.x;" : "=r"(tid));
+    return tid;
+}
+
 extern "C" __global__ void __launch_bounds__(THREADS, MINB)
 mm_23_streamk(int M, int N, int K, float alpha, const float* A, const float* B, float beta,
               float* C, float* W, int sk_ctas, int sk_tiles) {
-    // Only `it` stays in a register across tiles, the rest is recomputed per
-    // tile from the kernel's parameters; the share's end and first tile wait in
-    // shared memory while the MAC loop runs (in registers they pushed the
-    // loop's state into local memory).
-    __shared__ int share[2];
+    // Only `it` stays in a register across tiles. The share's end, its first
+    // tile and the tile counts wait in shared memory, and what derives from the
+    // thread index is recomputed after the MAC loop: kept in registers across
+    // it, they pushed the loop's state into local memory.
+    __shared__ int share[4];  // end, first tile, iterations per tile, tiles_m
     int it;
     {
         int end;
@@ -198,6 +207,8 @@ mm_23_streamk(int M, int N, int K, float alpha, const float* A, const float* B, 
         if (threadIdx.x == 0) {
             share[0] = end;
             share[1] = it / ipt;
+            share[2] = ipt;
+            share[3] = (M + BM - 1) / BM;
         }
         if (it >= end) return;  // the same for every thread of the block
     }
@@ -206,24 +217,34 @@ mm_23_streamk(int M, int N, int K, float alpha, const float* A, const float* B, 
     __shared__ __align__(16) float sa_all[STAGES * BK * BM];
     __shared__ __align__(16) float sb_all[STAGES * BK * LDB];
     for (;;) {
-        const int ipt = (K + BK - 1) / BK;
-        const int tiles_m = (M + BM - 1) / BM, tiles_mn = tiles_m * ((N + BN - 1) / BN);
-        const int tid = threadIdx.x;
+        float acc[TM][TN] = {};
+        {
+            const int ipt = share[2], tiles_m = share[3];
+            const int tiles_mn = tiles_m * ((N + BN - 1) / BN);
+            const int tid = thread_index();
+            const int warp = tid >> 5, lane = tid & 31;
+            const int tile = it / ipt, tile_begin = tile * ipt;
+            const size_t mat = tile / tiles_mn;
+            const int rest = tile % tiles_mn;
+            const int kb = (it - tile_begin) * BK;
+            const int ke = min(K, (min(share[0], tile_begin + ipt) - tile_begin) * BK);
+            mac_loop(acc, M, N, K, A + mat * (size_t)M * K, B + mat * (size_t)K * N,
+                     (rest % tiles_m) * BM, (rest / tiles_m) * BN, kb, ke - kb, sa_all, sb_all,
+                     tid, (warp % WARPS_M) * WM + (lane % LR) * 4,
+                     (warp / WARPS_M) * WN + (lane / LR) * 4);
+        }
+        const int ipt = share[2], tiles_m = share[3];
+        const int tiles_mn = tiles_m * ((N + BN - 1) / BN);
+        const int tid = thread_index();
         const int warp = tid >> 5, lane = tid & 31;
         const int tr = (warp % WARPS_M) * WM + (lane % LR) * 4;
         const int tc = (warp / WARPS_M) * WN + (lane / LR) * 4;
         const int tile = it / ipt, tile_begin = tile * ipt;
-        const size_t mat = tile / tiles_mn;
-        const int rest = tile % tiles_mn;
-        const int i0 = (rest % tiles_m) * BM, j0 = (rest / tiles_m) * BN;
-        const int kb = (it - tile_begin) * BK;
-        const int ke = min(K, (min(share[0], tile_begin + ipt) - tile_begin) * BK);
-        float acc[TM][TN] = {};
-        mac_loop(acc, M, N, K, A + mat * (size_t)M * K, B + mat * (size_t)K * N, i0, j0, kb,
-                 ke - kb, sa_all, sb_all, tid, tr, tc);
         const int stop = min(share[0], tile_begin + ipt);
         if (it == tile_begin && stop == tile_begin + ipt) {  // whole tile: C directly
-            float* out = C + mat * (size_t)M * N;
+            const int rest = tile % tiles_mn;
+            const int i0 = (rest % tiles_m) * BM, j0 = (rest / tiles_m) * BN;
+            float* out = C + (size_t)(tile / tiles_mn) * M * N;
             const bool vec_m = (M & 3) == 0;
 #pragma unroll
             for (int y = 0; y < TN; ++y) {
@@ -276,7 +297,8 @@ mm_23_fixup(int M, int N, int K, float alpha, const float* W, float beta, float*
     float4 s = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
     for (int c = lo; c <= hi; ++c) {
         const int slot = sk_begin(c, total, sk_ctas) / ipt == tile ? 0 : 1;
-        const float4 v = *reinterpret_cast<const float4*>(W + ((size_t)c * 2 + slot) * (BM * BN) + e);
+        const float4 v =
+            *reinterpret_cast<const float4*>(W + ((size_t)c * 2 + slot) * (BM * BN) + e);
         s.x += v.x;
         s.y += v.y;
         s.z += v.z;
