@@ -229,3 +229,11 @@ def test_best_of_each_backend_table(merged: Path) -> None:
             "| cuda.cublas |") in markdown
     assert "| 4096x4096x4096 (row-major) | cpu | cpu.seq_naive | 86084.0 | 0.0016 | 1.00x |" \
         in markdown
+
+
+def test_report_without_out_prints_tables_per_machine(capsys: pytest.CaptureFixture) -> None:
+    assert main(["report", str(CPU), str(H100)]) == 0
+    out = capsys.readouterr().out
+    assert "4096x4096x4096 (row-major) on NVIDIA H100 80GB HBM3" in out
+    assert "64x64x64 (row-major) on AMD EPYC (2 cores)" in out
+    assert max(len(line) for line in out.splitlines()) <= 100
