@@ -439,8 +439,13 @@ def plan_splitk(entry: str, source: str, call, device: dict):
 
 
 def plan_adaptive(entry: str, source: str, call, device: dict):
-    """Planner of the dispatching rung: tile config and split factor per problem."""
+    """Planner of the dispatching rung: tile config and split factor per problem, or
+    rung 23's stream-K where the model finds it clearly faster (``adaptive_streamk``)."""
     choice = choose(call.m, call.n, call.k, call.batch, _device(device))
+    streamk = adaptive_streamk(choice, call.m, call.n, call.k, call.batch, _device(device))
+    if streamk is not None:
+        return plan_streamk_split(streamk[0], STREAMK_SOURCE, streamk[1],
+                                  {"splitk_estimate_ms": choice.estimate_ms})
     return plan(choice, source, call.m, call.n, call.batch)
 
 
@@ -490,8 +495,8 @@ FIXUP_ENTRY = "mm_23_fixup"
 FIXUP_THREADS = 128  # FIX_THREADS in the source: one float4 of a partial tile each
 _MAX_ITERATIONS = 2**31 - 1  # the kernels count iterations in ints
 # Rung 22's variants as rung 23 compiles them (nvcc 13, sm_90; registers as
-# ptxas reports them, every one without spills) and with rung 22's measured
-# efficiencies. 128x128x16 spills in this source and is left out.
+# ptxas reports them, every one without spills). 128x128x16 spills in this
+# source and is left out.
 _STREAMK_REGS = {"256x128x16_t8x8_lr2": 128, "256x128x16": 128, "128x256x16": 128,
                  "128x128x8": 125, "64x128x16_b3": 167, "128x64x16_b3": 167,
                  "64x64x16_b6": 161, "64x64x16_t4x8_lr8": 103, "64x64x16_t4x4_lr4": 77,
@@ -609,9 +614,10 @@ def streamk_choice(m: int, n: int, k: int, batch: int = 1,
     return best[1], best[0]
 
 
-def plan_streamk_split(split: StreamK, source: str, estimate_s: float | None = None):
+def plan_streamk_split(split: StreamK, source: str, estimate_s: float | None = None,
+                       extra: dict | None = None):
     """The ``CudaPlan`` of a stream-K split: the main kernel, then the fix-up when
-    some tile is shared."""
+    some tile is shared. ``extra`` joins the record's ``dispatch`` info."""
     from .launch import GEMM_ARGS, CudaPlan, CudaStep
 
     defines = tuple(sorted(split.config.defines.items()))
@@ -624,6 +630,8 @@ def plan_streamk_split(split: StreamK, source: str, estimate_s: float | None = N
     info = {"choice": "heuristic", "streamk": True, **split.info()}
     if estimate_s is not None:
         info["estimate_ms"] = round(estimate_s * 1e3, 4)
+    for key, value in (extra or {}).items():
+        info[key] = round(value, 4) if isinstance(value, float) else value
     return CudaPlan(tuple(steps), workspace=split.workspace_elems, info={"dispatch": info})
 
 
@@ -631,3 +639,39 @@ def plan_streamk(entry: str, source: str, call, device: dict):
     """Planner of rung 23: the stream-K variant the model prefers for the problem."""
     split, seconds = streamk_choice(call.m, call.n, call.k, call.batch, _device(device))
     return plan_streamk_split(split, source, seconds)
+
+
+# The stream-K variants rung 22 may take, and by how much the model must prefer
+# them. Measured on the H100 against rung 22's own choice: rung 23 with 64x128
+# tiles of 3 blocks per SM is 4% faster at 4097^3 (the model said 10%), with
+# 64x64 tiles of 6 blocks 3% faster at 2053^3 (model 6%); with the 512-thread
+# tiles it was 3-12% slower at 2048^3 to 8192^3 and on batch 100 x 1000^3
+# (their MAC loop runs slower in rung 23's source than in rung 21's), and
+# slower on every small, skinny or tall-K shape measured. So only the
+# high-occupancy 128- and 64-thread tiles, and only where the model gains 8%
+# or more, which keeps the model's optimism at 4097^3 covered.
+ADAPTIVE_STREAMK_CONFIGS: tuple[Config, ...] = tuple(
+    c for c in STREAMK_CONFIGS if c.minb and c.blocks_per_sm >= 3)
+_ADAPTIVE_STREAMK_GAIN = 0.92
+
+
+def adaptive_streamk(choice: Choice, m: int, n: int, k: int, batch: int = 1,
+                     device: Device = Device()) -> tuple[StreamK, float] | None:
+    """Rung 23's split and modelled seconds when rung 22 should take it instead of
+    ``choice`` (the heuristic's; a tuned entry is measured and always kept), else None."""
+    if choice.source != "heuristic" or choice.estimate_ms is None:
+        return None
+    best: tuple[float, StreamK] | None = None
+    for config in ADAPTIVE_STREAMK_CONFIGS:
+        try:
+            split = streamk_split(config, m, n, k, batch, device)
+        except ValueError:  # more iterations than the kernels count
+            continue
+        if split.sk_ctas == 0:  # whole waves: the same blocks as rung 21's split 1
+            continue
+        seconds = estimate_streamk_seconds(split, m, n, k, batch, device)
+        if best is None or seconds < best[0]:
+            best = (seconds, split)
+    if best is None or best[0] * 1e3 >= choice.estimate_ms * _ADAPTIVE_STREAMK_GAIN:
+        return None
+    return best[1], best[0]

@@ -425,3 +425,38 @@ def test_every_streamk_config_compiles_without_spills_at_its_occupancy(config: C
             if "Used " in line]
     compiled = dataclasses.replace(config, regs=max(used))
     assert compiled.blocks_per_sm == config.blocks_per_sm, f"{config.name}: {max(used)} registers"
+
+
+H100_FACTS = {"name": H100.name, "sm_count": H100.sms, "sm_clock_mhz": H100.clock_mhz}
+
+
+def _adaptive(m: int, n: int, k: int, batch: int = 1):
+    call = SimpleNamespace(m=m, n=n, k=k, batch=batch)
+    return dispatch.plan_adaptive("mm_21_splitk", "cuda/22_adaptive.cu", call, H100_FACTS)
+
+
+def test_adaptive_takes_streamk_where_it_measured_faster() -> None:
+    plan = _adaptive(4097, 4097, 4097)  # H100: rung 23 92% of cuBLAS, rung 22's split-K 88%
+    info = plan.info["dispatch"]
+    assert [s.entry for s in plan.steps] == ["mm_23_streamk", "mm_23_fixup"]
+    assert all(s.source == dispatch.STREAMK_SOURCE for s in plan.steps)
+    assert (info["config"], info["sk_ctas"], info["sk_tiles"]) == ("64x128x16_b3", 396, 561)
+    assert info["estimate_ms"] < info["splitk_estimate_ms"]
+
+
+@pytest.mark.parametrize("m,n,k,batch", [
+    (512, 512, 512, 1), (1024, 1024, 1024, 1), (2048, 2048, 2048, 1), (3072, 3072, 3072, 1),
+    (4096, 4096, 4096, 1), (5000, 5000, 5000, 1), (8192, 8192, 8192, 1), (128, 8192, 8192, 1),
+    (128, 128, 65536, 1), (1000, 1000, 1000, 100)])
+def test_adaptive_keeps_splitk_where_streamk_measured_slower(m: int, n: int, k: int,
+                                                           batch: int) -> None:
+    assert [s.entry for s in _adaptive(m, n, k, batch).steps][0] == dispatch.MAIN_ENTRY
+
+
+def test_a_tuned_entry_keeps_the_adaptive_rung_off_streamk() -> None:
+    entry = {"params": CONFIGS["64x64x16_b6"].params(), "split": 1}
+    dispatch.store_tuning(dispatch.tuning_path(H100.name), H100.name,
+                          {dispatch.shape_key(4097, 4097, 4097): entry})
+    plan = _adaptive(4097, 4097, 4097)
+    assert [s.entry for s in plan.steps] == [dispatch.MAIN_ENTRY]
+    assert plan.info["dispatch"]["choice"] == "tuned"
