@@ -18,7 +18,7 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from . import catalogue, compare, environment, peak, report, results, workers
+from . import __version__, catalogue, compare, environment, peak, report, results, workers
 from .backends import RunOptions, unavailable_reason
 from .catalogue import Kernel
 from .measure import DEFAULT_REPEATS, DEFAULT_WARMUP
@@ -111,6 +111,7 @@ def _device_list(text: str) -> str | list[int]:
 
 def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(prog="mmsuite", description=__doc__)
+    parser.add_argument("--version", action="version", version=f"mmsuite {__version__}")
     sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
 
     p_list = sub.add_parser("list", help="show every kernel and why unavailable ones are")

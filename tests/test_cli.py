@@ -318,3 +318,12 @@ def test_console_script_runs_as_a_process() -> None:
                           capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr
     assert "cpu.blas" in proc.stdout and "Traceback" not in proc.stderr
+
+
+def test_version_names_the_package_version(capsys: pytest.CaptureFixture) -> None:
+    import mmsuite
+
+    with pytest.raises(SystemExit) as exit_:
+        main(["--version"])
+    assert exit_.value.code == 0
+    assert capsys.readouterr().out.strip() == f"mmsuite {mmsuite.__version__}"
