@@ -358,10 +358,14 @@ def load_tuning(path: Path) -> dict:
 
 
 def store_tuning(path: Path, device_name: str, entries: dict) -> dict:
-    """Merge ``entries`` into the tuning file at ``path`` (atomically); returns its content."""
+    """Merge ``entries`` into the tuning file at ``path`` (atomically); returns its content.
+
+    An entry of None removes that problem's entry: the heuristic decides it again.
+    """
     data = load_tuning(path)
     data["device"] = device_name
-    data["entries"] = {**data["entries"], **entries}
+    merged = {**data["entries"], **entries}
+    data["entries"] = {key: entry for key, entry in merged.items() if entry is not None}
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=path.name, suffix=".tmp")
     with os.fdopen(fd, "w") as out:

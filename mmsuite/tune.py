@@ -367,7 +367,11 @@ def tune_problem(kernel_id: str, problem, device: Device, limit: int, confirm_to
         raise RuntimeError(f"no candidate for {key} passed the suite's run")
     best = min(confirmed, key=lambda o: o.confirmed_ms)
     flops = 2.0 * m * n * k * batch
-    if heuristic_ms < best.confirmed_ms:  # the tuned entry is never slower than no entry
+    # The tuned entry is never slower than no entry. When the heuristic's own plan wins
+    # (it may be a stream-K plan, which no entry can name), the file keeps no entry for
+    # this problem, so the rung goes on choosing as the heuristic does.
+    heuristic_wins = heuristic_ms <= best.confirmed_ms
+    if heuristic_wins:
         winner = dispatch.heuristic(m, n, k, batch, device, configs)
         winner_ms = heuristic_ms
     else:
@@ -383,7 +387,7 @@ def tune_problem(kernel_id: str, problem, device: Device, limit: int, confirm_to
         tuned_at=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
         search_seconds=round(time.perf_counter() - started, 1))
     path = dispatch.tuning_path(device.name)
-    dispatch.store_tuning(path, device.name, {key: entry})
+    dispatch.store_tuning(path, device.name, {key: None if heuristic_wins else entry})
     return {"key": key, "entry": entry, "path": str(path), "outcomes": outcomes}
 
 

@@ -202,6 +202,8 @@ def test_store_merges_and_keeps_other_entries(_tuning_dir: Path) -> None:
                                                             "split": 1}})
     assert set(data["entries"]) == {"1x1x1x1", "2x2x2x1"}
     assert json.loads(path.read_text()) == data
+    data = dispatch.store_tuning(path, "gpu", {"1x1x1x1": None})
+    assert set(data["entries"]) == {"2x2x2x1"}
     assert list(_tuning_dir.glob("*.tmp")) == []
 
 

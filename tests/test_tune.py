@@ -189,8 +189,15 @@ def test_heuristic_is_kept_when_no_candidate_beats_it(monkeypatch: pytest.Monkey
     suite_ms = {(c.config.name, c.split): 5.0 for c in found}
     suite_ms[(heuristic.config.name, heuristic.split)] = 1.0
     _fake_search(monkeypatch, kt_ms, suite_ms)
+    key = dispatch.shape_key(m, n, k, batch)
+    path = dispatch.tuning_path(H100.name)
+    dispatch.store_tuning(path, H100.name, {key: dispatch_entry(found[0])})  # a stale entry
     entry = tune.tune_problem("cuda.22_adaptive", problem, H100, 4, 4, lambda _: None)["entry"]
     assert (entry["config"], entry["split"]) == (heuristic.config.name, heuristic.split)
+    # No entry pins the heuristic's config: the rung keeps choosing as the heuristic does
+    # (a stream-K plan included, which no entry can name), and a stale entry is dropped.
+    assert key not in dispatch.load_tuning(path)["entries"]
+    assert dispatch.choose(m, n, k, batch, H100).source != "tuned"
 
 
 def test_every_candidate_skipped_is_an_error_with_the_reasons(
@@ -350,3 +357,7 @@ def test_each_candidate_is_one_verified_kernel_tuner_call(fake_kernel_tuner,
             assert outcome.skipped == "" and outcome.kernel_tuner_ms == 0.25
     # Both ways of checking ran: C itself (one slice) and the slices added up.
     assert {o.choice.split > 1 for o in outcomes if not o.skipped} == {True, False}
+
+
+def dispatch_entry(choice) -> dict:
+    return tune.entry_of(choice, confirmed_ms=9.0)
