@@ -370,7 +370,7 @@ def tune_problem(kernel_id: str, problem, device: Device, limit: int, confirm_to
     # The tuned entry is never slower than no entry. When the heuristic's own plan wins
     # (it may be a stream-K plan, which no entry can name), the file keeps no entry for
     # this problem, so the rung goes on choosing as the heuristic does.
-    heuristic_wins = heuristic_ms <= best.confirmed_ms
+    heuristic_wins = heuristic_ms < best.confirmed_ms
     if heuristic_wins:
         winner = dispatch.heuristic(m, n, k, batch, device, configs)
         winner_ms = heuristic_ms

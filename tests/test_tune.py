@@ -189,13 +189,30 @@ def test_heuristic_is_kept_when_no_candidate_beats_it(monkeypatch: pytest.Monkey
     suite_ms = {(c.config.name, c.split): 5.0 for c in found}
     suite_ms[(heuristic.config.name, heuristic.split)] = 1.0
     _fake_search(monkeypatch, kt_ms, suite_ms)
-    key = dispatch.shape_key(m, n, k, batch)
-    path = dispatch.tuning_path(H100.name)
-    dispatch.store_tuning(path, H100.name, {key: dispatch_entry(found[0])})  # a stale entry
     entry = tune.tune_problem("cuda.22_adaptive", problem, H100, 4, 4, lambda _: None)["entry"]
     assert (entry["config"], entry["split"]) == (heuristic.config.name, heuristic.split)
-    # No entry pins the heuristic's config: the rung keeps choosing as the heuristic does
-    # (a stream-K plan included, which no entry can name), and a stale entry is dropped.
+
+
+def test_a_heuristic_plan_no_entry_can_name_wins_by_leaving_no_entry(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    problem = Problem(1024, 1024, 1024)
+    m, n, k, batch = tune.kernel_dims(problem)
+    found = tune.candidates(m, n, k, batch, H100, limit=4)
+    _fake_search(monkeypatch, {(c.config.name, c.split): 1.0 for c in found},
+                 {(c.config.name, c.split): 2.0 for c in found})
+    forced = tune.confirm
+
+    def confirm(kernel_id, problem, device_name, key, choice):
+        ms, info = forced(kernel_id, problem, device_name, key, choice)
+        return (0.5, {"streamk": True}) if choice is None else (ms, info)  # e.g. stream-K
+
+    monkeypatch.setattr(tune, "confirm", confirm)
+    key = dispatch.shape_key(m, n, k, batch)
+    path = dispatch.tuning_path(H100.name)
+    dispatch.store_tuning(path, H100.name, {key: tune.entry_of(found[0], confirmed_ms=9.0)})
+    tune.tune_problem("cuda.22_adaptive", problem, H100, 4, 4, lambda _: None)
+    # No entry pins a split-K config with the heuristic's time, and the stale one is gone:
+    # the rung goes on choosing as the heuristic does.
     assert key not in dispatch.load_tuning(path)["entries"]
     assert dispatch.choose(m, n, k, batch, H100).source != "tuned"
 
@@ -357,7 +374,3 @@ def test_each_candidate_is_one_verified_kernel_tuner_call(fake_kernel_tuner,
             assert outcome.skipped == "" and outcome.kernel_tuner_ms == 0.25
     # Both ways of checking ran: C itself (one slice) and the slices added up.
     assert {o.choice.split > 1 for o in outcomes if not o.skipped} == {True, False}
-
-
-def dispatch_entry(choice) -> dict:
-    return tune.entry_of(choice, confirmed_ms=9.0)
