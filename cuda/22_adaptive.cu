@@ -11,6 +11,9 @@
 // names. Small tiles fill the SMs on small problems (64x64 at 512^3), 256x128
 // tiles of 512 threads load less per FMA on large ones, 128-thread tiles lose
 // least to misaligned columns (4097^3).
+// Where the model finds the last wave clearly emptier than rung 23's even
+// share would leave it (4097^3: 92% of cuBLAS with stream-K, 88% without), the
+// planner launches rung 23's stream-K kernels instead; a tuned entry wins.
 // The launches are rung 21's extern "C" entries, included below:
 // mm_21_splitk(M, N, K, alpha, A, B, beta, C, W, splits), then, when K is
 // split, mm_21_reduce(M, N, batch, alpha, W, beta, C, splits).
