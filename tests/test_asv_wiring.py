@@ -195,6 +195,26 @@ def test_only_a_missing_backend_or_library_skips(tmp_path: Path, monkeypatch) ->
                        _suite.SIZES[kernel.backend][0])
 
 
+def test_transfers_on_a_cpu_opencl_device_are_skipped(tmp_path: Path, monkeypatch) -> None:
+    """PoCL's h2d and d2h are memcpy within host memory: noise for the gate, not tracked."""
+    import mmsuite
+
+    kernel = mmsuite.get("opencl.regblock_vec")
+    if not kernel.available:
+        pytest.skip(f"no OpenCL here: {kernel.reason}")
+    monkeypatch.setenv("MMSUITE_ASV_SAMPLING", "quick")
+    _suite, _, sgemm_opencl, _ = _import_benchmarks()
+    suite = sgemm_opencl.OpenclKernels()
+    suite.setup(str(tmp_path), kernel.id, 256)
+    assert suite.track_kernel_ms(str(tmp_path), kernel.id, 256) > 0
+    if suite.figures.get("no_transfers") is None:
+        assert suite.track_h2d_ms(str(tmp_path), kernel.id, 256) > 0  # a GPU: tracked
+        return
+    for metric in (suite.track_h2d_ms, suite.track_d2h_ms):
+        with pytest.raises(NotImplementedError, match="copies within host memory"):
+            metric(str(tmp_path), kernel.id, 256)
+
+
 def test_asv_check(tmp_path: Path, asv_env: dict[str, str]) -> None:
     conf = _write_conf(tmp_path / "asv.conf.json", ROOT, tmp_path)
     proc = _asv(["check", "--config", str(conf), "-E", "existing"], cwd=ROOT, env=asv_env)
