@@ -12,6 +12,7 @@ import signal
 import sys
 import traceback
 from collections import defaultdict
+from dataclasses import asdict
 from pathlib import Path
 
 from rich.console import Console
@@ -20,8 +21,9 @@ from rich.table import Table
 
 from . import __version__, catalogue, compare, environment, peak, report, results, workers
 from .backends import RunOptions, unavailable_reason
+from .backends.base import L2_POLICIES
 from .catalogue import Kernel
-from .measure import DEFAULT_REPEATS, DEFAULT_WARMUP
+from .measure import CLI_SAMPLING, DEFAULT_WARMUP, Sampling
 from .problem import FLOAT32_MAX, LAYOUTS, PRESET_HELP, PRESETS, Problem, parse_shape, preset
 from .sweep import Row, sweep
 from .tune import TuneError, cmd_tune
@@ -56,6 +58,25 @@ def _int_at_least(minimum: int):
 
 
 _positive_int, _non_negative_int = _int_at_least(1), _int_at_least(0)
+
+
+def _float_above(minimum: float, inclusive: bool):
+    """An argparse type: a finite number > ``minimum`` (>= when ``inclusive``)."""
+    what = f"a number {'>=' if inclusive else '>'} {minimum:g}"
+
+    def parse(text: str) -> float:
+        try:
+            value = float(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected {what}, got {text!r}") from None
+        if not math.isfinite(value) or value < minimum or (value == minimum and not inclusive):
+            raise argparse.ArgumentTypeError(f"expected {what}, got {text}")
+        return value
+
+    return parse
+
+
+_positive_float, _non_negative_float = _float_above(0, False), _float_above(0, True)
 
 # More OpenMP threads than this many per core only measures the scheduler.
 THREADS_PER_CORE_CAP = 4
@@ -138,7 +159,24 @@ def build_parser() -> argparse.ArgumentParser:
     prob.add_argument("--preset", choices=list(PRESETS),
                       help="; ".join(f"{k}: {v}" for k, v in PRESET_HELP.items()))
     meas = p_run.add_argument_group("measurement")
-    meas.add_argument("--repeats", type=_positive_int, default=DEFAULT_REPEATS)
+    meas.add_argument("--repeats", type=_positive_int, metavar="N",
+                      help="exactly N samples per kernel, whatever the noise (default: the "
+                           "stopping rule below)")
+    meas.add_argument("--min-samples", type=_positive_int, default=CLI_SAMPLING.min_samples,
+                      metavar="N", help="stopping rule: at least N samples (default %(default)s)")
+    meas.add_argument("--min-time", type=_non_negative_float, default=CLI_SAMPLING.min_seconds,
+                      metavar="S", help="stopping rule: at least S seconds of samples "
+                                        "(default %(default)s)")
+    meas.add_argument("--max-noise", type=_non_negative_float,
+                      default=100 * CLI_SAMPLING.noise_target, metavar="PCT",
+                      help="stopping rule: until the robust noise is below PCT %% "
+                           "(default %(default)s); rows left above it are marked noisy")
+    meas.add_argument("--max-time", type=_positive_float, default=CLI_SAMPLING.max_seconds,
+                      metavar="S", help="stopping rule: at most S seconds of samples per kernel "
+                                        "(default %(default)s; NVBench uses 15)")
+    meas.add_argument("--l2", choices=L2_POLICIES, default="warm",
+                      help="warm: inputs stay cached between samples, as in a loop; cold: "
+                           "the last-level cache is scrubbed before each sample")
     meas.add_argument("--warmup", type=_non_negative_int, default=DEFAULT_WARMUP)
     meas.add_argument("--threads", type=_threads,
                       help="OpenMP threads for the CPU ladder (default: all cores; at most "
@@ -384,7 +422,12 @@ def cmd_run(args: argparse.Namespace, console: Console) -> int:
         raise UsageError(str(exc)) from None
     kernels = select_kernels(args.backend, args.kernel)
     options = RunOptions(threads=args.threads, cl_device=args.cl_device, pinned=args.pinned,
-                         profile=args.profile)
+                         profile=args.profile, l2=args.l2)
+    sampling = None if args.repeats else Sampling(
+        min_samples=args.min_samples, min_seconds=args.min_time,
+        noise_target=args.max_noise / 100, max_seconds=args.max_time, name="cli")
+    if sampling is not None and args.min_time > args.max_time:
+        raise UsageError(f"--min-time {args.min_time} is above --max-time {args.max_time}")
     _check_selectors(kernels, options)
     why_not = _nothing_can_run(kernels, options)
     if why_not:
@@ -400,7 +443,8 @@ def cmd_run(args: argparse.Namespace, console: Console) -> int:
 
     order = [f"{k.id} @ {p.shape_label}" for p in problems for k in kernels]
     total, done = len(order), 0
-    settings = {"repeats": args.repeats, "warmup": args.warmup, "threads": args.threads,
+    settings = {"repeats": args.repeats, "sampling": asdict(sampling) if sampling else None,
+                "l2": args.l2, "warmup": args.warmup, "threads": args.threads,
                 "cl_device": args.cl_device, "pinned": args.pinned, "profile": args.profile,
                 "devices": devices, "timeout": args.timeout,
                 "problems": [p.to_dict() for p in problems]}
@@ -432,7 +476,8 @@ def cmd_run(args: argparse.Namespace, console: Console) -> int:
         interrupted = 0
         previous = signal.signal(signal.SIGTERM, _on_sigterm)
         try:
-            rows = sweep(kernels, problems, repeats=args.repeats, warmup=args.warmup,
+            rows = sweep(kernels, problems, repeats=args.repeats, sampling=sampling,
+                         warmup=args.warmup,
                          options=options, on_row=on_row, resume=resumed, devices=devices,
                          timeout=args.timeout)
         except (KeyboardInterrupt, Terminated) as exc:

@@ -327,3 +327,27 @@ def test_version_names_the_package_version(capsys: pytest.CaptureFixture) -> Non
         main(["--version"])
     assert exit_.value.code == 0
     assert capsys.readouterr().out.strip() == f"mmsuite {mmsuite.__version__}"
+
+
+def test_run_samples_by_the_stopping_rule_unless_repeats_is_given(tmp_path) -> None:
+    by_rule, fixed = tmp_path / "rule.json", tmp_path / "fixed.json"
+    base = ["run", "--kernel", "cpu.seq_ikj", "--shape", "17x9x5", "--warmup", "0"]
+    assert main([*base, "--min-samples", "3", "--min-time", "0", "--max-time", "0.5",
+                 "--max-noise", "50", "--l2", "cold", "--json", str(by_rule)]) == 0
+    assert main([*base, "--repeats", "4", "--json", str(fixed)]) == 0
+    rule = json.loads(by_rule.read_text())
+    assert rule["settings"]["sampling"]["min_samples"] == 3
+    assert rule["settings"]["sampling"]["noise_target"] == 0.5
+    assert rule["settings"]["l2"] == "cold" and rule["results"][0]["l2"] == "cold"
+    assert len(rule["results"][0]["kernel_ms"]["samples"]) >= 3
+    record = json.loads(fixed.read_text())["results"][0]
+    assert len(record["kernel_ms"]["samples"]) == 4 and record["sampling"]["name"] == "fixed"
+
+
+@pytest.mark.parametrize("argv", [["--max-noise", "-1"], ["--max-time", "0"],
+                                  ["--min-time", "nan"], ["--min-time", "5", "--max-time", "1"],
+                                  ["--l2", "lukewarm"]])
+def test_bad_sampling_options_give_one_line(argv: list[str], capsys) -> None:
+    assert main([*CPU_QUICK[:4], *argv]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and err.startswith("mmsuite")
