@@ -16,6 +16,7 @@ alternates every C rung's samples with a numpy session on the same call
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
 from collections.abc import Callable
 from pathlib import Path
@@ -114,7 +115,16 @@ class CpuBackend(Backend):
         b = ffi.cast("const float *", ffi.from_buffer(call.b))
         cp = ffi.cast("float *", ffi.from_buffer(c))
         args = (call.m, call.n, call.k, call.batch, call.alpha, a, b, call.beta, cp)
-        return lambda: fn(*args)
+
+        def launch() -> None:
+            # A rung that cannot allocate its buffers sets errno and fails rather than
+            # run another algorithm under its name: say so instead of a NaN mismatch.
+            ffi.errno = 0
+            fn(*args)
+            if ffi.errno == errno.ENOMEM:
+                raise MemoryError(f"{kernel.id} could not allocate its work buffers")
+
+        return launch
 
     def environment(self) -> dict:
         env: dict = {"omp_threads": self.threads, "numpy": np.__version__}
