@@ -14,6 +14,14 @@ dispatch may sit between the events: ``elapsed_ms()`` returns None (the engine
 takes the sample again) and the spin doubles, up to ``MAX_SPIN_NS``; past that
 the sample is kept and counted in ``uncovered``. The spin is bounded so that a
 profiler that serialises launches (Nsight Compute) never hangs on it.
+
+Checked on an H100 SXM against Nsight Compute's ``gpu__time_duration.sum`` (the
+kernels' own durations, summed per call): cuBLAS and rung 20 at 1024^3, 4096^3
+and batch 100 x 1000^3 within 2%; rung 20 at 512^3 +2.4%; cuBLAS at 512^3
+(a GEMM and a reduction kernel) +6% (0.0158 against 0.0148 ms). What remains is
+about a microsecond per call that events see and kernel durations do not: the
+start of the first kernel after the start event, and the gap between a call's
+kernels. cupy.matmul's dispatch there needed a spin of up to 800 us.
 """
 
 from __future__ import annotations
