@@ -35,11 +35,11 @@ import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from importlib.metadata import PackageNotFoundError, version
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from ..catalogue import ClGeometry, Kernel
+from ..launch import ClGeometry
 from ..layout import GemmCall
 from ..sources import read_source
 from .base import Backend, KernelUnavailable, RunOptions, Session, Timer
@@ -53,6 +53,9 @@ from .cl_devices import (
     select_device,
     smoke_test,
 )
+
+if TYPE_CHECKING:
+    from ..catalogue import Kernel
 
 # Twice the largest last-level cache of the devices this runs on (H100: 50 MB L2).
 SCRUB_BYTES = 256 * 2**20
