@@ -105,17 +105,6 @@ def _float32(text: str) -> float:
     return value
 
 
-def _seconds(text: str) -> float:
-    """An argparse type: a positive number of seconds."""
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected seconds, got {text!r}") from None
-    if not math.isfinite(value) or value <= 0:
-        raise argparse.ArgumentTypeError(f"expected a positive number of seconds, got {text}")
-    return value
-
-
 def _device_list(text: str) -> str | list[int]:
     """An argparse type: ``all`` or GPU indices ``0,1,...`` (checked against the GPUs later)."""
     if text.strip() == "all":
@@ -188,7 +177,7 @@ def build_parser() -> argparse.ArgumentParser:
                       help="add registers, shared memory and spill bytes (CUDA)")
     meas.add_argument("--devices", type=_device_list, metavar="all|0,1,...",
                       help="GPUs to spread the CUDA kernels over, one worker each (default 0)")
-    meas.add_argument("--timeout", type=_seconds, metavar="SECONDS",
+    meas.add_argument("--timeout", type=_positive_float, metavar="SECONDS",
                       help="per GPU kernel; its worker is killed past it (default: "
                            f"{workers.TIMEOUT_FLOOR_S:.0f} s plus {workers.TIMEOUT_LAUNCHES} "
                            "launches at 10 GFLOP/s)")

@@ -83,7 +83,7 @@ def test_unavailable_kernels_become_rows_and_the_run_goes_on(capsys) -> None:
     (["run", "--alpha", "1e39"], "argument --alpha: expected a number that is finite in float32"),
     (["run", "--beta", "-1e39"], "argument --beta: expected a number that is finite in float32"),
     (["run", "--threads", "10000"], "10000 is more than 4 threads per core"),
-    (["run", "--timeout", "0"], "expected a positive number of seconds"),
+    (["run", "--timeout", "0"], "expected a number > 0"),
     (["run", "--devices", "zero"], "expected 'all' or indices"),
     (["run", "--backend", "cpu", "--json", "/nonexistent/dir/x.json"],
      "folder /nonexistent/dir does not exist"),
