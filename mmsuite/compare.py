@@ -32,13 +32,13 @@ from pathlib import Path
 import numpy as np
 
 from . import results
+from .measure import robust_noise
 
 DEFAULT_THRESHOLD = 0.05
 DEFAULT_ALPHA = 0.01
 #: Below this many samples a side the test cannot reach ``DEFAULT_ALPHA`` however
 #: far apart the samples are (5 against 5 gives p = 0.009 at best).
 MIN_SAMPLES = 5
-MAD_TO_SIGMA = 1.4826
 #: A host is loaded when its 1-minute load average exceeds its cores by more than
 #: this: the run's own threads count in the load, a second program's do not fit.
 LOAD_MARGIN = 1.0
@@ -76,17 +76,6 @@ def mann_whitney_u(x: list[float] | np.ndarray, y: list[float] | np.ndarray
     delta = u - n1 * n2 / 2.0
     z = (abs(delta) - 0.5) / math.sqrt(variance) if abs(delta) >= 0.5 else 0.0
     return u, math.erfc(z / math.sqrt(2.0))
-
-
-def robust_noise(samples: list[float]) -> float | None:
-    """1.4826 * MAD / median: the relative noise the engine reports."""
-    if len(samples) < 2:
-        return None
-    values = np.asarray(samples, dtype=float)
-    median = float(np.median(values))
-    if median <= 0:
-        return None
-    return MAD_TO_SIGMA * float(np.median(np.abs(values - median))) / median
 
 
 # ----------------------------------------------------------------- comparison

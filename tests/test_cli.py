@@ -351,3 +351,15 @@ def test_bad_sampling_options_give_one_line(argv: list[str], capsys) -> None:
     assert main([*CPU_QUICK[:4], *argv]) == 2
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1 and err.startswith("mmsuite")
+
+
+def test_a_result_above_peak_makes_the_run_fail(monkeypatch: pytest.MonkeyPatch, capsys) -> None:
+    from mmsuite import peak
+
+    def flag_all(records: list[dict], env: dict) -> None:
+        for record in records:
+            record.update(status="invalid", reason="measurement error: 250% of FP32 peak")
+
+    monkeypatch.setattr(peak, "annotate", flag_all)
+    assert main(CPU_QUICK[:1] + ["--kernel", "cpu.seq_ikj", *CPU_QUICK[3:]]) == 1
+    assert "invalid" in capsys.readouterr().out
