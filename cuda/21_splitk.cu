@@ -82,6 +82,45 @@ static_assert(THREADS % (BK / 4) == 0 && (BN % B_JSTEP == 0 || B_JSTEP % BN == 0
 static_assert(THREADS <= 1024, "too many threads");
 static_assert(STAGES == 1 || STAGES == 2, "STAGES is 1 or 2");
 
+// acc += the thread's share of one BK step from shared memory: A fragments of
+// TM rows (float4s 4 LR apart) times B fragments of TN columns (float4s
+// 4 (32 / LR) apart).
+__device__ __forceinline__ void mac_tile(float (&acc)[TM][TN], const float* sa, const float* sb,
+                                         int tr, int tc) {
+#pragma unroll
+    for (int kk = 0; kk < BK; ++kk) {
+        float ar[TM], br[TN];
+#pragma unroll
+        for (int g = 0; g < TM / 4; ++g)
+            *reinterpret_cast<float4*>(ar + 4 * g) =
+                *reinterpret_cast<const float4*>(sa + kk * BM + tr + 4 * LR * g);
+#pragma unroll
+        for (int h = 0; h < TN / 4; ++h)
+            *reinterpret_cast<float4*>(br + 4 * h) =
+                *reinterpret_cast<const float4*>(sb + kk * LDB + tc + 4 * (32 / LR) * h);
+        outer_fma(acc, ar, br);
+    }
+}
+
+// out(r + 4 LR g + {0..3}, c + 4 (32 / LR) h + {0..3}) = alpha * acc + beta * out
+// for the thread's outputs of an M x N column-major matrix, predicated at its edges.
+__device__ __forceinline__ void store_tile(float* out, const float (&acc)[TM][TN], int M, int N,
+                                           int r, int c, bool vec_m, float alpha, float beta) {
+#pragma unroll
+    for (int y = 0; y < TN; ++y) {
+        const int j = c + 4 * (32 / LR) * (y / 4) + y % 4;
+        if (j >= N) continue;
+#pragma unroll
+        for (int g = 0; g < TM / 4; ++g) {
+            const int i = r + 4 * LR * g;
+            store4(out + i + (size_t)j * M,
+                   make_float4(acc[4 * g][y], acc[4 * g + 1][y], acc[4 * g + 2][y],
+                               acc[4 * g + 3][y]),
+                   M - i, vec_m, alpha, beta);
+        }
+    }
+}
+
 // C (SPLITS == 1) or workspace slice (SPLITS > 1) of matrix blockIdx.z / SPLITS
 // gets the block's tile; W holds batch * SPLITS * M * N floats (unused when 1).
 extern "C" __global__ void __launch_bounds__(THREADS, MINB)
@@ -166,19 +205,7 @@ mm_21_splitk(int M, int N, int K, float alpha, const float* A, const float* B, f
                 bv[r] = load4(b + (size_t)(B_JSTEP * r) * K,
                               b_on && j0 + lb_j + B_JSTEP * r < N ? next - lb_k : 0, vec_k);
         }
-#pragma unroll
-        for (int kk = 0; kk < BK; ++kk) {
-            float ar[TM], br[TN];
-#pragma unroll
-            for (int g = 0; g < TM / 4; ++g)
-                *reinterpret_cast<float4*>(ar + 4 * g) =
-                    *reinterpret_cast<const float4*>(sa + kk * BM + tr + 4 * LR * g);
-#pragma unroll
-            for (int h = 0; h < TN / 4; ++h)
-                *reinterpret_cast<float4*>(br + 4 * h) =
-                    *reinterpret_cast<const float4*>(sb + kk * LDB + tc + 4 * (32 / LR) * h);
-            outer_fma(acc, ar, br);
-        }
+        mac_tile(acc, sa, sb, tr, tc);
 #if STAGES == 1
         __syncthreads();  // the next tile's stores overwrite what was just read
 #endif
@@ -188,19 +215,7 @@ mm_21_splitk(int M, int N, int K, float alpha, const float* A, const float* B, f
         alpha = 1.0f;
         beta = 0.0f;
     }
-#pragma unroll
-    for (int y = 0; y < TN; ++y) {
-        const int j = j0 + tc + 4 * (32 / LR) * (y / 4) + y % 4;
-        if (j >= N) continue;
-#pragma unroll
-        for (int g = 0; g < TM / 4; ++g) {
-            const int i = i0 + tr + 4 * LR * g;
-            store4(out + i + (size_t)j * M,
-                   make_float4(acc[4 * g][y], acc[4 * g + 1][y], acc[4 * g + 2][y],
-                               acc[4 * g + 3][y]),
-                   M - i, vec_m, alpha, beta);
-        }
-    }
+    store_tile(out, acc, M, N, i0 + tr, j0 + tc, vec_m, alpha, beta);
 }
 
 // C = alpha * (W[0] + ... + W[splits - 1]) + beta * C for every matrix of the
