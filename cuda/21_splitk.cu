@@ -26,8 +26,8 @@
 // transposed (row pitch BN + 4) in shared memory, warp tiles of
 // (LR x TM) x (32 / LR x TN) with each thread's TM x TN outputs in groups of
 // four rows and columns, 4 x LR and 4 x (32 / LR) apart.
-// One BK step (mac_tile) and the store of a thread's outputs (store_tile) are
-// functions that rung 23 reuses; the K loop itself stays inline (see rung 23).
+// The store of a thread's outputs (store_tile) is a function rung 23 reuses;
+// the K loop stays inline (see rung 23).
 // Measured on the H100 (spin kernel ahead of each sample, L2 warm), % of
 // cuBLAS: 93% at 512^3 (rung 20: 29%), 98% at 1024^3 (54%), 90-91% at 2048^3
 // to 8192^3, 90% on 8192x128x8192 (43%), 64% on 128x128x65536 (1%) with 256
@@ -83,26 +83,6 @@ static_assert(THREADS % (BK / 4) == 0 && (BN % B_JSTEP == 0 || B_JSTEP % BN == 0
               "B staging must tile BK x BN");
 static_assert(THREADS <= 1024, "too many threads");
 static_assert(STAGES == 1 || STAGES == 2, "STAGES is 1 or 2");
-
-// acc += the thread's share of one BK step from shared memory: A fragments of
-// TM rows (float4s 4 LR apart) times B fragments of TN columns (float4s
-// 4 (32 / LR) apart).
-__device__ __forceinline__ void mac_tile(float (&acc)[TM][TN], const float* sa, const float* sb,
-                                         int tr, int tc) {
-#pragma unroll
-    for (int kk = 0; kk < BK; ++kk) {
-        float ar[TM], br[TN];
-#pragma unroll
-        for (int g = 0; g < TM / 4; ++g)
-            *reinterpret_cast<float4*>(ar + 4 * g) =
-                *reinterpret_cast<const float4*>(sa + kk * BM + tr + 4 * LR * g);
-#pragma unroll
-        for (int h = 0; h < TN / 4; ++h)
-            *reinterpret_cast<float4*>(br + 4 * h) =
-                *reinterpret_cast<const float4*>(sb + kk * LDB + tc + 4 * (32 / LR) * h);
-        outer_fma(acc, ar, br);
-    }
-}
 
 // out(r + 4 LR g + {0..3}, c + 4 (32 / LR) h + {0..3}) = alpha * acc + beta * out
 // for the thread's outputs of an M x N column-major matrix, predicated at its edges.
@@ -207,7 +187,19 @@ mm_21_splitk(int M, int N, int K, float alpha, const float* A, const float* B, f
                 bv[r] = load4(b + (size_t)(B_JSTEP * r) * K,
                               b_on && j0 + lb_j + B_JSTEP * r < N ? next - lb_k : 0, vec_k);
         }
-        mac_tile(acc, sa, sb, tr, tc);
+#pragma unroll
+        for (int kk = 0; kk < BK; ++kk) {
+            float ar[TM], br[TN];
+#pragma unroll
+            for (int g = 0; g < TM / 4; ++g)
+                *reinterpret_cast<float4*>(ar + 4 * g) =
+                    *reinterpret_cast<const float4*>(sa + kk * BM + tr + 4 * LR * g);
+#pragma unroll
+            for (int h = 0; h < TN / 4; ++h)
+                *reinterpret_cast<float4*>(br + 4 * h) =
+                    *reinterpret_cast<const float4*>(sb + kk * LDB + tc + 4 * (32 / LR) * h);
+            outer_fma(acc, ar, br);
+        }
 #if STAGES == 1
         __syncthreads();  // the next tile's stores overwrite what was just read
 #endif

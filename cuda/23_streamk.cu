@@ -36,8 +36,8 @@
 // 512^3 (94). With 512-thread tiles this loop ran 6-9% below rung 21's on the
 // same tile, with 64- and 128-thread tiles as fast; rung 22 therefore takes
 // stream-K only with the latter, where the model gains 8% or more (4097^3).
-// Rung 21's tile defines (BK 8 unless given) and its helpers mac_tile and
-// store_tile; its kernels come along unused.
+// Rung 21's tile defines (BK 8 unless given) and its store of a thread's
+// outputs (store_tile); its kernels come along unused.
 #ifndef BK
 #define BK 8
 #endif
@@ -65,7 +65,8 @@ __device__ __forceinline__ int sk_owner(int it, int total, int ctas) {
 // acc += A(i0.., kb..ke) * B(kb..ke, j0..): rung 21's loop over one K range, as
 // a function. Rung 21 keeps it inline: called as this function, its 512-thread
 // tiles ran 8% slower at 4096^3 on the H100 (43.5 against 47.3 TFLOP/s, the
-// same 128 registers and no spills), its 128-thread tiles as fast.
+// same 128 registers and no spills), its 128-thread tiles as fast; and its
+// BK step as a function of its own spilled three of rung 21's variants.
 __device__ __forceinline__ void mac_loop(float (&acc)[TM][TN], int M, int N, int K,
                                          const float* A, const float* B, int i0, int j0, int kb,
                                          int left, float* sa_all, float* sb_all, int tid,
@@ -123,7 +124,19 @@ __device__ __forceinline__ void mac_loop(float (&acc)[TM][TN], int M, int N, int
                 bv[r] = load4(b + (size_t)(B_JSTEP * r) * K,
                               b_on && j0 + lb_j + B_JSTEP * r < N ? next - lb_k : 0, vec_k);
         }
-        mac_tile(acc, sa, sb, tr, tc);
+#pragma unroll
+        for (int kk = 0; kk < BK; ++kk) {
+            float ar[TM], br[TN];
+#pragma unroll
+            for (int g = 0; g < TM / 4; ++g)
+                *reinterpret_cast<float4*>(ar + 4 * g) =
+                    *reinterpret_cast<const float4*>(sa + kk * BM + tr + 4 * LR * g);
+#pragma unroll
+            for (int h = 0; h < TN / 4; ++h)
+                *reinterpret_cast<float4*>(br + 4 * h) =
+                    *reinterpret_cast<const float4*>(sb + kk * LDB + tc + 4 * (32 / LR) * h);
+            outer_fma(acc, ar, br);
+        }
 #if STAGES == 1
         __syncthreads();
 #endif

@@ -15,7 +15,9 @@ untuned on any device.
 
 Tuning files live in ``$MMSUITE_TUNING_DIR`` when that is set, else in
 ``$XDG_CACHE_HOME/mmsuite/tuning`` (``~/.cache/mmsuite/tuning``), one JSON file
-per device name.
+per device name. For problems the user's file does not name, a file shipped
+with mmsuite (``mmsuite/tuning/``, written by ``mmsuite tune`` on that device)
+is read next; ``MMSUITE_BUNDLED_TUNING=0`` turns the shipped files off.
 """
 
 from __future__ import annotations
@@ -33,6 +35,8 @@ REDUCE_ENTRY = "mm_21_reduce"
 REDUCE_THREADS = 256
 TUNING_FORMAT = 1
 TUNING_ENV = "MMSUITE_TUNING_DIR"
+BUNDLED_ENV = "MMSUITE_BUNDLED_TUNING"
+BUNDLED_DIR = Path(__file__).with_name("tuning")
 
 # Hopper (H100 SXM) figures the model starts from when the device reports none.
 DEFAULT_SMS = 132
@@ -329,7 +333,16 @@ def device_slug(name: str) -> str:
 
 
 def tuning_path(device_name: str) -> Path:
+    """The user's tuning file for a device (``mmsuite tune`` writes it)."""
     return tuning_dir() / f"{device_slug(device_name)}.json"
+
+
+def bundled_tuning_path(device_name: str) -> Path | None:
+    """The tuning file shipped for a device, or None (none shipped, or turned off)."""
+    if os.environ.get(BUNDLED_ENV, "1") == "0":
+        return None
+    path = BUNDLED_DIR / f"{device_slug(device_name)}.json"
+    return path if path.is_file() else None
 
 
 def shape_key(m: int, n: int, k: int, batch: int = 1) -> str:
@@ -391,19 +404,26 @@ def choose(m: int, n: int, k: int, batch: int = 1, device: Device = Device(),
            configs: list[Config] | None = None) -> Choice:
     """The tuned entry for these exact sizes on this device if there is one, else the heuristic.
 
+    The user's tuning file is read first, then the one shipped for the device.
     ``configs`` restricts the heuristic (rung 21 keeps its 128x128 tile); a
     tuned entry applies only when its config is among them.
     """
-    path = tuning_path(device.name)
-    entry = load_tuning(path)["entries"].get(shape_key(m, n, k, batch))
-    if entry is not None:
+    paths = [p for p in (tuning_path(device.name), bundled_tuning_path(device.name))
+             if p is not None and p.is_file()]
+    key = shape_key(m, n, k, batch)
+    for path in paths:
+        entry = load_tuning(path)["entries"].get(key)
+        if entry is None:
+            continue
         choice = tuned_choice(entry, path)
         if (configs is None or choice.config in configs) and fits(
                 choice.config, choice.split, m, n, batch):
             return choice
+        break  # the first file naming the problem decides; its entry does not apply here
     choice = heuristic(m, n, k, batch, device, configs)
-    if path.is_file():
-        return Choice(choice.config, choice.split, choice.source, str(path), choice.estimate_ms)
+    if paths:  # the record names the file that was consulted
+        return Choice(choice.config, choice.split, choice.source, str(paths[0]),
+                      choice.estimate_ms)
     return choice
 
 
@@ -451,41 +471,6 @@ def plan_adaptive(entry: str, source: str, call, device: dict):
         return plan_streamk_split(streamk[0], STREAMK_SOURCE, streamk[1],
                                   {"splitk_estimate_ms": choice.estimate_ms})
     return plan(choice, source, call.m, call.n, call.batch)
-
-
-def make_launch(cp, get_function, choice: Choice, m: int, n: int, k: int, batch: int,
-                alpha: float, beta: float):
-    """``launch(a, b, c)`` enqueueing ``choice`` on CuPy's current stream.
-
-    ``get_function(defines, entry)`` returns the compiled ``cupy.RawKernel``.
-    With a split factor above 1 the workspace is allocated here, once, and each
-    launch is the main kernel followed by the reduction (both on one stream,
-    so the reduction starts after every slice is written).
-    """
-    import numpy as np
-
-    defines = choice.config.defines
-    main = get_function(defines, MAIN_ENTRY)
-    grid, block = choice.grid(m, n, batch), (choice.config.threads, 1, 1)
-    split = np.int32(choice.split)
-    workspace = cp.empty(max(1, choice.workspace_elems(m, n, batch)), dtype=cp.float32)
-    dims = (np.int32(m), np.int32(n), np.int32(k), np.float32(alpha))
-    if choice.split == 1:
-        def launch(a, b, c) -> None:
-            main(grid, block, dims + (a, b, np.float32(beta), c, workspace, split))
-
-        return launch
-    reduce = get_function(defines, REDUCE_ENTRY)
-    reduce_grid = (choice.reduce_grid(m, n, batch),)
-    reduce_dims = (np.int32(m), np.int32(n), np.int32(batch), np.float32(alpha))
-
-    def launch_split(a, b, c) -> None:
-        main(grid, block, dims + (a, b, np.float32(beta), c, workspace, split))
-        reduce(reduce_grid, (REDUCE_THREADS,),
-               reduce_dims + (workspace, np.float32(beta), c, split))
-
-    return launch_split
-
 
 
 # ------------------------------------------------------------------- stream-K

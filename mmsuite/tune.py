@@ -281,19 +281,21 @@ def run_kernel_tuner(choices: list[Choice], m: int, n: int, k: int, batch: int,
 @contextlib.contextmanager
 def _only_entry(device_name: str, key: str, choice: Choice | None) -> Iterator[None]:
     """A private tuning folder holding just ``choice`` for ``key`` (none: the heuristic)."""
-    saved = os.environ.get(dispatch.TUNING_ENV)
+    saved = {name: os.environ.get(name) for name in (dispatch.TUNING_ENV, dispatch.BUNDLED_ENV)}
     with tempfile.TemporaryDirectory(prefix="mmsuite-tune-") as folder:
         os.environ[dispatch.TUNING_ENV] = folder
+        os.environ[dispatch.BUNDLED_ENV] = "0"  # the heuristic itself, not a shipped entry
         try:
             if choice is not None:
                 dispatch.store_tuning(dispatch.tuning_path(device_name), device_name,
                                       {key: entry_of(choice)})
             yield
         finally:
-            if saved is None:
-                os.environ.pop(dispatch.TUNING_ENV, None)
-            else:
-                os.environ[dispatch.TUNING_ENV] = saved
+            for name, value in saved.items():
+                if value is None:
+                    os.environ.pop(name, None)
+                else:
+                    os.environ[name] = value
 
 
 def entry_of(choice: Choice, **extra) -> dict:

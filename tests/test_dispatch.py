@@ -25,6 +25,7 @@ def _tuning_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     """Every test reads and writes tuning files in its own folder, never the user's cache."""
     folder = tmp_path / "tuning"
     monkeypatch.setenv(dispatch.TUNING_ENV, str(folder))
+    monkeypatch.setattr(dispatch, "BUNDLED_DIR", tmp_path / "shipped")  # none, unless a test says
     return folder
 
 
@@ -64,24 +65,35 @@ def test_occupancy_follows_registers_and_threads() -> None:
     assert CONFIGS["64x128x16_b3"].blocks_per_sm == 3
 
 
-@pytest.mark.skipif(NVCC is None, reason="nvcc is not on PATH (install the CUDA toolkit)")
-@pytest.mark.parametrize("config", dispatch.SEARCH, ids=lambda c: c.name)
-def test_every_config_compiles_for_sm90_without_spills_at_its_occupancy(config: Config,
-                                                                      tmp_path: Path) -> None:
-    source = source_path(dispatch.SOURCE)
+def _ptxas(source: Path, config: Config, tmp_path: Path) -> dict[str, tuple[int, str]]:
+    """(registers, spill line) of each kernel nvcc compiles from ``source`` with the config."""
     cmd = [NVCC, "-arch=sm_90", "-c", "-Xptxas", "-v", "-I", str(source.parent),
            *[f"-D{k}={v}" for k, v in config.defines.items()], "-o", str(tmp_path / "o.o"),
            str(source)]
     done = subprocess.run(cmd, capture_output=True, text=True)
     assert done.returncode == 0, done.stderr
-    assert " 0 bytes spill stores" in done.stderr and "bytes spill stores" in done.stderr
-    spills = [line for line in done.stderr.splitlines() if "spill stores" in line]
-    assert all(line.strip().startswith("0 bytes stack frame, 0 bytes spill") for line in spills)
-    used = [int(line.split("Used ")[1].split()[0]) for line in done.stderr.splitlines()
-            if "Used " in line]
+    kernels: dict[str, tuple[int, str]] = {}
+    entry, spills = None, ""
+    for line in done.stderr.splitlines():
+        if "Compiling entry function" in line:
+            entry = line.split("'")[1]
+        elif "spill stores" in line:
+            spills = line.strip()
+        elif "Used " in line and entry is not None:
+            kernels[entry] = (int(line.split("Used ")[1].split()[0]), spills)
+            entry = None
+    return kernels
+
+
+@pytest.mark.skipif(NVCC is None, reason="nvcc is not on PATH (install the CUDA toolkit)")
+@pytest.mark.parametrize("config", dispatch.SEARCH, ids=lambda c: c.name)
+def test_every_config_compiles_for_sm90_without_spills_at_its_occupancy(config: Config,
+                                                                      tmp_path: Path) -> None:
+    regs, spills = _ptxas(source_path(dispatch.SOURCE), config, tmp_path)[dispatch.MAIN_ENTRY]
+    assert spills.startswith("0 bytes stack frame, 0 bytes spill"), spills
     # The model's occupancy holds for what the compiler allocated.
-    compiled = dataclasses.replace(config, regs=max(used))
-    assert compiled.blocks_per_sm == config.blocks_per_sm, f"{config.name}: {max(used)} registers"
+    compiled = dataclasses.replace(config, regs=regs)
+    assert compiled.blocks_per_sm == config.blocks_per_sm, f"{config.name}: {regs} registers"
 
 
 # --------------------------------------------------------------- heuristic
@@ -183,6 +195,57 @@ def test_tuned_entry_overrides_the_heuristic_for_its_shape_only() -> None:
     assert elsewhere.source == "heuristic" and elsewhere.tuning_file == str(path)
     # Another device reads its own file.
     assert dispatch.choose(512, 512, 512, 1, Device("Other GPU")).source == "heuristic"
+
+
+def _ship(tmp_path: Path, entries: dict) -> Path:
+    """A tuning file shipped for the H100 (in the test's stand-in for mmsuite/tuning/)."""
+    return dispatch.store_tuning(dispatch.BUNDLED_DIR / "nvidia-h100-80gb-hbm3.json", H100.name,
+                                 entries) and dispatch.BUNDLED_DIR / "nvidia-h100-80gb-hbm3.json"
+
+
+def test_shipped_entry_applies_where_the_user_file_names_nothing(tmp_path: Path) -> None:
+    shipped = _ship(tmp_path, {dispatch.shape_key(512, 512, 512, 1): {
+        "params": CONFIGS["64x64x16_t4x8_lr8"].params(), "split": 4}})
+    choice = dispatch.choose(512, 512, 512, 1, H100)
+    assert (choice.config.name, choice.split, choice.source) == ("64x64x16_t4x8_lr8", 4, "tuned")
+    assert choice.tuning_file == str(shipped)
+    # A problem neither file names: the heuristic, and the record says which file was read.
+    other = dispatch.choose(1024, 1024, 1024, 1, H100)
+    assert other.source == "heuristic" and other.tuning_file == str(shipped)
+
+
+def test_user_entry_wins_over_the_shipped_one(tmp_path: Path) -> None:
+    key = dispatch.shape_key(512, 512, 512, 1)
+    _ship(tmp_path, {key: {"params": CONFIGS["64x64x16_t4x8_lr8"].params(), "split": 4}})
+    user = dispatch.tuning_path(H100.name)
+    dispatch.store_tuning(user, H100.name, {key: {"params": CONFIGS["32x32x16_t4x4_lr4"].params(),
+                                                  "split": 1}})
+    choice = dispatch.choose(512, 512, 512, 1, H100)
+    assert (choice.config.name, choice.split) == ("32x32x16_t4x4_lr4", 1)
+    assert choice.tuning_file == str(user)
+
+
+def test_shipped_files_can_be_turned_off(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    _ship(tmp_path, {dispatch.shape_key(512, 512, 512, 1): {
+        "params": CONFIGS["64x64x16_t4x8_lr8"].params(), "split": 4}})
+    monkeypatch.setenv(dispatch.BUNDLED_ENV, "0")
+    choice = dispatch.choose(512, 512, 512, 1, H100)
+    assert choice.source == "heuristic" and choice.tuning_file is None
+
+
+def test_every_shipped_tuning_file_is_valid_for_its_device() -> None:
+    folder = Path(dispatch.__file__).with_name("tuning")
+    files = sorted(folder.glob("*.json"))
+    assert files, f"no tuning file ships in {folder}"
+    for path in files:
+        data = dispatch.load_tuning(path)
+        assert path.stem == dispatch.device_slug(data["device"])
+        assert data["entries"], f"{path} has no entries"
+        for key, entry in data["entries"].items():
+            m, n, k, batch = (int(x) for x in key.split("x"))
+            choice = dispatch.tuned_choice(entry, path)
+            assert dispatch.fits(choice.config, choice.split, m, n, batch), (path, key)
+            assert entry["confirmed_ms"] <= entry["heuristic"]["ms"], (path, key)
 
 
 def test_tuned_entry_outside_a_restricted_rung_is_ignored() -> None:
@@ -414,19 +477,11 @@ def test_streamk_refuses_more_iterations_than_an_int_counts() -> None:
 @pytest.mark.parametrize("config", dispatch.STREAMK_CONFIGS, ids=lambda c: c.name)
 def test_every_streamk_config_compiles_without_spills_at_its_occupancy(config: Config,
                                                                        tmp_path: Path) -> None:
-    source = source_path(dispatch.STREAMK_SOURCE)
-    cmd = [NVCC, "-arch=sm_90", "-c", "-Xptxas", "-v", "-I", str(source.parent),
-           *[f"-D{k}={v}" for k, v in config.defines.items()], "-o", str(tmp_path / "o.o"),
-           str(source)]
-    done = subprocess.run(cmd, capture_output=True, text=True)
-    assert done.returncode == 0, done.stderr
-    spills = [line for line in done.stderr.splitlines() if "spill stores" in line]
-    assert spills and all(line.strip().startswith("0 bytes stack frame, 0 bytes spill")
-                          for line in spills)
-    used = [int(line.split("Used ")[1].split()[0]) for line in done.stderr.splitlines()
-            if "Used " in line]
-    compiled = dataclasses.replace(config, regs=max(used))
-    assert compiled.blocks_per_sm == config.blocks_per_sm, f"{config.name}: {max(used)} registers"
+    regs, spills = _ptxas(source_path(dispatch.STREAMK_SOURCE), config,
+                          tmp_path)[dispatch.STREAMK_ENTRY]
+    assert spills.startswith("0 bytes stack frame, 0 bytes spill"), spills
+    compiled = dataclasses.replace(config, regs=regs)
+    assert compiled.blocks_per_sm == config.blocks_per_sm, f"{config.name}: {regs} registers"
 
 
 H100_FACTS = {"name": H100.name, "sm_count": H100.sms, "sm_clock_mhz": H100.clock_mhz}

@@ -27,6 +27,7 @@ H100 = Device("NVIDIA H100 80GB HBM3", 132, 1980)
 def _tuning_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     folder = tmp_path / "tuning"
     monkeypatch.setenv(dispatch.TUNING_ENV, str(folder))
+    monkeypatch.setattr(dispatch, "BUNDLED_DIR", tmp_path / "shipped")  # none shipped here
     return folder
 
 
