@@ -7,8 +7,8 @@
 // counts the waves of blocks on the SMs, how full the last one leaves them,
 // each block's K work, what scalar loads cost when M or K is not a multiple
 // of 4, and the reduction pass; a device's tuning file, written by
-// `mmsuite tune` after a Kernel Tuner search, overrides it for the problems it
-// names. Small tiles fill the SMs on small problems (64x64 at 512^3), 256x128
+// `mmsuite tune` after a Kernel Tuner search (the user's, else the one mmsuite
+// ships for the device), overrides it for the problems it names. Small tiles fill the SMs on small problems (64x64 at 512^3), 256x128
 // tiles of 512 threads load less per FMA on large ones, 128-thread tiles lose
 // least to misaligned columns (4097^3).
 // Where the model finds the last wave clearly emptier than rung 23's even
@@ -17,8 +17,16 @@
 // The launches are rung 21's extern "C" entries, included below:
 // mm_21_splitk(M, N, K, alpha, A, B, beta, C, W, splits), then, when K is
 // split, mm_21_reduce(M, N, batch, alpha, W, beta, C, splits).
-// Measured on the H100 (spin kernel ahead of each sample, L2 warm; tuned
-// entries for 512^3, 1024^3, 2048^3, 4096^3 and 128x128x65536), % of cuBLAS:
-// 94% at 512^3, 96% at 1024^3, 92-93% at 2048^3 to 8192^3, 88% at 4097^3,
-// 89% on 8192x128x8192, 79% on 128x128x65536, 95% on batch 100 x 1000^3.
+// Measured on the H100 (spin kernel ahead of each sample, L2 warm, cuBLAS in
+// the same run, the shipped tuning file), % of cuBLAS: 97% at 512^3 and
+// 1024^3, 92-93% at 2048^3 to 8192^3, 92% at 4097^3 (stream-K), 89.6% on
+// 8192x128x8192, 76% on 128x128x65536, 95% on batch 100 x 1000^3.
+// Tried on the H100 against the 256x128x16 tile of 512 threads (47.3 TFLOP/s
+// at 4096^3, 92% of cuBLAS), all slower: 16 x 8 outputs per thread in
+// 256-thread blocks, cuBLAS's own tile and warp layout there (46.8), a
+// cp.async pipeline of three stages (43.5), shared memory double-buffered at
+// BK 16 (45.1, dynamic shared memory) or one buffer at BK 32 (43.7). Nsight
+// Compute puts the gap in issue: cuBLAS issues on 91% of cycles with 8 warps
+// per SM, this tile on 82% with 16, its warps stalled at the two barriers per
+// K tile and on dispatch.
 #include "21_splitk.cu"

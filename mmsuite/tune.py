@@ -382,7 +382,9 @@ def tune_problem(kernel_id: str, problem, device: Device, limit: int, confirm_to
         winner, confirmed_ms=round(winner_ms, 5),
         confirmed_tflops=round(flops / winner_ms / 1e9, 2),
         heuristic={"config": heuristic_info.get("config"),
-                   "split": heuristic_info.get("split"), "ms": round(heuristic_ms, 5)},
+                   "split": heuristic_info.get("split"), "ms": round(heuristic_ms, 5),
+                   **({"streamk": True} if heuristic_info.get("streamk") else {})},
+        kept_heuristic=heuristic_wins,
         kernel_tuner_ms=best.kernel_tuner_ms, kernel=kernel_id,
         candidates=len(outcomes), skipped={f"{o.choice.config.name}/{o.choice.split}": o.skipped
                                            for o in skipped},
@@ -468,8 +470,15 @@ def cmd_tune(args: argparse.Namespace, console) -> int:
         for name, why in entry["skipped"].items():
             progress(f"skipped {name}: {why}")
         heuristic_ms = entry["heuristic"]["ms"]
+        if entry["kept_heuristic"]:  # no entry stored: the rung keeps its own plan
+            heuristic = entry["heuristic"]
+            tuned = "none (heuristic kept: " + (
+                f"stream-K {heuristic['config']})" if heuristic.get("streamk")
+                else f"{heuristic['config']} split {heuristic['split']})")
+        else:
+            tuned = f"{entry['config']} split {entry['split']}"
         table.add_row(label, str(entry["candidates"]), str(len(entry["skipped"])),
-                      f"{heuristic_ms:.4f}", f"{entry['config']} split {entry['split']}",
+                      f"{heuristic_ms:.4f}", tuned,
                       f"{entry['confirmed_ms']:.4f}", f"{entry['confirmed_tflops']:.1f}",
                       f"{heuristic_ms / entry['confirmed_ms']:.2f}x")
     console.print(table)

@@ -173,6 +173,7 @@ def test_winner_is_the_fastest_by_the_suites_timer_and_is_stored(
     assert entry["confirmed_ms"] == 1.5
     assert entry["heuristic"]["ms"] == suite_ms.get((heuristic.config.name, heuristic.split), 9)
     assert list(entry["skipped"].values()) == ["failed verification (fake)"]
+    assert entry["kept_heuristic"] is False
     stored = dispatch.load_tuning(dispatch.tuning_path(H100.name))["entries"][done["key"]]
     assert stored == entry
     choice = dispatch.choose(m, n, k, batch, H100)
@@ -192,6 +193,7 @@ def test_heuristic_is_kept_when_no_candidate_beats_it(monkeypatch: pytest.Monkey
     _fake_search(monkeypatch, kt_ms, suite_ms)
     entry = tune.tune_problem("cuda.22_adaptive", problem, H100, 4, 4, lambda _: None)["entry"]
     assert (entry["config"], entry["split"]) == (heuristic.config.name, heuristic.split)
+    assert entry["kept_heuristic"] is True
 
 
 def test_a_heuristic_plan_no_entry_can_name_wins_by_leaving_no_entry(
@@ -211,7 +213,8 @@ def test_a_heuristic_plan_no_entry_can_name_wins_by_leaving_no_entry(
     key = dispatch.shape_key(m, n, k, batch)
     path = dispatch.tuning_path(H100.name)
     dispatch.store_tuning(path, H100.name, {key: tune.entry_of(found[0], confirmed_ms=9.0)})
-    tune.tune_problem("cuda.22_adaptive", problem, H100, 4, 4, lambda _: None)
+    entry = tune.tune_problem("cuda.22_adaptive", problem, H100, 4, 4, lambda _: None)["entry"]
+    assert entry["kept_heuristic"] is True and entry["heuristic"]["streamk"] is True
     # No entry pins a split-K config with the heuristic's time, and the stale one is gone:
     # the rung goes on choosing as the heuristic does.
     assert key not in dispatch.load_tuning(path)["entries"]
