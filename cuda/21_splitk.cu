@@ -26,8 +26,9 @@
 // transposed (row pitch BN + 4) in shared memory, warp tiles of
 // (LR x TM) x (32 / LR x TN) with each thread's TM x TN outputs in groups of
 // four rows and columns, 4 x LR and 4 x (32 / LR) apart.
-// The store of a thread's outputs (store_tile) is a function rung 23 reuses;
-// the K loop stays inline (see rung 23).
+// The loop is text, cuda/mac_staging.inc and mac_loop.inc, that rung 23
+// includes as well;
+// the store of a thread's outputs (store_tile) is a function it reuses.
 // Measured on the H100 (spin kernel ahead of each sample, L2 warm), % of
 // cuBLAS: 93% at 512^3 (rung 20: 29%), 98% at 1024^3 (54%), 90-91% at 2048^3
 // to 8192^3, 90% on 8192x128x8192 (43%), 64% on 128x128x65536 (1%) with 256
@@ -127,83 +128,13 @@ mm_21_splitk(int M, int N, int K, float alpha, const float* A, const float* B, f
     __shared__ __align__(16) float sb_all[STAGES * BK * LDB];  // sb[k * LDB + j] per stage
     const int tid = threadIdx.x;
     const int i0 = blockIdx.x * BM, j0 = blockIdx.y * BN;
-    const bool vec_m = (M & 3) == 0, vec_k = (K & 3) == 0;
-    // Staging: A chunk r is A(i0 + la_i .. +3, k + la_k + A_KSTEP r); B chunk r is
-    // B(k + lb_k .. +3, j0 + lb_j + B_JSTEP r).
-    const int la_i = (tid % (BM / 4)) * 4, la_k = tid / (BM / 4);
-    const int lb_k = (tid % (BK / 4)) * 4, lb_j = tid / (BK / 4);
-    const bool a_on = A_KSTEP <= BK || la_k < BK, b_on = B_JSTEP <= BN || lb_j < BN;
-    const float* a = A + i0 + la_i + (size_t)(kb + la_k) * M;
-    const float* b = B + kb + lb_k + (size_t)(j0 + lb_j) * K;
-    const size_t a_step = (size_t)BK * M;
-    const int a_left = M - i0 - la_i;
+#include "mac_staging.inc"
     // Outputs: rows tr + 4 LR g + {0..3}, columns tc + 4 (32 / LR) h + {0..3}.
     const int warp = tid >> 5, lane = tid & 31;
     const int tr = (warp % WARPS_M) * WM + (lane % LR) * 4;
     const int tc = (warp / WARPS_M) * WN + (lane / LR) * 4;
     float acc[TM][TN] = {};
-    float4 av[A_CHUNKS], bv[B_CHUNKS];
-#pragma unroll
-    for (int r = 0; r < A_CHUNKS; ++r)
-        av[r] = load4(a + (size_t)(A_KSTEP * r) * M, a_on && la_k + A_KSTEP * r < left ? a_left : 0,
-                      vec_m);
-#pragma unroll
-    for (int r = 0; r < B_CHUNKS; ++r)
-        bv[r] = load4(b + (size_t)(B_JSTEP * r) * K,
-                      b_on && j0 + lb_j + B_JSTEP * r < N ? left - lb_k : 0, vec_k);
-#if STAGES == 2
-    int stage = 0;
-#endif
-    for (; left > 0; left -= BK) {
-#if STAGES == 2
-        float* sa = sa_all + stage * (BK * BM);
-        float* sb = sb_all + stage * (BK * LDB);
-        stage ^= 1;
-#else
-        float* sa = sa_all;
-        float* sb = sb_all;
-#endif
-        if (a_on) {
-#pragma unroll
-            for (int r = 0; r < A_CHUNKS; ++r)
-                *reinterpret_cast<float4*>(sa + (la_k + A_KSTEP * r) * BM + la_i) = av[r];
-        }
-        if (b_on) {
-#pragma unroll
-            for (int r = 0; r < B_CHUNKS; ++r)
-                store4_strided(sb, lb_k, LDB, lb_j + B_JSTEP * r, bv[r]);
-        }
-        __syncthreads();
-        const int next = left - BK;  // K left after this tile
-        if (next > 0) {  // next tile into registers while the FMAs below run
-            a += a_step;
-            b += BK;
-#pragma unroll
-            for (int r = 0; r < A_CHUNKS; ++r)
-                av[r] = load4(a + (size_t)(A_KSTEP * r) * M,
-                              a_on && la_k + A_KSTEP * r < next ? a_left : 0, vec_m);
-#pragma unroll
-            for (int r = 0; r < B_CHUNKS; ++r)
-                bv[r] = load4(b + (size_t)(B_JSTEP * r) * K,
-                              b_on && j0 + lb_j + B_JSTEP * r < N ? next - lb_k : 0, vec_k);
-        }
-#pragma unroll
-        for (int kk = 0; kk < BK; ++kk) {
-            float ar[TM], br[TN];
-#pragma unroll
-            for (int g = 0; g < TM / 4; ++g)
-                *reinterpret_cast<float4*>(ar + 4 * g) =
-                    *reinterpret_cast<const float4*>(sa + kk * BM + tr + 4 * LR * g);
-#pragma unroll
-            for (int h = 0; h < TN / 4; ++h)
-                *reinterpret_cast<float4*>(br + 4 * h) =
-                    *reinterpret_cast<const float4*>(sb + kk * LDB + tc + 4 * (32 / LR) * h);
-            outer_fma(acc, ar, br);
-        }
-#if STAGES == 1
-        __syncthreads();  // the next tile's stores overwrite what was just read
-#endif
-    }
+#include "mac_loop.inc"
     // Raw partial sums into the workspace: alpha and beta belong to the reduction.
     if (splits > 1) {
         alpha = 1.0f;

@@ -36,8 +36,8 @@
 // 512^3 (94). With 512-thread tiles this loop ran 6-9% below rung 21's on the
 // same tile, with 64- and 128-thread tiles as fast; rung 22 therefore takes
 // stream-K only with the latter, where the model gains 8% or more (4097^3).
-// Rung 21's tile defines (BK 8 unless given) and its store of a thread's
-// outputs (store_tile); its kernels come along unused.
+// Rung 21's tile defines (BK 8 unless given), its MAC loop and its store of
+// a thread's outputs (store_tile); its kernels come along unused.
 #ifndef BK
 #define BK 8
 #endif
@@ -62,85 +62,15 @@ __device__ __forceinline__ int sk_owner(int it, int total, int ctas) {
     return it < big ? it / (base + 1) : extra + (it - big) / base;
 }
 
-// acc += A(i0.., kb..ke) * B(kb..ke, j0..): rung 21's loop over one K range, as
-// a function. Rung 21 keeps it inline: called as this function, its 512-thread
-// tiles ran 8% slower at 4096^3 on the H100 (43.5 against 47.3 TFLOP/s, the
-// same 128 registers and no spills), its 128-thread tiles as fast; and its
-// BK step as a function of its own spilled three of rung 21's variants.
+// acc += A(i0.., kb..kb + left) * B(kb..kb + left, j0..): rung 21's loop
+// (cuda/mac_staging.inc, mac_loop.inc) over one K range, as a function the
+// tile loop calls.
 __device__ __forceinline__ void mac_loop(float (&acc)[TM][TN], int M, int N, int K,
                                          const float* A, const float* B, int i0, int j0, int kb,
                                          int left, float* sa_all, float* sb_all, int tid,
                                          int tr, int tc) {
-    const bool vec_m = (M & 3) == 0, vec_k = (K & 3) == 0;
-    const int la_i = (tid % (BM / 4)) * 4, la_k = tid / (BM / 4);
-    const int lb_k = (tid % (BK / 4)) * 4, lb_j = tid / (BK / 4);
-    const bool a_on = A_KSTEP <= BK || la_k < BK, b_on = B_JSTEP <= BN || lb_j < BN;
-    const float* a = A + i0 + la_i + (size_t)(kb + la_k) * M;
-    const float* b = B + kb + lb_k + (size_t)(j0 + lb_j) * K;
-    const size_t a_step = (size_t)BK * M;
-    const int a_left = M - i0 - la_i;
-    float4 av[A_CHUNKS], bv[B_CHUNKS];
-#pragma unroll
-    for (int r = 0; r < A_CHUNKS; ++r)
-        av[r] = load4(a + (size_t)(A_KSTEP * r) * M, a_on && la_k + A_KSTEP * r < left ? a_left : 0,
-                      vec_m);
-#pragma unroll
-    for (int r = 0; r < B_CHUNKS; ++r)
-        bv[r] = load4(b + (size_t)(B_JSTEP * r) * K,
-                      b_on && j0 + lb_j + B_JSTEP * r < N ? left - lb_k : 0, vec_k);
-#if STAGES == 2
-    int stage = 0;
-#endif
-    for (; left > 0; left -= BK) {
-#if STAGES == 2
-        float* sa = sa_all + stage * (BK * BM);
-        float* sb = sb_all + stage * (BK * LDB);
-        stage ^= 1;
-#else
-        float* sa = sa_all;
-        float* sb = sb_all;
-#endif
-        if (a_on) {
-#pragma unroll
-            for (int r = 0; r < A_CHUNKS; ++r)
-                *reinterpret_cast<float4*>(sa + (la_k + A_KSTEP * r) * BM + la_i) = av[r];
-        }
-        if (b_on) {
-#pragma unroll
-            for (int r = 0; r < B_CHUNKS; ++r)
-                store4_strided(sb, lb_k, LDB, lb_j + B_JSTEP * r, bv[r]);
-        }
-        __syncthreads();
-        const int next = left - BK;
-        if (next > 0) {
-            a += a_step;
-            b += BK;
-#pragma unroll
-            for (int r = 0; r < A_CHUNKS; ++r)
-                av[r] = load4(a + (size_t)(A_KSTEP * r) * M,
-                              a_on && la_k + A_KSTEP * r < next ? a_left : 0, vec_m);
-#pragma unroll
-            for (int r = 0; r < B_CHUNKS; ++r)
-                bv[r] = load4(b + (size_t)(B_JSTEP * r) * K,
-                              b_on && j0 + lb_j + B_JSTEP * r < N ? next - lb_k : 0, vec_k);
-        }
-#pragma unroll
-        for (int kk = 0; kk < BK; ++kk) {
-            float ar[TM], br[TN];
-#pragma unroll
-            for (int g = 0; g < TM / 4; ++g)
-                *reinterpret_cast<float4*>(ar + 4 * g) =
-                    *reinterpret_cast<const float4*>(sa + kk * BM + tr + 4 * LR * g);
-#pragma unroll
-            for (int h = 0; h < TN / 4; ++h)
-                *reinterpret_cast<float4*>(br + 4 * h) =
-                    *reinterpret_cast<const float4*>(sb + kk * LDB + tc + 4 * (32 / LR) * h);
-            outer_fma(acc, ar, br);
-        }
-#if STAGES == 1
-        __syncthreads();
-#endif
-    }
+#include "mac_staging.inc"
+#include "mac_loop.inc"
 #if STAGES == 2
     __syncthreads();  // the next tile's first stores go to a buffer just read
 #endif

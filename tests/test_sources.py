@@ -14,6 +14,20 @@ def test_local_includes_are_inlined(tmp_path: Path) -> None:
     assert out.count("#define X 3") == 1 and "#include <cstdio>" in out
 
 
+def test_fragments_are_inlined_at_every_include(tmp_path: Path) -> None:
+    (tmp_path / "body.inc").write_text("x += 1;\n")
+    text = 'void f() {\n#include "body.inc"\n}\nvoid g() {\n#include "body.inc"\n}\n'
+    assert expand_includes(text, tmp_path).count("x += 1;") == 2
+
+
+def test_rungs_21_and_23_share_one_mac_loop() -> None:
+    loop = (Path(__file__).parent.parent / "cuda" / "mac_loop.inc").read_text()
+    body = loop[loop.index("float4 av[A_CHUNKS]"):]
+    assert body in read_source("cuda/21_splitk.cu")
+    streamk = read_source("cuda/23_streamk.cu")
+    assert streamk.count(body) == 2  # rung 21's kernels (included) and rung 23's mac_loop
+
+
 def test_read_source_inlines_the_shared_headers() -> None:
     assert "mm_store" in read_source("cuda/07_blocktile_2d.cu")  # from common.cuh
     assert '#include "common.h"' not in read_source("cl/01_naive.cl")

@@ -29,10 +29,12 @@ def source_path(relative: str) -> Path:
 
 
 def expand_includes(text: str, folder: Path, seen: set[str] | None = None) -> str:
-    """Inline ``#include "x"`` lines that name files of ``folder`` (recursively, once each).
+    """Inline ``#include "x"`` lines that name files of ``folder`` (recursively).
 
-    Run-time compilers (NVRTC, OpenCL drivers) then need no include path, and a
-    compiler cache keyed by the code notices an edited header.
+    Headers are inlined once each; ``.inc`` files are statement fragments,
+    inlined at every include. Run-time compilers (NVRTC, OpenCL drivers) then
+    need no include path, and a compiler cache keyed by the code notices an
+    edited header.
     """
     seen = set() if seen is None else seen
 
@@ -43,7 +45,8 @@ def expand_includes(text: str, folder: Path, seen: set[str] | None = None) -> st
             return match.group(0)
         if name in seen:
             return f"// {name} already included"
-        seen.add(name)
+        if not name.endswith(".inc"):
+            seen.add(name)
         body = expand_includes(path.read_text(), folder, seen)
         return f"// begin {name}\n{body}\n// end {name}"
 
