@@ -3,8 +3,9 @@
 Every chart says what it measures on its axes, and none lets a kernel that did not
 produce a trustworthy time look fast: failed, unavailable, errored and invalid
 (above peak) kernels get a labelled marker instead of a bar, noisy ones a hatched bar.
-Each function returns a :class:`matplotlib.figure.Figure`; :func:`save` writes it as
-SVG (text kept as text, so a browser can search it) and PNG.
+Each chart function returns a :class:`matplotlib.figure.Figure`; :func:`save` writes it as
+SVG (text kept as text, so a browser can search it) and PNG; :func:`plot` writes the
+PNG figures of `--plots`.
 """
 
 from __future__ import annotations
@@ -466,3 +467,21 @@ def machines_chart(by_machine: dict[str, list[dict]], title: str = "") -> Figure
     ax.legend(unique.values(), unique.keys(), fontsize=8, loc="lower right")
     ax.set_title(title or "machines side by side", fontsize=11, loc="left")
     return fig
+
+
+def plot(records: list[dict], out_dir: Path) -> list[Path]:
+    """PNG figures for ``--plots``: each problem's ladder (``ladder_<i>.png``), throughput
+    against size when several sizes ran (``sweep.png``) and the best of each backend
+    (``summary.png``), drawn as in the HTML report. Returns the paths written."""
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    figures = [(ladder_chart(group, title=problem_label(group[0])), f"ladder_{i}")
+               for i, group in enumerate(group_by_problem(records).values())]
+    figures += [(sweep_chart(records), "sweep"), (summary_chart(records), "summary")]
+    written = []
+    for fig, name in figures:
+        if fig is not None:
+            path = out_dir / f"{name}.png"
+            fig.savefig(path, dpi=110)
+            written.append(path)
+    return written

@@ -501,7 +501,9 @@ def cmd_run(args: argparse.Namespace, console: Console) -> int:
         args.markdown.write_text(report.render_markdown(shown_records)
                                  + "".join(f"\n{note}\n" for note in notes))
     if args.plots:
-        for path in report.plot(records, args.plots):
+        from . import charts  # matplotlib loads only when plots are asked for
+
+        for path in charts.plot(records, args.plots):
             console.print(f"plot written to {path}")
     if args.report:
         from . import report_html
@@ -542,7 +544,9 @@ def cmd_report(args: argparse.Namespace, console: Console) -> int:
 
         report_html.render_terminal(args.results, console, wide=args.wide)
     if args.plots:
-        for path in report.plot(records, args.plots):
+        from . import charts  # matplotlib loads only when plots are asked for
+
+        for path in charts.plot(records, args.plots):
             console.print(f"plot written to {path}")
     if args.out:
         from . import report_html

@@ -1,4 +1,4 @@
-"""Reports: the ladder table (terminal and Markdown) and plots, from result records.
+"""Reports: the ladder table (terminal and Markdown), from result records.
 
 Everything here works on the JSON records a run writes, so a saved result file
 renders the same table as the run that made it.
@@ -11,7 +11,6 @@ import statistics
 from collections import defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass
-from pathlib import Path
 
 from .catalogue import BASELINE_ID, CATALOGUE
 
@@ -339,23 +338,3 @@ def render_markdown(records: list[dict]) -> str:
         lines += ["", _caption(rows), ""]
         parts.append("\n".join(lines))
     return "\n".join(parts)
-
-
-def plot(records: list[dict], out_dir: Path) -> list[Path]:
-    """PNG figures for ``--plots``: each problem's ladder (``ladder_<i>.png``), throughput
-    against size when several sizes ran (``sweep.png``) and the best of each backend
-    (``summary.png``), drawn as in the HTML report. Returns the paths written."""
-    from . import charts
-
-    out_dir = Path(out_dir)
-    out_dir.mkdir(parents=True, exist_ok=True)
-    figures = [(charts.ladder_chart(group, title=problem_label(group[0])), f"ladder_{i}")
-               for i, group in enumerate(group_by_problem(records).values())]
-    figures += [(charts.sweep_chart(records), "sweep"), (charts.summary_chart(records), "summary")]
-    written = []
-    for fig, name in figures:
-        if fig is not None:
-            path = out_dir / f"{name}.png"
-            fig.savefig(path, dpi=110)
-            written.append(path)
-    return written

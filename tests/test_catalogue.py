@@ -19,6 +19,19 @@ def test_every_backend_has_a_ladder_and_at_most_one_reference() -> None:
         assert len([k for k in ladder if k.reference]) <= 1
 
 
+def test_every_kernel_offers_what_the_adapters_read() -> None:
+    """The adapters type kernels by ``KernelSpec`` and never import the catalogue."""
+    from mmsuite.backends.base import KernelSpec
+
+    wanted = [name for name, value in vars(KernelSpec).items() if isinstance(value, property)]
+    assert {"id", "source", "entry", "launch"} <= set(wanted)
+    for kernel in mmsuite.kernels():
+        assert all(hasattr(kernel, name) for name in wanted), kernel.id
+    backends = Path(catalogue.__file__).parent / "backends"
+    for path in backends.glob("*.py"):
+        assert "catalogue import" not in path.read_text(), path.name
+
+
 def test_ids_are_unique_and_prefixed_by_backend() -> None:
     ids = [k.id for k in mmsuite.kernels()]
     assert len(ids) == len(set(ids))

@@ -4,14 +4,10 @@ from __future__ import annotations
 
 import importlib
 from functools import cache
-from typing import TYPE_CHECKING
 
-from .base import Backend, KernelUnavailable, RunOptions, Session
+from .base import Backend, KernelSpec, KernelUnavailable, RunOptions, Session
 
-if TYPE_CHECKING:  # the catalogue imports this registry (Kernel.reason), never the reverse
-    from ..catalogue import Kernel
-
-__all__ = ["Backend", "KernelUnavailable", "RunOptions", "Session", "get_backend",
+__all__ = ["Backend", "KernelSpec", "KernelUnavailable", "RunOptions", "Session", "get_backend",
            "unavailable_reason"]
 
 _ADAPTERS = {
@@ -47,7 +43,7 @@ def _backend_reason(name: str, options: RunOptions) -> str:
         return f"{name} backend failed to load: {type(exc).__name__}: {exc}"
 
 
-def unavailable_reason(kernel: Kernel, options: RunOptions | None = None) -> str:
+def unavailable_reason(kernel: KernelSpec, options: RunOptions | None = None) -> str:
     """Why ``kernel`` cannot run with ``options``; empty when it can. Never raises."""
     options = options or DEFAULT_OPTIONS
     reason = _backend_reason(kernel.backend, options)

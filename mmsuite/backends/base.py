@@ -29,12 +29,11 @@ from __future__ import annotations
 import time
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
 
-if TYPE_CHECKING:  # the catalogue asks this package about availability, never the reverse
-    from ..catalogue import Kernel
+if TYPE_CHECKING:
     from ..layout import GemmCall
     from ..problem import Problem
 
@@ -54,6 +53,26 @@ class RunOptions:
     def __post_init__(self) -> None:
         if self.l2 not in L2_POLICIES:
             raise ValueError(f"l2 must be one of {', '.join(L2_POLICIES)}, got {self.l2!r}")
+
+
+class KernelSpec(Protocol):
+    """What an adapter reads of a kernel: ``mmsuite.catalogue.Kernel`` is one. The
+    adapters never import the catalogue, which asks them whether a kernel can run."""
+
+    @property
+    def id(self) -> str: ...
+    @property
+    def backend(self) -> str: ...
+    @property
+    def source(self) -> str | None: ...
+    @property
+    def entry(self) -> str | None: ...
+    @property
+    def layout(self) -> str: ...
+    @property
+    def reference(self) -> bool: ...
+    @property
+    def launch(self) -> Any: ...
 
 
 class KernelUnavailable(RuntimeError):
@@ -109,7 +128,7 @@ class Session(ABC):
     has_transfers: bool = False
     warmup_floor_s: float = 0.0
 
-    def __init__(self, kernel: Kernel, call: GemmCall) -> None:
+    def __init__(self, kernel: KernelSpec, call: GemmCall) -> None:
         self.kernel = kernel
         self.call = call
         self.info: dict = {}
@@ -171,12 +190,12 @@ class Backend(ABC):
     def probe(self) -> str:
         """Empty when the backend can run here, else a one-line reason with a way out."""
 
-    def kernel_reason(self, kernel: Kernel) -> str:
+    def kernel_reason(self, kernel: KernelSpec) -> str:
         """Empty when this kernel can run on the selected device, else why not."""
         return ""
 
     @abstractmethod
-    def prepare(self, kernel: Kernel, call: GemmCall) -> Session:
+    def prepare(self, kernel: KernelSpec, call: GemmCall) -> Session:
         """Compile or look up ``kernel``, allocate and copy ``call``'s inputs in (untimed)."""
 
     def environment(self) -> dict:

@@ -28,8 +28,8 @@ from ..host import blas_info
 from .base import Backend, RunOptions, Session, Timer, WallTimer
 
 if TYPE_CHECKING:
-    from ..catalogue import Kernel
     from ..layout import GemmCall
+    from .base import KernelSpec
 
 # A warm-up (when asked for) lasts at least this long: OpenBLAS's worker threads,
 # used by numpy for the float64 reference or the interleaved reference samples,
@@ -80,7 +80,7 @@ class CpuBackend(Backend):
     def probe(self) -> str:
         return ""  # numpy always works; C rungs report their own reason
 
-    def kernel_reason(self, kernel: Kernel) -> str:
+    def kernel_reason(self, kernel: KernelSpec) -> str:
         if kernel.reference:
             return ""
         if self._ext is None:
@@ -94,7 +94,7 @@ class CpuBackend(Backend):
         """The OpenMP threads the C rungs run with under these options."""
         return self.options.threads or _DEFAULT_THREADS or os.cpu_count() or 1
 
-    def prepare(self, kernel: Kernel, call: GemmCall) -> Session:
+    def prepare(self, kernel: KernelSpec, call: GemmCall) -> Session:
         session = _CpuSession(kernel, call)
         if kernel.reference:
             limiter, threads = _blas_limiter(self.options.threads)
@@ -108,7 +108,7 @@ class CpuBackend(Backend):
         session.info["threads"] = threads
         return session
 
-    def _c_launch(self, kernel: Kernel, call: GemmCall, c: np.ndarray) -> Callable[[], None]:
+    def _c_launch(self, kernel: KernelSpec, call: GemmCall, c: np.ndarray) -> Callable[[], None]:
         ffi, lib = self._ext.ffi, self._ext.lib
         fn = getattr(lib, kernel.entry)
         a = ffi.cast("const float *", ffi.from_buffer(call.a))
@@ -208,7 +208,7 @@ class _CpuSession(Session):
 
     warmup_floor_s = WARMUP_FLOOR_S
 
-    def __init__(self, kernel: Kernel, call: GemmCall) -> None:
+    def __init__(self, kernel: KernelSpec, call: GemmCall) -> None:
         super().__init__(kernel, call)
         self.c = np.empty(call.c_size, dtype=np.float32)
         self.launch_fn: Callable[[], None] = lambda: None

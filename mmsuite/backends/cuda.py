@@ -55,9 +55,9 @@ from .base import Backend, RunOptions, Session
 from .cuda_session import CudaLaunchError, CudaSession, cublas_steps, kernel_steps
 
 if TYPE_CHECKING:
-    from ..catalogue import Kernel
     from ..layout import GemmCall
     from ..problem import Problem
+    from .base import KernelSpec
 
 INSTALL_HINT = "install CuPy with `pip install 'mmsuite[cuda]'`"
 MAX_STATIC_SMEM = 48 * 1024
@@ -94,7 +94,7 @@ def _import_cupy():
     return cupy
 
 
-def launch_of(kernel: Kernel) -> CudaLaunch:
+def launch_of(kernel: KernelSpec) -> CudaLaunch:
     launch = kernel.launch
     return launch if isinstance(launch, CudaLaunch) else CudaLaunch(**dict(launch))
 
@@ -117,7 +117,7 @@ class CudaBackend(Backend):
                     "NVIDIA GPU and its driver")
         return "" if count > 0 else "no CUDA device found; CUDA kernels need an NVIDIA GPU"
 
-    def kernel_reason(self, kernel: Kernel) -> str:
+    def kernel_reason(self, kernel: KernelSpec) -> str:
         if kernel.reference:
             return ""
         if not kernel.source or not kernel.entry:
@@ -160,7 +160,7 @@ class CudaBackend(Backend):
             fn.max_dynamic_shared_size_bytes = smem
         return fn
 
-    def plan(self, kernel: Kernel, call: GemmCall) -> CudaPlan:
+    def plan(self, kernel: KernelSpec, call: GemmCall) -> CudaPlan:
         """The launches of one sample of ``kernel`` on ``call`` (``mmsuite.launch``)."""
         launch = launch_of(kernel)
         if launch.planner is None:
@@ -180,7 +180,7 @@ class CudaBackend(Backend):
                 f"{free / 2**30:.2f} GiB of {total / 2**30:.2f} GiB is free; use a smaller "
                 "shape or batch")
 
-    def prepare(self, kernel: Kernel, call: GemmCall) -> Session:
+    def prepare(self, kernel: KernelSpec, call: GemmCall) -> Session:
         cp = self._cupy
         if self._stream is None:
             self._stream = cp.cuda.Stream(non_blocking=True)

@@ -18,9 +18,9 @@ from . import cuda_timing
 from .base import Session, Timer
 
 if TYPE_CHECKING:
-    from ..catalogue import Kernel
     from ..launch import CudaPlan
     from ..layout import GemmCall
+    from .base import KernelSpec
 
 
 class CudaLaunchError(RuntimeError):
@@ -87,7 +87,7 @@ class CudaSession(Session):
 
     has_transfers = True
 
-    def __init__(self, kernel: Kernel, call: GemmCall, cp: Any, stream: Any, env: dict) -> None:
+    def __init__(self, kernel: KernelSpec, call: GemmCall, cp: Any, stream: Any, env: dict) -> None:
         super().__init__(kernel, call)
         self.cp, self.stream, self._env = cp, stream, env
         self.steps: list[Callable[[], None]] = []

@@ -55,7 +55,7 @@ from .cl_devices import (
 )
 
 if TYPE_CHECKING:
-    from ..catalogue import Kernel
+    from .base import KernelSpec
 
 # Twice the largest last-level cache of the devices this runs on (H100: 50 MB L2).
 SCRUB_BYTES = 256 * 2**20
@@ -186,11 +186,11 @@ class OpenCLBackend(Backend):
                     f"{dev.local_mem_size} B")
         return ""
 
-    def candidates(self, kernel: Kernel) -> list[ClGeometry]:
+    def candidates(self, kernel: KernelSpec) -> list[ClGeometry]:
         """The catalogue's geometries for this device type, best first."""
         return list(kernel.launch.get(self.device_type, kernel.launch.get("GPU", ())))
 
-    def kernel_reason(self, kernel: Kernel) -> str:
+    def kernel_reason(self, kernel: KernelSpec) -> str:
         if kernel.reference:
             return _clblast_reason()
         try:
@@ -204,7 +204,7 @@ class OpenCLBackend(Backend):
             return f"{self.entry.name} refuses every geometry of {kernel.id}: {refusals[-1]}"
         return ""
 
-    def build(self, kernel: Kernel, vec: bool = False) -> Built:
+    def build(self, kernel: KernelSpec, vec: bool = False) -> Built:
         """Build ``kernel`` with the first geometry the device accepts (cached)."""
         key = (kernel.id, int(vec))
         if key in self._built:
@@ -240,7 +240,7 @@ class OpenCLBackend(Backend):
                                 + "; ".join(refusals))
 
     # ----------------------------------------------------------------- sessions
-    def prepare(self, kernel: Kernel, call: GemmCall) -> Session:
+    def prepare(self, kernel: KernelSpec, call: GemmCall) -> Session:
         if kernel.reference:
             reason = _clblast_reason()
             if reason:
@@ -295,7 +295,7 @@ class _ClSession(Session):
 
     has_transfers = True
 
-    def __init__(self, backend: OpenCLBackend, kernel: Kernel, call: GemmCall) -> None:
+    def __init__(self, backend: OpenCLBackend, kernel: KernelSpec, call: GemmCall) -> None:
         super().__init__(kernel, call)
         cl = self._cl = backend._cl
         self.queue, self.context = backend.queue, backend.context
@@ -375,7 +375,7 @@ class _ClSession(Session):
 class _KernelSession(_ClSession):
     """A cl/ rung: one NDRange per launch."""
 
-    def __init__(self, backend: OpenCLBackend, kernel: Kernel, call: GemmCall,
+    def __init__(self, backend: OpenCLBackend, kernel: KernelSpec, call: GemmCall,
                  built: Built) -> None:
         super().__init__(backend, kernel, call)
         geometry, self._kernel = built.geometry, built.kernel
@@ -400,7 +400,7 @@ class _KernelSession(_ClSession):
 class _ClblastSession(_ClSession):
     """The reference: CLBlast's sgemm, one call per matrix of the batch."""
 
-    def __init__(self, backend: OpenCLBackend, kernel: Kernel, call: GemmCall) -> None:
+    def __init__(self, backend: OpenCLBackend, kernel: KernelSpec, call: GemmCall) -> None:
         super().__init__(backend, kernel, call)
         import pyclblast
         from pyopencl.array import Array
