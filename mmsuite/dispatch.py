@@ -17,7 +17,9 @@ Tuning files live in ``$MMSUITE_TUNING_DIR`` when that is set, else in
 ``$XDG_CACHE_HOME/mmsuite/tuning`` (``~/.cache/mmsuite/tuning``), one JSON file
 per device name. For problems the user's file does not name, a file shipped
 with mmsuite (``mmsuite/tuning/``, written by ``mmsuite tune`` on that device)
-is read next; ``MMSUITE_BUNDLED_TUNING=0`` turns the shipped files off.
+is read next; ``MMSUITE_BUNDLED_TUNING=0`` turns the shipped files off. An
+entry names a config and a split factor, or (``"streamk": true``) one of rung
+23's stream-K variants.
 """
 
 from __future__ import annotations
@@ -218,6 +220,7 @@ class Choice:
     tuning_file: str | None = None
     estimate_ms: float | None = None
     extra: dict = field(default_factory=dict, compare=False)
+    streamk: bool = False  # rung 23's stream-K kernels with this tile instead (split 1)
 
     def grid(self, m: int, n: int, batch: int) -> tuple[int, int, int]:
         return (-(-m // self.config.bm), -(-n // self.config.bn), batch * self.split)
@@ -234,6 +237,8 @@ class Choice:
         """What the result record's ``info`` says about the choice."""
         out = {"config": self.config.name, "params": self.config.params(), "split": self.split,
                "threads": self.config.threads, "choice": self.source}
+        if self.streamk:
+            out["streamk"] = True
         if self.tuning_file:
             out["tuning_file"] = self.tuning_file
         if self.estimate_ms is not None:
@@ -397,7 +402,25 @@ def tuned_choice(entry: dict, path: Path) -> Choice:
         raise TuningFileError(f"bad entry in {path}: {entry!r} ({exc})") from exc
     if split < 1:
         raise TuningFileError(f"bad entry in {path}: split {split} < 1")
+    if entry.get("streamk"):
+        known = {c.name: c for c in STREAMK_CONFIGS}
+        if config.name not in known or split != 1:
+            raise TuningFileError(f"bad entry in {path}: {config.name} split {split} is not one "
+                                  f"of rung 23's stream-K variants ({', '.join(known)})")
+        return Choice(known[config.name], 1, source="tuned", tuning_file=str(path), streamk=True)
     return Choice(config, split, source="tuned", tuning_file=str(path))
+
+
+def applies(choice: Choice, m: int, n: int, k: int, batch: int,
+            device: Device = Device()) -> bool:
+    """The choice can launch this problem: grid limits, workspace, stream-K's int counters."""
+    if not choice.streamk:
+        return fits(choice.config, choice.split, m, n, batch)
+    try:
+        streamk_split(choice.config, m, n, k, batch, device)
+    except ValueError:
+        return False
+    return True
 
 
 def choose(m: int, n: int, k: int, batch: int = 1, device: Device = Device(),
@@ -416,8 +439,8 @@ def choose(m: int, n: int, k: int, batch: int = 1, device: Device = Device(),
         if entry is None:
             continue
         choice = tuned_choice(entry, path)
-        if (configs is None or choice.config in configs) and fits(
-                choice.config, choice.split, m, n, batch):
+        if (configs is None or (choice.config in configs and not choice.streamk)) and applies(
+                choice, m, n, k, batch, device):
             return choice
         break  # the first file naming the problem decides; its entry does not apply here
     choice = heuristic(m, n, k, batch, device, configs)
@@ -466,6 +489,10 @@ def plan_adaptive(entry: str, source: str, call, device: dict):
     """Planner of the dispatching rung: tile config and split factor per problem, or
     rung 23's stream-K where the model finds it clearly faster (``adaptive_streamk``)."""
     choice = choose(call.m, call.n, call.k, call.batch, _device(device))
+    if choice.streamk:  # a tuned stream-K entry
+        split = streamk_split(choice.config, call.m, call.n, call.k, call.batch, _device(device))
+        return plan_streamk_split(split, STREAMK_SOURCE, extra={
+            "choice": choice.source, "tuning_file": choice.tuning_file})
     streamk = adaptive_streamk(choice, call.m, call.n, call.k, call.batch, _device(device))
     if streamk is not None:
         return plan_streamk_split(streamk[0], STREAMK_SOURCE, streamk[1],

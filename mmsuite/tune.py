@@ -21,8 +21,11 @@ For each problem the search runs in three steps:
    the reduction kernel, so the best few candidates, and the heuristic's
    choice, are measured again with the suite's own timer (``mmsuite.run`` on
    the rung, whole plan per sample, the host's dispatch outside the events).
+   So are rung 23's stream-K variants that the model ranks best, which
+   Kernel Tuner does not time (its check knows the split-K kernel only).
    The fastest becomes the problem's entry in the device's tuning file, which
-   the rung reads from then on (``mmsuite.dispatch``).
+   the rung reads from then on (``mmsuite.dispatch``); when the heuristic's
+   own plan is fastest, the problem gets no entry.
 """
 
 from __future__ import annotations
@@ -48,6 +51,7 @@ from .dispatch import Choice, Config, Device
 TUNABLE: dict[str, list[Config] | None] = {"cuda.22_adaptive": None}
 DEFAULT_CANDIDATES = 16
 DEFAULT_CONFIRM = 3
+DEFAULT_STREAMK = 2  # stream-K variants confirmed per problem, beyond the split-K candidates
 #: Kernel Tuner's order of the parameters (its cache files are keyed by it).
 PARAM_ORDER = ("BM", "BN", "BK", "TM", "TN", "LR", "STAGES", "MINB", "block_size_x")
 #: Argument positions of mm_21_splitk (M, N, K, alpha, A, B, beta, C, W, splits).
@@ -95,6 +99,25 @@ def candidates(m: int, n: int, k: int, batch: int, device: Device,
     if all((c.config, c.split) != (heuristic.config, heuristic.split) for c in chosen):
         chosen[-1:] = [heuristic] if len(chosen) >= limit else chosen[-1:] + [heuristic]
     return chosen
+
+
+def streamk_candidates(m: int, n: int, k: int, batch: int, device: Device,
+                       limit: int = DEFAULT_STREAMK) -> list[Choice]:
+    """Rung 23's stream-K variants the model ranks best for the problem, where stream-K
+    shares any tile (it does not when the tiles fill whole waves). Kernel Tuner does not
+    time these (its check knows the split-K kernel only): the suite's run confirms them."""
+    ranked = []
+    for config in dispatch.STREAMK_CONFIGS:
+        try:
+            split = dispatch.streamk_split(config, m, n, k, batch, device)
+        except ValueError:  # more iterations than the kernels count
+            continue
+        if split.sk_ctas:
+            seconds = dispatch.estimate_streamk_seconds(split, m, n, k, batch, device)
+            ranked.append((seconds, config.name,
+                           Choice(config, 1, estimate_ms=seconds * 1e3, streamk=True)))
+    ranked.sort(key=lambda item: (item[0], item[1]))
+    return [choice for _, _, choice in ranked[:max(0, limit)]]
 
 
 def kernel_tuner_params(choices: list[Choice]) -> tuple[dict[str, list[int]], Callable]:
@@ -300,8 +323,16 @@ def _only_entry(device_name: str, key: str, choice: Choice | None) -> Iterator[N
 
 def entry_of(choice: Choice, **extra) -> dict:
     """A tuning-file entry for a choice."""
+    streamk = {"streamk": True} if choice.streamk else {}
     return {"params": choice.config.params(), "config": choice.config.name,
-            "split": choice.split, **extra}
+            "split": choice.split, **streamk, **extra}
+
+
+def label_of(choice: Choice) -> str:
+    """How a candidate is named in progress lines and in the tuning file's skips."""
+    if choice.streamk:
+        return f"{choice.config.name}/stream-K"
+    return f"{choice.config.name}/{choice.split}"
 
 
 def confirm(kernel_id: str, problem, device_name: str, key: str,
@@ -332,15 +363,16 @@ def tune_problem(kernel_id: str, problem, device: Device, limit: int, confirm_to
     key = dispatch.shape_key(m, n, k, batch)
     configs = TUNABLE[kernel_id]
     choices = candidates(m, n, k, batch, device, configs, limit)
-    progress(f"{len(choices)} candidates for the kernel's {m}x{n}x{k} (batch {batch})")
+    streamk = streamk_candidates(m, n, k, batch, device) if configs is None else []
+    progress(f"{len(choices)} candidates for the kernel's {m}x{n}x{k} (batch {batch})"
+             + (f", and {len(streamk)} stream-K variants for the suite's run" if streamk else ""))
     started = time.perf_counter()
     outcomes = run_kernel_tuner(choices, m, n, k, batch, device, progress)
     good = [o for o in outcomes if not o.skipped]
     skipped = [o for o in outcomes if o.skipped]
-    if not good:
+    if not good:  # a search whose every compiled candidate failed: something is broken
         raise RuntimeError(f"every candidate for {key} was skipped: "
-                           + "; ".join(f"{o.choice.config.name}/{o.choice.split}: {o.skipped}"
-                                       for o in skipped))
+                           + "; ".join(f"{label_of(o.choice)}: {o.skipped}" for o in skipped))
 
     def ranked_ms(o: Outcome) -> float:
         # Kernel Tuner timed the main kernel only: add the modelled reduction pass.
@@ -350,11 +382,13 @@ def tune_problem(kernel_id: str, problem, device: Device, limit: int, confirm_to
         return o.kernel_tuner_ms + extra
 
     good.sort(key=ranked_ms)
+    to_confirm = good[:max(1, confirm_top)] + [Outcome(choice) for choice in streamk]
     heuristic_ms, heuristic_info = confirm(kernel_id, problem, device.name, key, None)
-    progress(f"heuristic {heuristic_info.get('config')}/{heuristic_info.get('split')}: "
-             f"{heuristic_ms:.4f} ms (suite timer)")
-    for outcome in good[:max(1, confirm_top)]:
-        name = f"{outcome.choice.config.name}/{outcome.choice.split}"
+    progress(f"heuristic {heuristic_info.get('config')}/"
+             + ("stream-K" if heuristic_info.get("streamk") else str(heuristic_info.get("split")))
+             + f": {heuristic_ms:.4f} ms (suite timer)")
+    for outcome in to_confirm:
+        name = label_of(outcome.choice)
         try:
             outcome.confirmed_ms, _ = confirm(kernel_id, problem, device.name, key,
                                               outcome.choice)
@@ -364,14 +398,14 @@ def tune_problem(kernel_id: str, problem, device: Device, limit: int, confirm_to
             progress(f"skipped {name}: {outcome.skipped}")
             continue
         progress(f"confirmed {name}: {outcome.confirmed_ms:.4f} ms (suite timer)")
-    confirmed = [o for o in good if o.confirmed_ms is not None]
+    confirmed = [o for o in to_confirm if o.confirmed_ms is not None]
     if not confirmed:
         raise RuntimeError(f"no candidate for {key} passed the suite's run")
     best = min(confirmed, key=lambda o: o.confirmed_ms)
     flops = 2.0 * m * n * k * batch
     # The tuned entry is never slower than no entry. When the heuristic's own plan wins
-    # (it may be a stream-K plan, which no entry can name), the file keeps no entry for
-    # this problem, so the rung goes on choosing as the heuristic does.
+    # (it may be the model's stream-K plan), the file keeps no entry for this problem,
+    # so the rung goes on choosing as the heuristic does.
     heuristic_wins = heuristic_ms < best.confirmed_ms
     if heuristic_wins:
         winner = dispatch.heuristic(m, n, k, batch, device, configs)
@@ -386,8 +420,8 @@ def tune_problem(kernel_id: str, problem, device: Device, limit: int, confirm_to
                    **({"streamk": True} if heuristic_info.get("streamk") else {})},
         kept_heuristic=heuristic_wins,
         kernel_tuner_ms=best.kernel_tuner_ms, kernel=kernel_id,
-        candidates=len(outcomes), skipped={f"{o.choice.config.name}/{o.choice.split}": o.skipped
-                                           for o in skipped},
+        candidates=len(outcomes) + len(streamk),
+        skipped={label_of(o.choice): o.skipped for o in skipped},
         tuned_at=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
         search_seconds=round(time.perf_counter() - started, 1))
     path = dispatch.tuning_path(device.name)
@@ -475,6 +509,8 @@ def cmd_tune(args: argparse.Namespace, console) -> int:
             tuned = "none (heuristic kept: " + (
                 f"stream-K {heuristic['config']})" if heuristic.get("streamk")
                 else f"{heuristic['config']} split {heuristic['split']})")
+        elif entry.get("streamk"):
+            tuned = f"stream-K {entry['config']}"
         else:
             tuned = f"{entry['config']} split {entry['split']}"
         table.add_row(label, str(entry["candidates"]), str(len(entry["skipped"])),

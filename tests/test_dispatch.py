@@ -248,6 +248,30 @@ def test_every_shipped_tuning_file_is_valid_for_its_device() -> None:
             assert entry["confirmed_ms"] <= entry["heuristic"]["ms"], (path, key)
 
 
+def test_tuned_streamk_entry_launches_rung_23s_kernels() -> None:
+    path = dispatch.tuning_path(H100.name)
+    variant = dispatch.STREAMK_CONFIGS[-1]
+    dispatch.store_tuning(path, H100.name, {dispatch.shape_key(4097, 4097, 4097, 1): {
+        "params": variant.params(), "split": 1, "streamk": True}})
+    plan = dispatch.plan_adaptive("mm_21_splitk", dispatch.SOURCE, _call(4097, 4097, 4097),
+                                  FACTS)
+    assert plan.steps[0].entry == dispatch.STREAMK_ENTRY
+    assert plan.steps[0].source == dispatch.STREAMK_SOURCE
+    info = plan.info["dispatch"]
+    assert (info["config"], info["choice"], info["tuning_file"]) == (variant.name, "tuned",
+                                                                     str(path))
+    # Rung 21 keeps its own tile: a stream-K entry does not apply to it.
+    assert not dispatch.choose(4097, 4097, 4097, 1, H100, [dispatch.RUNG21_CONFIG]).streamk
+
+
+def test_streamk_entry_must_name_a_streamk_variant() -> None:
+    path = dispatch.tuning_path(H100.name)
+    dispatch.store_tuning(path, H100.name, {"64x64x64x1": {
+        "params": CONFIGS["128x128x16"].params(), "split": 1, "streamk": True}})
+    with pytest.raises(dispatch.TuningFileError, match="stream-K variants"):
+        dispatch.choose(64, 64, 64, 1, H100)
+
+
 def test_tuned_entry_outside_a_restricted_rung_is_ignored() -> None:
     path = dispatch.tuning_path(H100.name)
     dispatch.store_tuning(path, H100.name, {dispatch.shape_key(512, 512, 512, 1): {

@@ -146,6 +146,9 @@ def _fake_search(monkeypatch: pytest.MonkeyPatch, kt_ms: dict, suite_ms: dict) -
         # What the rung would run: the forced entry, or its heuristic.
         chosen = choice or dispatch.heuristic(*tune.kernel_dims(problem), H100)
         confirmed.append(chosen)
+        if chosen.streamk:
+            name = (chosen.config.name, "stream-K")
+            return suite_ms.get(name, 9.0), {"config": name[0], "split": 1, "streamk": True}
         name = (chosen.config.name, chosen.split)
         return suite_ms.get(name, 9.0), {"config": name[0], "split": name[1]}
 
@@ -218,6 +221,25 @@ def test_a_heuristic_plan_no_entry_can_name_wins_by_leaving_no_entry(
     # the rung goes on choosing as the heuristic does.
     assert key not in dispatch.load_tuning(path)["entries"]
     assert dispatch.choose(m, n, k, batch, H100).source != "tuned"
+
+
+def test_streamk_variants_are_confirmed_and_a_winner_is_stored(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    problem = Problem(4097, 4097, 4097)  # 4.1 waves of 128x128 tiles: stream-K shares a wave
+    m, n, k, batch = tune.kernel_dims(problem)
+    variants = tune.streamk_candidates(m, n, k, batch, H100)
+    assert variants and all(c.streamk and c.split == 1 for c in variants)
+    found = tune.candidates(m, n, k, batch, H100, limit=4)
+    confirmed = _fake_search(monkeypatch, {(c.config.name, c.split): 1.0 for c in found},
+                             {(variants[-1].config.name, "stream-K"): 2.0})
+    lines: list[str] = []
+    entry = tune.tune_problem("cuda.22_adaptive", problem, H100, 4, 2, lines.append)["entry"]
+    assert all(v in confirmed for v in variants)  # by the suite's run, never Kernel Tuner
+    assert (entry["config"], entry["streamk"], entry["kept_heuristic"]) == (
+        variants[-1].config.name, True, False)
+    assert any("stream-K" in line for line in lines)
+    choice = dispatch.choose(m, n, k, batch, H100)
+    assert choice.streamk and choice.source == "tuned"
 
 
 def test_every_candidate_skipped_is_an_error_with_the_reasons(
