@@ -495,8 +495,9 @@ def plan_adaptive(entry: str, source: str, call, device: dict):
             "choice": choice.source, "tuning_file": choice.tuning_file})
     streamk = adaptive_streamk(choice, call.m, call.n, call.k, call.batch, _device(device))
     if streamk is not None:
+        consulted = {"tuning_file": choice.tuning_file} if choice.tuning_file else {}
         return plan_streamk_split(streamk[0], STREAMK_SOURCE, streamk[1],
-                                  {"splitk_estimate_ms": choice.estimate_ms})
+                                  {"splitk_estimate_ms": choice.estimate_ms, **consulted})
     return plan(choice, source, call.m, call.n, call.batch)
 
 

@@ -523,6 +523,15 @@ def test_adaptive_takes_streamk_where_it_measured_faster() -> None:
     assert all(s.source == dispatch.STREAMK_SOURCE for s in plan.steps)
     assert (info["config"], info["sk_ctas"], info["sk_tiles"]) == ("64x128x16_b3", 396, 561)
     assert info["estimate_ms"] < info["splitk_estimate_ms"]
+    assert "tuning_file" not in info  # none was read
+
+
+def test_heuristic_streamk_plan_names_the_tuning_file_it_read() -> None:
+    path = dispatch.tuning_path(H100.name)
+    dispatch.store_tuning(path, H100.name, {"64x64x64x1": {
+        "params": CONFIGS["64x64x16_t4x4_lr4"].params(), "split": 1}})
+    info = _adaptive(4097, 4097, 4097).info["dispatch"]
+    assert info["streamk"] and info["choice"] == "heuristic" and info["tuning_file"] == str(path)
 
 
 @pytest.mark.parametrize("m,n,k,batch", [
