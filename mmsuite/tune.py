@@ -328,11 +328,20 @@ def entry_of(choice: Choice, **extra) -> dict:
             "split": choice.split, **streamk, **extra}
 
 
+def plan_label(config: str, split, streamk: bool = False) -> str:
+    """How a plan is named in progress lines and in the tuning file's skips."""
+    return f"{config}/stream-K" if streamk else f"{config}/{split}"
+
+
 def label_of(choice: Choice) -> str:
-    """How a candidate is named in progress lines and in the tuning file's skips."""
-    if choice.streamk:
-        return f"{choice.config.name}/stream-K"
-    return f"{choice.config.name}/{choice.split}"
+    return plan_label(choice.config.name, choice.split, choice.streamk)
+
+
+def plan_words(plan: dict) -> str:
+    """A tuning entry's plan (or its ``heuristic`` record) for the table."""
+    if plan.get("streamk"):
+        return f"stream-K {plan['config']}"
+    return f"{plan['config']} split {plan['split']}"
 
 
 def confirm(kernel_id: str, problem, device_name: str, key: str,
@@ -384,9 +393,9 @@ def tune_problem(kernel_id: str, problem, device: Device, limit: int, confirm_to
     good.sort(key=ranked_ms)
     to_confirm = good[:max(1, confirm_top)] + [Outcome(choice) for choice in streamk]
     heuristic_ms, heuristic_info = confirm(kernel_id, problem, device.name, key, None)
-    progress(f"heuristic {heuristic_info.get('config')}/"
-             + ("stream-K" if heuristic_info.get("streamk") else str(heuristic_info.get("split")))
-             + f": {heuristic_ms:.4f} ms (suite timer)")
+    heuristic_name = plan_label(heuristic_info.get("config"), heuristic_info.get("split"),
+                                heuristic_info.get("streamk", False))
+    progress(f"heuristic {heuristic_name}: {heuristic_ms:.4f} ms (suite timer)")
     for outcome in to_confirm:
         name = label_of(outcome.choice)
         try:
@@ -504,15 +513,9 @@ def cmd_tune(args: argparse.Namespace, console) -> int:
         for name, why in entry["skipped"].items():
             progress(f"skipped {name}: {why}")
         heuristic_ms = entry["heuristic"]["ms"]
-        if entry["kept_heuristic"]:  # no entry stored: the rung keeps its own plan
-            heuristic = entry["heuristic"]
-            tuned = "none (heuristic kept: " + (
-                f"stream-K {heuristic['config']})" if heuristic.get("streamk")
-                else f"{heuristic['config']} split {heuristic['split']})")
-        elif entry.get("streamk"):
-            tuned = f"stream-K {entry['config']}"
-        else:
-            tuned = f"{entry['config']} split {entry['split']}"
+        # No entry stored when the heuristic won: the rung keeps its own plan.
+        tuned = (f"none (heuristic kept: {plan_words(entry['heuristic'])})"
+                 if entry["kept_heuristic"] else plan_words(entry))
         table.add_row(label, str(entry["candidates"]), str(len(entry["skipped"])),
                       f"{heuristic_ms:.4f}", tuned,
                       f"{entry['confirmed_ms']:.4f}", f"{entry['confirmed_tflops']:.1f}",

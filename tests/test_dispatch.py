@@ -199,8 +199,9 @@ def test_tuned_entry_overrides_the_heuristic_for_its_shape_only() -> None:
 
 def _ship(tmp_path: Path, entries: dict) -> Path:
     """A tuning file shipped for the H100 (in the test's stand-in for mmsuite/tuning/)."""
-    return dispatch.store_tuning(dispatch.BUNDLED_DIR / "nvidia-h100-80gb-hbm3.json", H100.name,
-                                 entries) and dispatch.BUNDLED_DIR / "nvidia-h100-80gb-hbm3.json"
+    path = dispatch.BUNDLED_DIR / "nvidia-h100-80gb-hbm3.json"
+    dispatch.store_tuning(path, H100.name, entries)
+    return path
 
 
 def test_shipped_entry_applies_where_the_user_file_names_nothing(tmp_path: Path) -> None:
