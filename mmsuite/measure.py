@@ -6,10 +6,15 @@ Adapters give primitives (``mmsuite.backends.base``); the loop lives here:
 2. transfers, on devices that have them, in their own phase: h2d of A and B and
    d2h of C, with pageable and with pinned host memory;
 3. warm-up: ``warmup`` untimed launches, lasting at least the session's floor;
-4. samples, one launch each: reset C, scrub L2 when ``l2 == "cold"``, then the
-   timer brackets the launch alone (a timer may refuse a sample it cannot vouch
-   for; it is taken again). A rung of a host backend takes turns with the
-   backend's reference library on the same call, so that load hits both alike;
+4. samples: reset C, scrub L2 when ``l2 == "cold"``, then the timer brackets
+   the launches of the sample alone (a timer may refuse a sample it cannot
+   vouch for; it is taken again). A sample is one launch, unless the timer
+   carries a fixed cost of its own (``Timer.floor_ms``: a CUDA event pair's
+   microsecond) and one launch is so short that the cost would exceed
+   ``FLOOR_SHARE`` of it: then, with warm L2 only, a sample is that many
+   launches back to back, and its time divided by their number, as NVBench's
+   batch time is. A rung of a host backend takes turns with the backend's
+   reference library on the same call, so that load hits both alike;
 5. the stopping rule (``Sampling``), checked as samples come in: at least
    ``min_samples`` and ``min_seconds``, until the robust noise is below
    ``noise_target``, or ``max_seconds`` (or ``max_samples``) is reached. A row
@@ -20,6 +25,7 @@ Adapters give primitives (``mmsuite.backends.base``); the loop lives here:
 
 from __future__ import annotations
 
+import math
 import os
 import statistics
 import time
@@ -41,6 +47,10 @@ DEFAULT_WARMUP = 1
 MAD_TO_SIGMA = 1.4826
 # A timer may refuse a sample (None) and ask for it again, at most this many times in a row.
 MAX_RETAKES = 16
+# A timer's fixed cost per sample stays below this share of the sample (step 4 above): the
+# default noise target, so that the cost is below what the stopping rule resolves.
+FLOOR_SHARE = 0.005
+MAX_LAUNCHES_PER_SAMPLE = 64
 
 
 @dataclass(frozen=True)
@@ -153,6 +163,7 @@ class Sampled:
     sampling: Sampling
     disturbed: int = 0  # kernel samples the timer knows were disturbed (preempted CPU)
     reference_disturbed: int = 0
+    launches_per_sample: int = 1  # each sample is the mean of this many back-to-back launches
 
     def _noisy(self, samples: list[float], disturbed: int) -> bool:
         noise = robust_noise(samples)
@@ -175,23 +186,38 @@ class Sampled:
         return {**{k: v for k, v in asdict(self.sampling).items()},
                 "samples": len(self.kernel_ms), "seconds": self.seconds,
                 "stopped_by": self.stopped_by, "disturbed": self.disturbed,
-                "reference_disturbed": self.reference_disturbed}
+                "reference_disturbed": self.reference_disturbed,
+                "launches_per_sample": self.launches_per_sample}
 
 
-def _sample(session: Session, timer: Timer, cold: bool) -> float:
-    """One timed launch; taken again while the timer cannot vouch for it (``None``).
-    Whether it was disturbed is for the caller to ask the timer."""
+def _sample(session: Session, timer: Timer, cold: bool, launches: int = 1) -> float:
+    """One sample: the time of ``launches`` back-to-back launches over their number; taken
+    again while the timer cannot vouch for it (``None``). Whether it was disturbed is for
+    the caller to ask the timer."""
     for _ in range(MAX_RETAKES):
         session.reset_c()
         if cold:
             session.scrub_l2()
         timer.start()
-        session.launch()
+        for _ in range(launches):
+            session.launch()
         timer.stop()
         ms = timer.elapsed_ms()
         if ms is not None:
-            return ms
+            return ms / launches
     raise RuntimeError(f"{session.kernel.id}: the timer refused {MAX_RETAKES} samples in a row")
+
+
+def _launches_per_sample(session: Session, timer: Timer, cold: bool) -> int:
+    """1, or enough launches that the timer's fixed cost is at most ``FLOOR_SHARE`` of a
+    sample, judged from one launch timed alone (and not kept). Cold L2 scrubs before
+    every launch, so its samples stay single launches."""
+    if cold or timer.floor_ms <= 0:
+        return 1
+    one = _sample(session, timer, cold=False)
+    if one <= 0:
+        return MAX_LAUNCHES_PER_SAMPLE
+    return max(1, min(MAX_LAUNCHES_PER_SAMPLE, math.ceil(timer.floor_ms / (FLOOR_SHARE * one))))
 
 
 def _warm_up(session: Session, warmup: int, clock: Callable[[], float]) -> None:
@@ -244,6 +270,8 @@ def sample_session(session: Session, sampling: Sampling, warmup: int = DEFAULT_W
     cold = l2 == "cold"
     _warm_up(session, warmup, clock)
     timer = session.timer()
+    launches = _launches_per_sample(session, timer, cold)
+    partner_launches = 0  # found on the partner's first turn
     stop = _Stopper(sampling)
     samples: list[float] = []
     reference: list[float] = []
@@ -252,7 +280,7 @@ def sample_session(session: Session, sampling: Sampling, warmup: int = DEFAULT_W
     while True:
         block_start, block = clock(), 0
         while True:
-            samples.append(_sample(session, timer, cold))
+            samples.append(_sample(session, timer, cold, launches))
             disturbed += timer.disturbed()
             block += 1
             seconds = clock() - start
@@ -263,13 +291,19 @@ def sample_session(session: Session, sampling: Sampling, warmup: int = DEFAULT_W
         if partner is not None:
             _warm_up(partner, warmup, clock)
             partner_timer = partner.timer()
+            partner_launches = partner_launches or _launches_per_sample(
+                partner, partner_timer, cold)
             for _ in range(block):
-                reference.append(_sample(partner, partner_timer, cold))
+                reference.append(_sample(partner, partner_timer, cold, partner_launches))
                 reference_disturbed += partner_timer.disturbed()
             seconds = clock() - start
         if stopped_by:
+            for batched, count in ((session, launches), (partner, partner_launches)):
+                if batched is not None and count > 1:  # C as one call leaves it (beta != 0)
+                    batched.reset_c()
+                    batched.launch()
             return Sampled(samples, reference, seconds, stopped_by, sampling, disturbed,
-                           reference_disturbed)
+                           reference_disturbed, launches)
         if partner is not None:
             _warm_up(session, warmup, clock)
 

@@ -15,6 +15,7 @@ from mmsuite.backends.base import Session, Timer
 from mmsuite.layout import plan_call
 from mmsuite.measure import (
     DEFAULT_SAMPLING,
+    MAX_LAUNCHES_PER_SAMPLE,
     PhaseStats,
     Sampling,
     robust_noise,
@@ -31,17 +32,20 @@ class FakeClock:
 
 
 class FakeTimer(Timer):
-    def __init__(self, session: FakeSession) -> None:
-        self.session = session
+    """Reads the scripted times of the launches between start and stop, summed."""
+
+    def __init__(self, session: FakeSession, floor_ms: float = 0.0) -> None:
+        self.session, self.floor_ms = session, floor_ms
 
     def start(self) -> None:
         self.session.log.append("start")
+        self.session.bracketed = 0.0
 
     def stop(self) -> None:
         self.session.log.append("stop")
 
     def elapsed_ms(self) -> float:
-        return self.session.last
+        return self.session.bracketed
 
     def disturbed(self) -> bool:
         return self.session.launches in self.session.disturbed_at
@@ -57,7 +61,8 @@ class FakeSession(Session):
         self.times, self.clock, self.step, self.name = times, clock, step, name
         self.log = [] if log is None else log
         self.launches = 0
-        self.last = 0.0
+        self.bracketed = 0.0  # scripted time of the launches since the timer's start
+        self.timer_floor_ms = 0.0
         self.disturbed_at: set[int] = set()  # launch counts whose sample was disturbed
 
     def reset_c(self) -> None:
@@ -65,12 +70,12 @@ class FakeSession(Session):
 
     def launch(self) -> None:
         self.log.append(f"launch {self.name}")
-        self.last = self.times[min(self.launches, len(self.times) - 1)]
+        self.bracketed += self.times[min(self.launches, len(self.times) - 1)]
         self.launches += 1
         self.clock.now += self.step
 
     def timer(self) -> Timer:
-        return FakeTimer(self)
+        return FakeTimer(self, self.timer_floor_ms)
 
     def scrub_l2(self) -> None:
         self.log.append("scrub")
@@ -166,6 +171,42 @@ def test_cold_l2_scrubs_before_each_sample_outside_the_timer() -> None:
     session = FakeSession([1.0], clock)
     sample_session(session, Sampling.fixed(2), warmup=0, l2="cold", clock=clock)
     assert session.log == ["reset", "scrub", "start", "launch k", "stop"] * 2
+
+
+def test_a_short_kernel_is_timed_in_back_to_back_launches_when_the_timer_has_a_floor() -> None:
+    clock = FakeClock()
+    session = FakeSession([0.01], clock)  # ms a launch, beside a timer's 0.001 ms
+    session.timer_floor_ms = 0.001
+    result = sample_session(session, Sampling.fixed(3), warmup=0, clock=clock)
+    # 0.001 / (0.5 % of 0.01) = 20 launches a sample; each sample is their mean
+    assert result.launches_per_sample == 20 and result.record()["launches_per_sample"] == 20
+    assert result.kernel_ms == pytest.approx([0.01] * 3)
+    probe = ["reset", "start", "launch k", "stop"]
+    sample = ["reset", "start"] + ["launch k"] * 20 + ["stop"]
+    # C is reset once a sample, and left as one call leaves it (beta != 0 accumulates)
+    assert session.log == probe + sample * 3 + ["reset", "launch k"]
+
+
+def test_long_kernels_cold_l2_and_floorless_timers_keep_one_launch_a_sample() -> None:
+    clock = FakeClock()
+    long = FakeSession([1.0], clock)
+    long.timer_floor_ms = 0.001
+    assert sample_session(long, Sampling.fixed(2), 0, clock=clock).launches_per_sample == 1
+    cold = FakeSession([0.01], clock)
+    cold.timer_floor_ms = 0.001
+    result = sample_session(cold, Sampling.fixed(2), 0, l2="cold", clock=clock)
+    assert result.launches_per_sample == 1
+    assert cold.log == ["reset", "scrub", "start", "launch k", "stop"] * 2
+    floorless = FakeSession([0.0001], clock)
+    assert sample_session(floorless, Sampling.fixed(2), 0, clock=clock).launches_per_sample == 1
+
+
+def test_launches_per_sample_are_capped() -> None:
+    clock = FakeClock()
+    session = FakeSession([1e-6], clock)
+    session.timer_floor_ms = 0.001
+    result = sample_session(session, Sampling.fixed(2), 0, clock=clock)
+    assert result.launches_per_sample == MAX_LAUNCHES_PER_SAMPLE
 
 
 def _runs(log: list[str]) -> list[tuple[str, int]]:

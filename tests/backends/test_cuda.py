@@ -239,6 +239,18 @@ def test_transfers_are_timed(pinned: bool) -> None:
 
 
 @needs_gpu
+@pytest.mark.parametrize("kernel_id", ["cuda.cublas", "cuda.22_adaptive"])
+def test_short_kernels_are_sampled_in_batches_and_c_is_one_calls(kernel_id: str) -> None:
+    # beta != 0: C as several back-to-back calls leave it would fail verification.
+    problem = Problem(96, 80, 72, alpha=1.5, beta=0.5, seed=5)
+    m = mmsuite.run(kernel_id, problem, repeats=3)
+    assert m.ok, m.verdict.reason
+    assert m.sampled.launches_per_sample > 1
+    cold = mmsuite.run(kernel_id, problem, repeats=3, options=RunOptions(l2="cold"))
+    assert cold.ok and cold.sampled.launches_per_sample == 1
+
+
+@needs_gpu
 def test_profile_reports_registers_shared_and_spills() -> None:
     m = mmsuite.run("cuda.08_blocktile_128", Problem(64, 64, 64), repeats=1,
                     options=RunOptions(profile=True))
