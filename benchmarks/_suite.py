@@ -8,35 +8,23 @@ installed is skipped by asv, with the reason printed; a rung that fails to
 build (missing from the built extension, a compile error), raises or fails
 verification is *failed*, so that a broken build never reads as "n/a".
 
-Each (kernel, size) is measured once per benchmarked commit. asv runs every
-``track_`` method of every parameter combination in a fresh interpreter (launch
-method "spawn"), so the first ``track_`` method that needs a measurement calls
-``mmsuite.run`` and writes the figures into the class's ``setup_cache``
-directory, which asv shares between all benchmarks of that class for one
-commit and deletes afterwards; the remaining ``track_`` methods read them back.
-
-Each figure is the fastest sample of its phase that ``mmsuite.run`` took under
-the engine's stopping rule (at least 10 samples and 0.5 s, until the robust
-noise is below 0.5% or 15 s have passed). asv keeps one number per benchmark
-and compares it across commits with a factor, so that number must not move
-with load. Other programs on the cores only ever add time to a sample: on a
-shared 2-core machine at load 5, between two runs of the same commit, the
-fastest sample of six of the seven CPU kernels moved by less than 5% where
-their medians moved by up to 72%. Load that lasts a whole run moves both
-(OpenBLAS, whose threads wait for each other, by 32x there).
-The samples themselves, with their median, are what ``mmsuite compare`` tests.
-``MMSUITE_ASV_SAMPLING=quick`` selects the engine's quick rule (for tests and
-smoke runs). The clocks are the engine's: a monotonic wall clock around the C
-call on the CPU, device timers for the GPU backends. Nothing here adds a clock
-of its own.
+Every figure is an asv ``time_`` benchmark, so that asv keeps its samples,
+tests a change with its Mann-Whitney U test rather than a bare ratio, and can
+interleave the rounds of two commits (``asv continuous --interleave-rounds``):
+load from elsewhere on a shared machine then falls on both commits alike
+instead of on whichever was measured during a burst. The clock asv reads is
+``DEVICE_CLOCK``: it advances only by the device time that the measurement
+engine's own timer gives for each sample (``mmsuite.measure.KernelSampler``:
+C reset outside the timer, CUDA's spin kernel and events, OpenCL's gated
+profiling events, a wall clock around the C call on the CPU), so asv's samples
+hold no Python and no host dispatch. Each benchmark process prepares and
+verifies its kernel once (``sampler``); a kernel whose output is wrong is never
+timed. The numbers are seconds, asv's unit for ``time_`` benchmarks.
 """
 
 from __future__ import annotations
 
-import json
-import math
-import os
-from pathlib import Path
+import functools
 from typing import Any
 
 import mmsuite
@@ -54,17 +42,6 @@ SIZES: dict[str, tuple[int, ...]] = {
     "cuda": (1024, 4096),
 }
 
-#: (timed repeats, untimed warm-up runs) per backend. The repeats are used only
-#: with an mmsuite older than the stopping rule (asv may measure old commits).
-RUNS: dict[str, tuple[int, int]] = {
-    "cpu": (5, 1),
-    "opencl": (3, 1),
-    "cuda": (10, 2),
-}
-
-#: Environment variable naming the engine's stopping rule: "default" or "quick".
-SAMPLING_ENV = "MMSUITE_ASV_SAMPLING"
-
 
 def problems(backend: str) -> dict[int, mmsuite.Problem]:
     """The problems benchmarked for ``backend``, keyed by their size, from the sweep preset."""
@@ -78,10 +55,6 @@ def problems(backend: str) -> dict[int, mmsuite.Problem]:
 def params(backend: str) -> list[list[Any]]:
     """asv parameters: every catalogue kernel of ``backend`` crossed with its sizes."""
     return [[k.id for k in mmsuite.kernels(backend)], list(problems(backend))]
-
-
-def _record_path(cache_dir: str, kernel_id: str, size: int) -> Path:
-    return Path(cache_dir) / f"{kernel_id}-{size}.json"
 
 
 def skip_reason(kernel: mmsuite.Kernel) -> str:
@@ -99,111 +72,94 @@ def skip_reason(kernel: mmsuite.Kernel) -> str:
     return kernel.reason if kernel.reference else ""
 
 
-def _run_arguments(backend: str) -> dict[str, Any]:
-    """``mmsuite.run`` keywords: the engine's stopping rule, or fixed repeats before it."""
-    from mmsuite import measure as engine
+class DeviceClock:
+    """A clock for asv that advances only by the device time of the samples taken.
 
-    repeats, warmup = RUNS[backend]
-    if not hasattr(engine, "QUICK_SAMPLING"):  # an mmsuite from before the stopping rule
-        return {"repeats": repeats, "warmup": warmup}
-    name = os.environ.get(SAMPLING_ENV, "default").strip().lower() or "default"
-    rules = {"default": engine.DEFAULT_SAMPLING, "quick": engine.QUICK_SAMPLING}
-    if name not in rules:
-        raise ValueError(f"{SAMPLING_ENV}={name!r}: expected one of {', '.join(rules)}")
-    return {"sampling": rules[name], "warmup": warmup}
+    asv reads its ``timer`` before and after the calls of a sample; the
+    ``time_`` methods call ``advance`` with what the engine measured, so the
+    difference asv sees is that device time alone.
+    """
+
+    def __init__(self) -> None:
+        self.seconds = 0.0
+
+    def __call__(self) -> float:
+        return self.seconds
+
+    def advance(self, ms: float) -> None:
+        self.seconds += ms / 1e3
 
 
-def measure(backend: str, kernel_id: str, size: int) -> dict[str, Any]:
-    """Run one kernel once through ``mmsuite.run`` and return its figures (or why not)."""
+DEVICE_CLOCK = DeviceClock()
+
+
+@functools.cache
+def sampler(backend: str, kernel_id: str, size: int) -> Any:
+    """The kernel prepared and verified on the backend's problem of ``size``, once per
+    process: asv runs ``setup`` again before every sample.
+
+    Raises NotImplementedError (asv: skipped) when the backend or vendor library is
+    missing here and RuntimeError (asv: failed) for a build failure, an error or a
+    failed verification, so that no number is recorded for a wrong result.
+    """
+    from mmsuite import measure
+
     kernel = mmsuite.get(kernel_id)
     skip = skip_reason(kernel)
     if skip:
-        return {"skip": skip}
+        raise NotImplementedError(skip)
+    if not hasattr(measure, "KernelSampler"):  # asv measuring a commit older than the sampler
+        raise NotImplementedError("this mmsuite predates KernelSampler: no device-time samples")
     if not kernel.available:
-        return {"error": f"{kernel_id} cannot run: {kernel.reason}"}
+        raise RuntimeError(f"{kernel_id} cannot run: {kernel.reason}")
     try:
-        m = mmsuite.run(kernel_id, problems(backend)[size], **_run_arguments(backend))
-    except Exception as exc:  # recorded so that every track_ method fails the same way
-        return {"error": f"{type(exc).__name__}: {exc}"}
-    if not m.ok:
-        return {"error": f"{kernel_id} at {size}^3 failed verification: {m.verdict.reason} "
-                         f"(max relative error {m.max_rel_err:.3g})"}
-    figures = {"kernel_ms": m.kernel_ms.min, "h2d_ms": m.h2d_ms.min, "d2h_ms": m.d2h_ms.min}
-    figures["host_to_host_ms"] = sum(figures.values())
-    if not all(math.isfinite(v) for v in figures.values()):
-        return {"error": f"{kernel_id} at {size}^3 returned a non-finite time: {figures}"}
-    info = getattr(m, "info", None) or {}
-    if backend != "cpu" and str(info.get("device_type", "")).upper() == "CPU":
-        # A few microseconds of memcpy inside host memory, moved by whatever else uses
-        # the memory bus: nothing of the device's to track, only noise for the gate.
-        figures["no_transfers"] = (f"{kernel_id} runs on a CPU device here: its h2d and d2h "
-                                   "are copies within host memory")
-    return figures
-
-
-def figures(cache_dir: str, backend: str, kernel_id: str, size: int) -> dict[str, Any]:
-    """The figures of (kernel, size) for this commit, measured on first use.
-
-    Raises NotImplementedError (asv: skipped) for a kernel whose backend or vendor
-    library is missing here and RuntimeError (asv: failed) for a build failure, an
-    error or a failed verification, so that no number is recorded for a wrong result.
-    """
-    path = _record_path(cache_dir, kernel_id, size)
-    if path.exists():
-        record = json.loads(path.read_text())
-    else:
-        record = measure(backend, kernel_id, size)
-        tmp = path.with_suffix(f".{os.getpid()}.tmp")
-        tmp.write_text(json.dumps(record))
-        tmp.replace(path)
-    if "skip" in record:
-        raise NotImplementedError(record["skip"])
-    if "error" in record:
-        raise RuntimeError(record["error"])
-    return record
-
-
-def new_cache_dir() -> str:
-    """What ``setup_cache`` returns: the directory asv runs this class's benchmarks in."""
-    return os.getcwd()
+        return measure.KernelSampler(kernel_id, problems(backend)[size])
+    except Exception as exc:  # one line for asv's table, the cause chained
+        raise RuntimeError(f"{type(exc).__name__}: {exc}") from exc
 
 
 class _KernelSuite:
-    """Kernel-only and host-to-host time of every kernel of one backend, in ms.
+    """Kernel-only device time of every kernel of one backend, in seconds.
 
-    Subclasses set ``backend``, ``params``, ``version`` and define their own
-    ``setup_cache`` (asv keys the cache by where that method is defined).
+    Subclasses set ``backend``, ``params`` and ``version``. Each round asv runs
+    is a fresh process (launch method ``spawn``); ``rounds`` of them, with at
+    least ``repeat[0]`` samples each, give asv's test enough samples to call a
+    difference significant (5 a side cannot reach its p < 0.002).
     """
 
     backend = ""
     param_names = ["kernel", "size"]
-    unit = "ms"
+    timer = DEVICE_CLOCK
+    rounds = 4
+    repeat = (5, 10, 10.0)  # per round: at least 5 samples, at most 10 or 10 s
+    number = 1  # one engine sample per asv sample
+    warmup_time = 0.0  # the sampler warmed the kernel up and verified it
     timeout = 900
 
-    def setup(self, cache_dir: str, kernel_id: str, size: int) -> None:
-        self.figures = figures(cache_dir, self.backend, kernel_id, size)
+    def setup(self, kernel_id: str, size: int) -> None:
+        self.sampler = sampler(self.backend, kernel_id, size)
 
-    def track_kernel_ms(self, cache_dir: str, kernel_id: str, size: int) -> float:
-        """Kernel-only time (fastest sample under the engine's stopping rule), ms."""
-        return self.figures["kernel_ms"]
-
-    def track_host_to_host_ms(self, cache_dir: str, kernel_id: str, size: int) -> float:
-        """h2d + kernel + d2h (fastest samples), ms; equal to the kernel time on the CPU."""
-        return self.figures["host_to_host_ms"]
+    def time_kernel(self, kernel_id: str, size: int) -> None:
+        """Kernel-only time: one engine sample (several back-to-back launches for
+        kernels under 0.2 ms on CUDA)."""
+        DEVICE_CLOCK.advance(self.sampler.kernel_ms())
 
 
 class _DeviceSuite(_KernelSuite):
-    """A GPU backend: transfers are tracked on their own as well."""
+    """A GPU backend: transfers are timed on their own as well."""
 
-    def track_h2d_ms(self, cache_dir: str, kernel_id: str, size: int) -> float:
-        """Host-to-device copy of A and B (fastest sample), ms; skipped on a CPU device."""
-        return self._transfer("h2d_ms")
+    def time_h2d(self, kernel_id: str, size: int) -> None:
+        """Host-to-device copy of A and B from pageable memory; skipped on a CPU device."""
+        DEVICE_CLOCK.advance(self._transfer()[0])
 
-    def track_d2h_ms(self, cache_dir: str, kernel_id: str, size: int) -> float:
-        """Device-to-host copy of C (fastest sample), ms; skipped on a CPU device."""
-        return self._transfer("d2h_ms")
+    def time_d2h(self, kernel_id: str, size: int) -> None:
+        """Device-to-host copy of C to pageable memory; skipped on a CPU device."""
+        DEVICE_CLOCK.advance(self._transfer()[1])
 
-    def _transfer(self, phase: str) -> float:
-        if "no_transfers" in self.figures:
-            raise SkipNotImplemented(self.figures["no_transfers"])
-        return self.figures[phase]
+    def _transfer(self) -> tuple[float, float]:
+        if str(self.sampler.info.get("device_type", "")).upper() == "CPU":
+            # A few microseconds of memcpy inside host memory, moved by whatever else uses
+            # the memory bus: nothing of the device's to track, only noise for the gate.
+            raise SkipNotImplemented(f"{self.sampler.session.kernel.id} runs on a CPU device "
+                                     "here: its h2d and d2h are copies within host memory")
+        return self.sampler.transfer_ms()

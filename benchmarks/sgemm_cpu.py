@@ -8,9 +8,8 @@ from . import _suite
 class CpuKernels(_suite._KernelSuite):
     """Every ``cpu.*`` kernel of the catalogue at the CPU sizes, wall clock around the C call."""
 
-    version = "2"  # 2: fastest sample under the engine's stopping rule (1: median of repeats)
+    # 3: device-time samples through asv's time_ benchmarks (2: fastest sample under the
+    # engine's stopping rule, as a track_ number; 1: median of fixed repeats)
+    version = "3"
     backend = "cpu"
     params = _suite.params("cpu")
-
-    def setup_cache(self) -> str:
-        return _suite.new_cache_dir()

@@ -6,11 +6,10 @@ from . import _suite
 
 
 class CudaKernels(_suite._DeviceSuite):
-    """Every ``cuda.*`` kernel of the catalogue; times from CUDA events."""
+    """Every ``cuda.*`` kernel of the catalogue; times from CUDA events behind the spin kernel."""
 
-    version = "2"  # 2: fastest sample under the engine's stopping rule (1: median of repeats)
+    # 3: device-time samples through asv's time_ benchmarks (2: fastest sample under the
+    # engine's stopping rule, as a track_ number; 1: median of fixed repeats)
+    version = "3"
     backend = "cuda"
     params = _suite.params("cuda")
-
-    def setup_cache(self) -> str:
-        return _suite.new_cache_dir()

@@ -70,9 +70,13 @@ class Series:
 
     @property
     def metric(self) -> str:
-        """The measured quantity: the method name without its asv prefix (``kernel_ms``)."""
+        """The measured quantity: the method name without its asv prefix (``kernel_ms``).
+        A ``time_`` benchmark's seconds are read as ms (``time_kernel`` -> ``kernel_ms``),
+        so that its history continues the ``track_*_ms`` series of older versions."""
         name = self.key.benchmark.rsplit(".", 1)[-1]
-        for prefix in ("track_", "time_", "peakmem_", "mem_", "timeraw_"):
+        if name.startswith(("time_", "timeraw_")):
+            return name.split("_", 1)[1] + "_ms"
+        for prefix in ("track_", "peakmem_", "mem_"):
             if name.startswith(prefix):
                 return name[len(prefix):]
         return name
@@ -181,14 +185,16 @@ def _add_result(history: History, meta: Mapping[str, Any], name: str, params: li
         values = [values] * len(combos)
     for combo, value in zip(combos, values):
         key = SeriesKey(name, combo, machine, env)
+        unit = str(meta.get("unit", ""))
+        scale = 1e3 if unit == "seconds" else 1.0  # time_ benchmarks: shown in ms
         series = history.get(key)
         if series is None:
-            series = history[key] = Series(key, param_names, str(meta.get("unit", "")))
+            series = history[key] = Series(key, param_names, "ms" if scale != 1.0 else unit)
         if value is None:
             series.failed.append((commit, date))
             continue
         try:
-            number = float(value)
+            number = float(value) * scale
         except (TypeError, ValueError):
             continue
         if math.isfinite(number):

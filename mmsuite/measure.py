@@ -456,12 +456,89 @@ def run(kernel_id: str, problem: Problem, repeats: int | None = None,
     load_before = _load_avg()
     parts = _run_session(backend, kernel, problem, inputs, call, sampling, warmup, options)
     load_avg = {"before": load_before, "after": _load_avg()}
-    output = from_storage(np.asarray(parts.pop("output"), dtype=np.float32), problem)
-    if reference is None:
-        reference = reference_for(problem, inputs, options, kernel.backend)
-    verdict = verify.check(output, reference, problem.k)
+    output, verdict = _checked(parts.pop("output"), problem, inputs, options, kernel.backend,
+                               reference)
     return Measurement(kernel, problem, output, verdict=verdict, l2=options.l2,
                        load_avg=load_avg, **parts)
+
+
+def _checked(storage: np.ndarray, problem: Problem, inputs: tuple[np.ndarray, ...],
+             options: RunOptions, backend: str,
+             reference: np.ndarray | None = None) -> tuple[np.ndarray, verify.Verdict]:
+    """C in the problem's layout, and its verdict against the float64 reference."""
+    output = from_storage(np.asarray(storage, dtype=np.float32), problem)
+    if reference is None:
+        reference = reference_for(problem, inputs, options, backend)
+    return output, verify.check(output, reference, problem.k)
+
+
+class VerificationFailed(RuntimeError):
+    """A kernel's output disagrees with the float64 reference; the message says how."""
+
+
+class KernelSampler:
+    """One kernel prepared on one problem and verified once, giving one sample per call.
+
+    For harnesses that run their own loop and statistics (the asv suites): the
+    samples are the engine's own (C reset outside the timer, the device's timer,
+    back-to-back launches for short kernels), without its stopping rule, transfer
+    phase or interleaved reference. Raises like ``run``, and VerificationFailed
+    when the output is wrong, so that no time is ever taken of a wrong kernel.
+    """
+
+    def __init__(self, kernel_id: str, problem: Problem, options: RunOptions | None = None,
+                 warmup: int = DEFAULT_WARMUP) -> None:
+        kernel = catalogue.get(kernel_id)
+        options = options or RunOptions()
+        reason = unavailable_reason(kernel, options)
+        if reason:
+            raise KernelUnavailable(f"{kernel.id} is unavailable: {reason}")
+        inputs = problem.inputs()
+        backend = get_backend(kernel.backend, options)
+        self.session = backend.prepare(kernel, plan_call(problem, inputs, kernel.layout))
+        self._cold = options.l2 == "cold"
+        self._transferred = False
+        try:
+            _warm_up(self.session, warmup, time.perf_counter)
+            self.session.reset_c()
+            self.session.launch()
+            self.session.synchronize()
+            _, verdict = _checked(self.session.output(), problem, inputs, options,
+                                  kernel.backend)
+            if not verdict.ok:
+                raise VerificationFailed(
+                    f"{kernel.id} failed verification on {problem.shape_label}: {verdict.reason}")
+            self.timer = self.session.timer()
+            self.launches_per_sample = _launches_per_sample(self.session, self.timer,
+                                                            self._cold)
+        except BaseException:
+            self.session.close()
+            raise
+
+    @property
+    def info(self) -> dict:
+        """The session's facts (device, grid, ...), as a result record holds them."""
+        return self.session.info
+
+    def kernel_ms(self) -> float:
+        """One sample of kernel-only time, ms."""
+        return _sample(self.session, self.timer, self._cold, self.launches_per_sample)
+
+    def transfer_ms(self, pinned: bool = False) -> tuple[float, float]:
+        """One h2d of A and B and one d2h of C, ms (zeros where the device has none)."""
+        if not self._transferred:  # untimed first transfer: staging buffers, page faults
+            self.session.transfer_ms(pinned)
+            self._transferred = True
+        return self.session.transfer_ms(pinned)
+
+    def close(self) -> None:
+        self.session.close()
+
+    def __enter__(self) -> KernelSampler:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
 
 
 def _run_session(backend: Backend, kernel: Kernel, problem: Problem,

@@ -28,7 +28,7 @@ from mmsuite.history import load_history  # noqa: E402
 ROOT = Path(__file__).resolve().parent.parent
 MACHINE = "mmsuite-test"
 # One kernel, one metric: enough to prove that both commits are recorded.
-TINY = r"sgemm_cpu\.CpuKernels\.track_kernel_ms\('cpu\.blas'"
+TINY = r"sgemm_cpu\.CpuKernels\.time_kernel\('cpu\.blas'"
 
 
 def _asv_conf() -> dict:
@@ -55,8 +55,7 @@ def _write_conf(path: Path, repo: Path, work: Path) -> Path:
 def asv_env(tmp_path_factory) -> dict[str, str]:
     """Environment for asv: a private HOME holding a machine description (no prompt)."""
     home = tmp_path_factory.mktemp("asv-home")
-    # The engine's quick stopping rule keeps the suite's runs to seconds.
-    env = dict(os.environ, HOME=str(home), MMSUITE_ASV_SAMPLING="quick")
+    env = dict(os.environ, HOME=str(home))
     if env.get("PYTHONPATH"):  # asv clears PYTHONPATH in its benchmark processes
         env["ASV_PYTHONPATH"] = env["PYTHONPATH"]
     _asv(["machine", "--yes", "--machine", MACHINE], cwd=ROOT, env=env)
@@ -109,110 +108,112 @@ def _import_benchmarks():
 def test_suites_cover_the_catalogue() -> None:
     import mmsuite
 
-    _, sgemm_cpu, sgemm_opencl, sgemm_cuda = _import_benchmarks()
+    _suite, sgemm_cpu, sgemm_opencl, sgemm_cuda = _import_benchmarks()
     for module, cls, backend in ((sgemm_cpu, "CpuKernels", "cpu"),
                                  (sgemm_opencl, "OpenclKernels", "opencl"),
                                  (sgemm_cuda, "CudaKernels", "cuda")):
         suite = getattr(module, cls)
         assert suite.params[0] == [k.id for k in mmsuite.kernels(backend)]
         assert suite.version, f"{cls} needs an explicit version"
-        assert suite.unit == "ms"
-        methods = {m for m in dir(suite) if m.startswith("track_")}
-        expected = {"track_kernel_ms", "track_host_to_host_ms"}
-        if backend != "cpu":
-            expected |= {"track_h2d_ms", "track_d2h_ms"}
+        # asv reads device time, and gets enough samples for its test to reach p < 0.002
+        assert suite.timer is _suite.DEVICE_CLOCK
+        assert suite.rounds * suite.repeat[0] >= 12
+        methods = {m for m in dir(suite) if m.startswith(("time_", "track_"))}
+        expected = {"time_kernel"} | ({"time_h2d", "time_d2h"} if backend != "cpu" else set())
         assert methods == expected
 
 
-def test_suite_measures_once_and_refuses_wrong_results(tmp_path: Path, monkeypatch) -> None:
-    import mmsuite
-
-    monkeypatch.setenv("MMSUITE_ASV_SAMPLING", "quick")
-    _suite = _import_benchmarks()[0]
-    good = _suite.figures(str(tmp_path), "cpu", "cpu.blas", 256)
-    assert good["kernel_ms"] > 0 and good["host_to_host_ms"] >= good["kernel_ms"]
-
-    calls = []
-
-    class Wrong:
-        ok = False
-        max_rel_err = 0.5
-        verdict = type("Verdict", (), {"reason": "error above tolerance"})()
-
-    def wrong_run(kernel_id, problem, **kwargs):
-        calls.append((kernel_id, kwargs["sampling"].name))
-        return Wrong()
-
-    monkeypatch.setattr(mmsuite, "run", wrong_run)
-    for _ in range(3):  # every track_ method fails, the kernel runs once
-        with pytest.raises(RuntimeError, match="failed verification"):
-            _suite.figures(str(tmp_path), "cpu", "cpu.blas", 512)
-    assert calls == [("cpu.blas", "quick")]
-
-
-def test_suite_uses_the_stopping_rule_and_rejects_unknown_rules(monkeypatch) -> None:
-    from mmsuite import measure
+def test_the_device_clock_advances_by_the_samples_alone() -> None:
+    import timeit
 
     _suite = _import_benchmarks()[0]
-    monkeypatch.delenv("MMSUITE_ASV_SAMPLING", raising=False)
-    assert _suite._run_arguments("cpu")["sampling"] == measure.DEFAULT_SAMPLING
-    monkeypatch.setenv("MMSUITE_ASV_SAMPLING", "often")
-    with pytest.raises(ValueError, match="MMSUITE_ASV_SAMPLING='often'"):
-        _suite._run_arguments("cpu")
+    clock = _suite.DeviceClock()
+    # asv times its samples through timeit with the suite's clock: host work is invisible
+    work = timeit.Timer(stmt=lambda: (sum(range(10_000)), clock.advance(2.0)), timer=clock)
+    assert work.timeit(3) == pytest.approx(0.006)
 
 
-def test_only_a_missing_backend_or_library_skips(tmp_path: Path, monkeypatch) -> None:
+@pytest.fixture
+def suite_module():
+    _suite = _import_benchmarks()[0]
+    _suite.sampler.cache_clear()
+    yield _suite
+    _suite.sampler.cache_clear()
+
+
+def test_a_kernel_is_prepared_and_verified_once_per_process(suite_module) -> None:
+    _, sgemm_cpu, _, _ = _import_benchmarks()
+    suite = sgemm_cpu.CpuKernels()
+    suite.setup("cpu.omp_tiled", 256)
+    first = suite.sampler
+    before = suite_module.DEVICE_CLOCK()
+    suite.time_kernel("cpu.omp_tiled", 256)
+    assert suite_module.DEVICE_CLOCK() > before
+    suite.setup("cpu.omp_tiled", 256)  # asv runs setup again before every sample
+    assert suite.sampler is first
+
+
+def test_a_wrong_result_fails_and_is_never_timed(suite_module, monkeypatch) -> None:
+    from mmsuite import verify
+
+    def wrong(output, ref, k):
+        return verify.Verdict(0.5, 1e-5, False, "error above tolerance")
+
+    monkeypatch.setattr(verify, "check", wrong)
+    with pytest.raises(RuntimeError, match="failed verification.*error above tolerance"):
+        suite_module.sampler("cpu", "cpu.blas", 256)
+
+
+def test_only_a_missing_backend_or_library_skips(suite_module, monkeypatch) -> None:
     """A rung that fails to build fails in asv; a backend this machine lacks is skipped."""
     import mmsuite
+    from mmsuite import measure
     from mmsuite.backends.cpu import CpuBackend
-
-    _suite = _import_benchmarks()[0]
 
     def not_built(self, kernel):
         return f"{kernel.entry} is not in the built extension"
 
     monkeypatch.setattr(CpuBackend, "kernel_reason", not_built)
     with pytest.raises(RuntimeError, match="not in the built extension"):
-        _suite.figures(str(tmp_path), "cpu", "cpu.omp_packed", 256)
+        suite_module.sampler("cpu", "cpu.omp_packed", 256)
 
     def build_error(kernel_id, problem, **kwargs):
         raise mmsuite.KernelUnavailable(f"{kernel_id}: build failed: error: expected ';'")
 
     monkeypatch.undo()
-    monkeypatch.setattr(mmsuite, "run", build_error)
-    (tmp_path / "raised").mkdir()
+    monkeypatch.setattr(measure, "KernelSampler", build_error)
     with pytest.raises(RuntimeError, match="build failed"):
-        _suite.figures(str(tmp_path / "raised"), "cpu", "cpu.omp_packed", 256)
+        suite_module.sampler("cpu", "cpu.omp_packed", 256)
 
     missing = [k for k in mmsuite.kernels() if k.backend != "cpu" and not k.available
-               and _suite.skip_reason(k)]
+               and suite_module.skip_reason(k)]
     if not missing:
         pytest.skip("every backend runs here: nothing to skip")
-    (tmp_path / "other").mkdir()
     kernel = missing[0]
     with pytest.raises(NotImplementedError):
-        _suite.figures(str(tmp_path / "other"), kernel.backend, kernel.id,
-                       _suite.SIZES[kernel.backend][0])
+        suite_module.sampler(kernel.backend, kernel.id, suite_module.SIZES[kernel.backend][0])
 
 
-def test_transfers_on_a_cpu_opencl_device_are_skipped(tmp_path: Path, monkeypatch) -> None:
+def test_transfers_on_a_cpu_opencl_device_are_skipped(suite_module) -> None:
     """PoCL's h2d and d2h are memcpy within host memory: noise for the gate, not tracked."""
     import mmsuite
 
     kernel = mmsuite.get("opencl.regblock_vec")
     if not kernel.available:
         pytest.skip(f"no OpenCL here: {kernel.reason}")
-    monkeypatch.setenv("MMSUITE_ASV_SAMPLING", "quick")
-    _suite, _, sgemm_opencl, _ = _import_benchmarks()
+    _, _, sgemm_opencl, _ = _import_benchmarks()
     suite = sgemm_opencl.OpenclKernels()
-    suite.setup(str(tmp_path), kernel.id, 256)
-    assert suite.track_kernel_ms(str(tmp_path), kernel.id, 256) > 0
-    if suite.figures.get("no_transfers") is None:
-        assert suite.track_h2d_ms(str(tmp_path), kernel.id, 256) > 0  # a GPU: tracked
+    suite.setup(kernel.id, 256)
+    before = suite_module.DEVICE_CLOCK()
+    suite.time_kernel(kernel.id, 256)
+    assert suite_module.DEVICE_CLOCK() > before
+    if str(suite.sampler.info.get("device_type", "")).upper() != "CPU":
+        suite.time_h2d(kernel.id, 256)  # a GPU: tracked
+        assert suite_module.DEVICE_CLOCK() > before
         return
-    for metric in (suite.track_h2d_ms, suite.track_d2h_ms):
+    for metric in (suite.time_h2d, suite.time_d2h):
         with pytest.raises(NotImplementedError, match="copies within host memory"):
-            metric(str(tmp_path), kernel.id, 256)
+            metric(kernel.id, 256)
 
 
 def test_asv_check(tmp_path: Path, asv_env: dict[str, str]) -> None:
@@ -228,9 +229,8 @@ def test_quick_dry_run_of_cpu_suite(tmp_path: Path, asv_env: dict[str, str]) -> 
                 cwd=ROOT, env=asv_env, check=False)
     out = proc.stdout + proc.stderr
     assert proc.returncode == 0, out
-    for metric in ("track_kernel_ms", "track_host_to_host_ms"):
-        assert f"sgemm_cpu.CpuKernels.{metric}" in out, out
-    assert "Running 2 total benchmarks" in out, out
+    assert "sgemm_cpu.CpuKernels.time_kernel" in out, out
+    assert "Running 1 total benchmarks" in out, out
     assert not [line for line in out.splitlines() if line.rstrip().endswith("failed")], out
     # The reference row always runs: its numbers are in the table.
     assert any(line.strip().startswith("cpu.blas") and "n/a" not in line

@@ -136,6 +136,21 @@ def test_machines_are_kept_apart(results_dir: Path) -> None:
     assert kernel_ids(history, metric="h2d_ms") == ["cuda.cublas"]
 
 
+def test_a_time_benchmark_reads_as_milliseconds_of_the_same_metric(tmp_path: Path) -> None:
+    """asv's time_ benchmarks record seconds; history shows them as the ms series they
+    continue (time_kernel -> kernel_ms)."""
+    name = "sgemm_cpu.CpuKernels.time_kernel"
+    root = tmp_path / "results"
+    root.mkdir()
+    (root / "benchmarks.json").write_text(json.dumps({name: {
+        "name": name, "type": "time", "unit": "seconds", "version": "3",
+        "param_names": ["kernel", "size"], "params": CUDA_PARAMS}, "version": 2}))
+    _write(root, "box", C1, _result_file(C1, D1, {name: [[0.0025], CUDA_PARAMS, "3", 0, 1.0]}))
+    series = load_history(root)[SeriesKey(name, ("cuda.cublas", "1024"), "box", ENV)]
+    assert series.metric == "kernel_ms" and series.unit == "ms"
+    assert series.values == [pytest.approx(2.5)]
+
+
 def test_missing_results_dir_is_a_clear_error(tmp_path: Path) -> None:
     with pytest.raises(FileNotFoundError, match="asv run"):
         load_history(tmp_path / "nowhere")

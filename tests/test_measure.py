@@ -10,14 +10,16 @@ import numpy as np
 import pytest
 
 import mmsuite
-from mmsuite import Problem
+from mmsuite import Problem, verify
 from mmsuite.backends.base import Session, Timer
 from mmsuite.layout import plan_call
 from mmsuite.measure import (
     DEFAULT_SAMPLING,
     MAX_LAUNCHES_PER_SAMPLE,
+    KernelSampler,
     PhaseStats,
     Sampling,
+    VerificationFailed,
     robust_noise,
     sample_session,
 )
@@ -313,3 +315,22 @@ def test_phase_stats() -> None:
     assert (s.median, s.min, s.max) == (2.0, 1.0, 3.0) and s.spread == pytest.approx(1.0)
     assert s.noise == pytest.approx(1.4826 / 2.0)
     assert PhaseStats.of([]).median == 0.0 and PhaseStats.of([]).noise is None
+
+
+def test_a_kernel_sampler_verifies_once_then_gives_the_engines_samples() -> None:
+    with KernelSampler("cpu.omp_tiled", Problem(35, 79, 19, beta=0.5)) as sampler:
+        samples = [sampler.kernel_ms() for _ in range(3)]
+        assert all(ms > 0 for ms in samples)
+        assert sampler.launches_per_sample == 1  # a wall clock has no floor to amortise
+        assert sampler.transfer_ms() == (0.0, 0.0)  # the CPU has no transfers
+
+
+def test_a_kernel_sampler_refuses_a_wrong_kernel(monkeypatch) -> None:
+    def wrong(output, ref, k):
+        return verify.Verdict(0.5, 1e-5, False, "error above tolerance")
+
+    monkeypatch.setattr(verify, "check", wrong)
+    with pytest.raises(VerificationFailed, match="cpu.blas failed verification on 8x8x8"):
+        KernelSampler("cpu.blas", Problem(8, 8, 8))
+    with pytest.raises(KeyError, match="did you mean"):
+        KernelSampler("cpu.bla", Problem(2, 2, 2))
