@@ -133,6 +133,27 @@ def test_the_device_clock_advances_by_the_samples_alone() -> None:
     assert work.timeit(3) == pytest.approx(0.006)
 
 
+def test_an_asv_sample_is_the_fastest_of_a_short_window() -> None:
+    _suite = _import_benchmarks()[0]
+    now = [0.0]
+
+    def sampled(times: list[float], step: float):
+        queue = iter(times)
+
+        def sample() -> float:
+            now[0] += step
+            return next(queue)
+        return sample
+
+    # 0.01 s a sample over a 0.035 s window: four samples, the fastest wins
+    fast = sampled([5.0, 3.0, 4.0, 2.0, 9.0], 0.01)
+    assert _suite.fastest_ms(fast, window_s=0.035, least=2, clock=lambda: now[0]) == 2.0
+    # a slow kernel still gives at least `least` samples
+    now[0] = 0.0
+    slow = sampled([5.0, 3.0, 4.0, 1.0], 1.0)
+    assert _suite.fastest_ms(slow, window_s=0.02, least=3, clock=lambda: now[0]) == 3.0
+
+
 @pytest.fixture
 def suite_module():
     _suite = _import_benchmarks()[0]
