@@ -51,6 +51,8 @@ MAX_RETAKES = 16
 # default noise target, so that the cost is below what the stopping rule resolves.
 FLOOR_SHARE = 0.005
 MAX_LAUNCHES_PER_SAMPLE = 64
+# How long a host BLAS's idle worker threads keep spinning after a call (OpenBLAS: ~0.1 s).
+HOST_THREADS_SETTLE_S = 0.15
 
 
 @dataclass(frozen=True)
@@ -220,12 +222,15 @@ def _launches_per_sample(session: Session, timer: Timer, cold: bool) -> int:
     return max(1, min(MAX_LAUNCHES_PER_SAMPLE, math.ceil(timer.floor_ms / (FLOOR_SHARE * one))))
 
 
-def _warm_up(session: Session, warmup: int, clock: Callable[[], float]) -> None:
-    """``warmup`` untimed launches, for at least the session's floor when there are any."""
+def _warm_up(session: Session, warmup: int, clock: Callable[[], float],
+             floor_s: float = 0.0) -> None:
+    """``warmup`` untimed launches, for at least the session's floor (or ``floor_s`` if
+    longer) when there are any."""
     if warmup <= 0:
         return
     start, done = clock(), 0
-    while done < warmup or clock() - start < session.warmup_floor_s:
+    floor_s = max(floor_s, session.warmup_floor_s)
+    while done < warmup or clock() - start < floor_s:
         session.reset_c()
         session.launch()
         session.synchronize()
@@ -499,7 +504,6 @@ class KernelSampler:
         self._cold = options.l2 == "cold"
         self._transferred = False
         try:
-            _warm_up(self.session, warmup, time.perf_counter)
             self.session.reset_c()
             self.session.launch()
             self.session.synchronize()
@@ -508,6 +512,10 @@ class KernelSampler:
             if not verdict.ok:
                 raise VerificationFailed(
                     f"{kernel.id} failed verification on {problem.shape_label}: {verdict.reason}")
+            # After the reference: OpenBLAS's threads, which computed it on the host, spin
+            # for about 0.1 s and halved PoCL's speed in the first samples on two cores.
+            _warm_up(self.session, max(warmup, 1), time.perf_counter,
+                     floor_s=HOST_THREADS_SETTLE_S)
             self.timer = self.session.timer()
             self.launches_per_sample = _launches_per_sample(self.session, self.timer,
                                                             self._cold)
