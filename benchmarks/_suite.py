@@ -25,9 +25,7 @@ Each asv sample is the fastest of the engine's samples taken over at least
 ``WINDOW_S`` (and at least ``FASTEST_OF`` of them). Other programs on a shared
 machine only ever add time to a sample, in bursts that come and go within
 seconds; the fastest sample of a short window stays put while a median of
-single samples moves with them (on a 2-core machine, medians of PoCL's
-``opencl.regblock_vec`` at 256^3 moved by 23% between two commits that changed
-nothing, with asv's test calling it significant).
+single samples moves with them.
 """
 
 from __future__ import annotations
