@@ -174,16 +174,16 @@ class _DeviceSuite(_KernelSuite):
     def time_h2d(self, kernel_id: str, size: int) -> None:
         """Host-to-device copy of A and B from pageable memory (the fastest of a short
         window, as for the kernel); skipped on a CPU device."""
-        DEVICE_CLOCK.advance(fastest_ms(lambda: self._transfer()[0]))
+        DEVICE_CLOCK.advance(fastest_ms(lambda: self._transfer(kernel_id)[0]))
 
     def time_d2h(self, kernel_id: str, size: int) -> None:
         """Device-to-host copy of C to pageable memory; skipped on a CPU device."""
-        DEVICE_CLOCK.advance(fastest_ms(lambda: self._transfer()[1]))
+        DEVICE_CLOCK.advance(fastest_ms(lambda: self._transfer(kernel_id)[1]))
 
-    def _transfer(self) -> tuple[float, float]:
+    def _transfer(self, kernel_id: str) -> tuple[float, float]:
         if str(self.sampler.info.get("device_type", "")).upper() == "CPU":
             # A few microseconds of memcpy inside host memory, moved by whatever else uses
             # the memory bus: nothing of the device's to track, only noise for the gate.
-            raise SkipNotImplemented(f"{self.sampler.session.kernel.id} runs on a CPU device "
+            raise SkipNotImplemented(f"{kernel_id} runs on a CPU device "
                                      "here: its h2d and d2h are copies within host memory")
         return self.sampler.transfer_ms()

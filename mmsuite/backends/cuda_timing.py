@@ -22,6 +22,14 @@ times kernels shorter than 0.2 ms as several launches back to back per sample
 (``mmsuite.measure``), like a CUDA-graph replay. cupy.matmul's dispatch has
 needed spins of up to 800 us on an H100 host; the spin grows until it covers
 the enqueue of a whole sample.
+
+Checked on an H100 SXM against Nsight Compute's ``gpu__time_duration.sum`` (the
+kernels of a call, summed) and a CUDA-graph replay: cuBLAS and rung 22 at
+1024^3, 4096^3 and batch 100 x 1000^3 within 1% of ncu and 3% of the graph.
+At 512^3 (13 launches a sample) cuBLAS reads 5.7% and rung 22 4.3% below ncu,
+and rung 22 10% above its graph replay: there the two references disagree by
+15%, since ncu adds about a microsecond to each kernel (an empty kernel reads
+1.95 us in ncu and replays at 1.01 us a launch in a graph).
 """
 
 from __future__ import annotations
