@@ -183,10 +183,10 @@ def _add_result(history: History, meta: Mapping[str, Any], name: str, params: li
     combos = [tuple(_unquote(v) for v in combo) for combo in itertools.product(*params)]
     if not isinstance(values, list):  # asv returns a list, one value per parameter combination
         values = [values] * len(combos)
+    unit = str(meta.get("unit", ""))
+    scale = 1e3 if unit == "seconds" else 1.0  # time_ benchmarks: shown in ms
     for combo, value in zip(combos, values):
         key = SeriesKey(name, combo, machine, env)
-        unit = str(meta.get("unit", ""))
-        scale = 1e3 if unit == "seconds" else 1.0  # time_ benchmarks: shown in ms
         series = history.get(key)
         if series is None:
             series = history[key] = Series(key, param_names, "ms" if scale != 1.0 else unit)

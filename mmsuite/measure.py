@@ -451,10 +451,7 @@ def run(kernel_id: str, problem: Problem, repeats: int | None = None,
     if reference is not None and inputs is None:
         raise ValueError("a precomputed reference needs the inputs it was computed from")
     options = options or RunOptions()
-    reason = unavailable_reason(kernel, options)
-    if reason:
-        raise KernelUnavailable(f"{kernel.id} is unavailable: {reason}")
-    backend = get_backend(kernel.backend, options)
+    backend = _runnable_backend(kernel, options)
     if inputs is None:
         inputs = problem.inputs()
     call = plan_call(problem, inputs, kernel.layout)
@@ -465,6 +462,14 @@ def run(kernel_id: str, problem: Problem, repeats: int | None = None,
                                reference)
     return Measurement(kernel, problem, output, verdict=verdict, l2=options.l2,
                        load_avg=load_avg, **parts)
+
+
+def _runnable_backend(kernel: Kernel, options: RunOptions) -> Backend:
+    """The kernel's backend, or KernelUnavailable carrying why the kernel cannot run here."""
+    reason = unavailable_reason(kernel, options)
+    if reason:
+        raise KernelUnavailable(f"{kernel.id} is unavailable: {reason}")
+    return get_backend(kernel.backend, options)
 
 
 def _checked(storage: np.ndarray, problem: Problem, inputs: tuple[np.ndarray, ...],
@@ -495,11 +500,8 @@ class KernelSampler:
                  warmup: int = DEFAULT_WARMUP) -> None:
         kernel = catalogue.get(kernel_id)
         options = options or RunOptions()
-        reason = unavailable_reason(kernel, options)
-        if reason:
-            raise KernelUnavailable(f"{kernel.id} is unavailable: {reason}")
+        backend = _runnable_backend(kernel, options)
         inputs = problem.inputs()
-        backend = get_backend(kernel.backend, options)
         self.session = backend.prepare(kernel, plan_call(problem, inputs, kernel.layout))
         self._cold = options.l2 == "cold"
         self._transferred = False
