@@ -25,7 +25,13 @@
 //   sets the balance, never correctness;
 // - tile shape from -D defines exactly as rung 21 (BM, BN, BK, TM, TN, LR,
 //   STAGES, MINB); mmsuite/dispatch.py picks the variant per problem.
-// The MAC loop is rung 21's, as a device function over a K range [kb, ke).
+// The MAC loop is rung 21's text (cuda/mac_staging.inc, mac_loop.inc) over a
+// K range [kb, ke), written into the kernel's tile loop as rung 21 writes it
+// into its kernel. Through a __forceinline__ device function instead, ptxas
+// grouped each BK step's four shared loads ahead of its 64 FMAs rather than
+// spreading them among the FMAs, and the 256x128x16 tile of 512 threads ran
+// 4% slower (H100: 3.138 against 3.007 ms at 4096^3, 24.74 against 23.68 ms
+// at 8192^3, 0.422 against 0.406 ms at 2048^3); 128x128x8 was unchanged.
 // Measured on the H100 (spin kernel ahead of each sample, L2 warm, cuBLAS in
 // the same run), % of cuBLAS, rung 22 untuned in brackets: 92% at 4097^3 (88),
 // 89% at 2053^3 (86), 100% at 1536^3 (92): problems whose last wave rung 22
@@ -36,6 +42,10 @@
 // 512^3 (94). With 512-thread tiles this loop ran 6-9% below rung 21's on the
 // same tile, with 64- and 128-thread tiles as fast; rung 22 therefore takes
 // stream-K only with the latter, where the model gains 8% or more (4097^3).
+// With the loop written inline (below), the 512-thread tile runs 2-3% below
+// rung 21's at 4096^3 and 8192^3 (3.007 against 2.909 ms, 23.68 against 23.13),
+// and its partial tiles (128 KB each) cost more than the last wave it fills at
+// 2048^3 (0.406 against 0.373 ms), so rung 22 still leaves it out.
 // Rung 21's tile defines (BK 8 unless given), its MAC loop and its store of
 // a thread's outputs (store_tile); its kernels come along unused.
 #ifndef BK
@@ -62,20 +72,6 @@ __device__ __forceinline__ int sk_owner(int it, int total, int ctas) {
     return it < big ? it / (base + 1) : extra + (it - big) / base;
 }
 
-// acc += A(i0.., kb..kb + left) * B(kb..kb + left, j0..): rung 21's loop
-// (cuda/mac_staging.inc, mac_loop.inc) over one K range, as a function the
-// tile loop calls.
-__device__ __forceinline__ void mac_loop(float (&acc)[TM][TN], int M, int N, int K,
-                                         const float* A, const float* B, int i0, int j0, int kb,
-                                         int left, float* sa_all, float* sb_all, int tid,
-                                         int tr, int tc) {
-#include "mac_staging.inc"
-#include "mac_loop.inc"
-#if STAGES == 2
-    __syncthreads();  // the next tile's first stores go to a buffer just read
-#endif
-}
-
 // Blocks [0, sk_ctas) are stream-K blocks sharing the first sk_tiles tiles'
 // iterations; block sk_ctas + d computes data-parallel tile sk_tiles + d whole.
 // Tile t is matrix t / (tiles_m tiles_n), then rows first. W holds sk_ctas x 2
@@ -91,8 +87,8 @@ __device__ __forceinline__ int thread_index() {
 }
 
 extern "C" __global__ void __launch_bounds__(THREADS, MINB)
-mm_23_streamk(int M, int N, int K, float alpha, const float* A, const float* B, float beta,
-              float* C, float* W, int sk_ctas, int sk_tiles) {
+mm_23_streamk(int M, int N, int K, float alpha, const float* A_all, const float* B_all,
+              float beta, float* C, float* W, int sk_ctas, int sk_tiles) {
     // Only `it` stays in a register across tiles. The share's end, its first
     // tile and the tile counts wait in shared memory, and what derives from the
     // thread index is recomputed after the MAC loop: kept in registers across
@@ -133,10 +129,17 @@ mm_23_streamk(int M, int N, int K, float alpha, const float* A, const float* B, 
             const int rest = tile % tiles_mn;
             const int kb = (it - tile_begin) * BK;
             const int ke = min(K, (min(share[0], tile_begin + ipt) - tile_begin) * BK);
-            mac_loop(acc, M, N, K, A + mat * (size_t)M * K, B + mat * (size_t)K * N,
-                     (rest % tiles_m) * BM, (rest / tiles_m) * BN, kb, ke - kb, sa_all, sb_all,
-                     tid, (warp % WARPS_M) * WM + (lane % LR) * 4,
-                     (warp / WARPS_M) * WN + (lane / LR) * 4);
+            const float* A = A_all + mat * (size_t)M * K;
+            const float* B = B_all + mat * (size_t)K * N;
+            const int i0 = (rest % tiles_m) * BM, j0 = (rest / tiles_m) * BN;
+            int left = ke - kb;
+            const int tr = (warp % WARPS_M) * WM + (lane % LR) * 4;
+            const int tc = (warp / WARPS_M) * WN + (lane / LR) * 4;
+#include "mac_staging.inc"
+#include "mac_loop.inc"
+#if STAGES == 2
+            __syncthreads();  // the next tile's first stores go to a buffer just read
+#endif
         }
         const int ipt = share[2], tiles_m = share[3];
         const int tiles_mn = tiles_m * ((N + BN - 1) / BN);

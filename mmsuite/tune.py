@@ -366,13 +366,14 @@ def kernel_dims(problem) -> tuple[int, int, int, int]:
 
 
 def tune_problem(kernel_id: str, problem, device: Device, limit: int, confirm_top: int,
-                 progress: Callable[[str], None]) -> dict:
+                 progress: Callable[[str], None], streamk_limit: int = DEFAULT_STREAMK) -> dict:
     """Search, confirm and store one problem's entry; returns what was stored."""
     m, n, k, batch = kernel_dims(problem)
     key = dispatch.shape_key(m, n, k, batch)
     configs = TUNABLE[kernel_id]
     choices = candidates(m, n, k, batch, device, configs, limit)
-    streamk = streamk_candidates(m, n, k, batch, device) if configs is None else []
+    streamk = (streamk_candidates(m, n, k, batch, device, streamk_limit)
+               if configs is None else [])
     progress(f"{len(choices)} candidates for the kernel's {m}x{n}x{k} (batch {batch})"
              + (f", and {len(streamk)} stream-K variants for the suite's run" if streamk else ""))
     started = time.perf_counter()
@@ -454,6 +455,9 @@ def add_parser(sub) -> argparse.ArgumentParser:
     p.add_argument("--confirm", type=int, default=DEFAULT_CONFIRM,
                    help="best candidates re-measured with the suite's timer "
                         f"(default {DEFAULT_CONFIRM})")
+    p.add_argument("--streamk", type=int, default=DEFAULT_STREAMK, metavar="N",
+                   help="stream-K variants (rung 23's, best by the model) measured with the "
+                        f"suite's timer as well; 0 for none (default {DEFAULT_STREAMK})")
     return p
 
 
@@ -465,6 +469,8 @@ def problems_of(args: argparse.Namespace) -> list:
         raise TuneError(f"{args.kernel!r} cannot be tuned; tunable rungs: {', '.join(TUNABLE)}")
     if args.candidates < 1 or args.confirm < 1 or args.batch < 1:
         raise TuneError("--candidates, --confirm and --batch must be positive")
+    if args.streamk < 0:
+        raise TuneError("--streamk must not be negative")
     out = []
     for text in args.shape:
         try:
@@ -504,7 +510,7 @@ def cmd_tune(args: argparse.Namespace, console) -> int:
 
         try:
             done = tune_problem(kernel.id, problem, device, args.candidates, args.confirm,
-                                progress)
+                                progress, args.streamk)
         except RuntimeError as exc:
             progress(f"not tuned: {exc}")
             status = 1

@@ -242,6 +242,19 @@ def test_streamk_variants_are_confirmed_and_a_winner_is_stored(
     assert choice.streamk and choice.source == "tuned"
 
 
+@pytest.mark.parametrize("limit", [0, 5])
+def test_streamk_option_sets_how_many_streamk_variants_the_suite_confirms(
+        monkeypatch: pytest.MonkeyPatch, limit: int) -> None:
+    problem = Problem(4097, 4097, 4097)
+    m, n, k, batch = tune.kernel_dims(problem)
+    found = tune.candidates(m, n, k, batch, H100, limit=4)
+    confirmed = _fake_search(monkeypatch, {(c.config.name, c.split): 1.0 for c in found}, {})
+    tune.tune_problem("cuda.22_adaptive", problem, H100, 4, 2, lambda _: None, limit)
+    forced = confirmed[1:]  # the first run is the heuristic's own plan
+    assert sum(c.streamk for c in forced) == limit
+    assert sum(not c.streamk for c in forced) == 2  # --confirm's split-K candidates
+
+
 def test_every_candidate_skipped_is_an_error_with_the_reasons(
         monkeypatch: pytest.MonkeyPatch) -> None:
     _fake_search(monkeypatch, {}, {})
@@ -270,6 +283,7 @@ def test_row_major_problems_are_keyed_by_the_kernels_own_sizes() -> None:
     (["tune", "cuda.20_tuned", "--shape", "64x64x64"], "cannot be tuned"),
     (["tune", "cuda.22_adaptive", "--shape", "64x0x64"], "--shape"),
     (["tune", "cuda.22_adaptive", "--shape", "64x64x64", "--candidates", "0"], "positive"),
+    (["tune", "cuda.22_adaptive", "--shape", "64x64x64", "--streamk", "-1"], "negative"),
     (["tune", "cuda.22_adaptive"], "--shape"),
 ])
 def test_bad_input_is_one_line_and_exit_2(argv: list, message: str,

@@ -18,7 +18,7 @@ import numpy as np
 import pytest
 
 import mmsuite
-from mmsuite import Problem, RunOptions, kernels, verify
+from mmsuite import Problem, RunOptions, dispatch, kernels, verify
 from mmsuite.backends import cuda as cuda_backend
 from mmsuite.backends import cuda_session, cuda_timing, get_backend
 from mmsuite.catalogue import Kernel, get
@@ -350,3 +350,21 @@ def test_environment_names_the_device() -> None:
     env = get_backend("cuda").environment()
     for key in ("gpu", "sm_count", "driver", "cuda_runtime", "cupy"):
         assert env[key], key
+
+
+@needs_gpu
+@pytest.mark.parametrize("config", dispatch.STREAMK_CONFIGS, ids=lambda c: c.name)
+def test_every_streamk_variant_agrees_on_shapes_no_tile_divides(config) -> None:
+    """Rung 23's kernels in each tile variant (forced through rung 22's tuning file, as
+    ``mmsuite tune`` does) agree with float64, stream-K partials and fix-up included."""
+    from mmsuite import tune
+
+    device = tune.current_device()
+    for problem in (Problem(1, 1, 1), Problem(35, 79, 19, batch=3),
+                    Problem(131, 257, 139, batch=2, layout="col", alpha=0.5, beta=2.0),
+                    Problem(600, 520, 1031, beta=1.0)):
+        m, n, k, batch = tune.kernel_dims(problem)
+        choice = dispatch.Choice(config, 1, streamk=True)
+        _, info = tune.confirm("cuda.22_adaptive", problem, device.name,
+                               dispatch.shape_key(m, n, k, batch), choice)  # raises if wrong
+        assert (info["config"], info["choice"], info["streamk"]) == (config.name, "tuned", True)
