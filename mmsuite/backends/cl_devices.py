@@ -205,12 +205,14 @@ def _listing(entries: Sequence[DeviceEntry]) -> str:
     return "; ".join(e.label for e in entries) if entries else "none"
 
 
-def _pick(entries: list[DeviceEntry], text: str) -> list[DeviceEntry]:
+def _by_index_or_name(items: list, text: str, named: Callable[[Any], bool]) -> list:
+    """``[items[int(text)]]`` when ``text`` is a number (empty past the end), else the
+    items that ``named`` accepts: how a selector and both parts of PYOPENCL_CTX pick."""
     text = text.strip()
     if re.fullmatch(r"\d+", text):
         index = int(text)
-        return [entries[index]] if index < len(entries) else []
-    return [e for e in entries if e.matches(text)]
+        return [items[index]] if index < len(items) else []
+    return [item for item in items if named(item)]
 
 
 def select_device(selector: str | int | None = None,
@@ -218,21 +220,20 @@ def select_device(selector: str | int | None = None,
                   works: Callable[[DeviceEntry], str] = smoke_test) -> DeviceEntry:
     """The device named by ``selector``, else by PYOPENCL_CTX, else the first that works.
 
-    ``selector`` is an index into ``list_devices()`` or a case-insensitive substring of
-    a device's or platform's name. Raises ValueError (listing the devices) when it
-    matches nothing, LookupError when there is no device at all or no default device
-    passes ``works`` (the smoke test). A device chosen by name is returned as it is:
-    its failure is reported by the backend's probe, with the compiler's reason.
+    Raises ValueError (listing the devices) when the selector or PYOPENCL_CTX matches
+    nothing, LookupError when there is no device or no default device passes ``works``.
+    A device chosen by name is returned as it is: the backend's probe reports its failure.
     """
     entries = list_devices() if entries is None else entries
     if not entries:
         raise LookupError(no_platform_reason())
-    if selector is not None and str(selector).strip() != "":
-        found = _pick(entries, str(selector))
+    text = "" if selector is None else str(selector)
+    if text.strip():
+        found = _by_index_or_name(entries, text, lambda e: e.matches(text))
         if not found:
             hint = nvidia_icd_hint()
-            extra = f" ({hint})" if hint and "nvidia" in str(selector).lower() else ""
-            raise ValueError(f"no OpenCL device matches {str(selector)!r}{extra}; "
+            extra = f" ({hint})" if hint and "nvidia" in text.lower() else ""
+            raise ValueError(f"no OpenCL device matches {text!r}{extra}; "
                              f"devices: {_listing(entries)}")
         return found[0]
     ctx_env = os.environ.get("PYOPENCL_CTX", "").strip()
@@ -256,20 +257,12 @@ def _select_pyopencl_ctx(value: str, entries: list[DeviceEntry]) -> DeviceEntry:
     for e in entries:
         if e.platform not in distinct:
             distinct.append(e.platform)
-    if re.fullmatch(r"\d+", platform_part.strip()):
-        index = int(platform_part)
-        chosen = [distinct[index]] if index < len(distinct) else []
-    else:
-        needle = platform_part.strip().lower()
-        chosen = [p for p in distinct if needle in p.name.lower()]
+    needle, part = platform_part.strip().lower(), device_part.strip()
+    chosen = _by_index_or_name(distinct, platform_part, lambda p: needle in p.name.lower())
     candidates = [e for e in entries if chosen and e.platform == chosen[0]]
-    if candidates and device_part.strip():
-        part = device_part.strip()
-        if re.fullmatch(r"\d+", part):
-            index = int(part)
-            candidates = [candidates[index]] if index < len(candidates) else []
-        else:
-            candidates = [e for e in candidates if part.lower() in e.name.lower()]
+    if candidates and part:
+        candidates = _by_index_or_name(candidates, part,
+                                       lambda e: part.lower() in e.name.lower())
     if not candidates:
         raise ValueError(f"PYOPENCL_CTX={value!r} matches no OpenCL device; "
                          f"devices: {_listing(entries)}")
