@@ -18,14 +18,21 @@
 // mm_21_splitk(M, N, K, alpha, A, B, beta, C, W, splits), then, when K is
 // split, mm_21_reduce(M, N, batch, alpha, W, beta, C, splits).
 // Measured on the H100 (spin kernel ahead of each sample, L2 warm, cuBLAS in
-// the same run, the shipped tuning file), % of cuBLAS: 97% at 512^3 and
-// 1024^3, 92-93% at 2048^3 to 8192^3, 92% at 4097^3 (stream-K), 89.6% on
-// 8192x128x8192, 76% on 128x128x65536, 95% on batch 100 x 1000^3.
+// the same run, the shipped tuning file), % of cuBLAS: 95% at 512^3, 97% at
+// 1024^3, 93-94% at 2048^3, 92% at 4096^3, 93% at 8192^3, 93% at 4097^3
+// (tuned stream-K, 128x64 tiles), 89% on 8192x128x8192, 78% on
+// 128x128x65536, 95% on batch 100 x 1000^3.
 // Tried on the H100 against the 256x128x16 tile of 512 threads (47.3 TFLOP/s
-// at 4096^3, 92% of cuBLAS), all slower: 16 x 8 outputs per thread in
-// 256-thread blocks, cuBLAS's own tile and warp layout there (46.8), a
-// cp.async pipeline of three stages (43.5), shared memory double-buffered at
-// BK 16 (45.1, dynamic shared memory) or one buffer at BK 32 (43.7). Nsight
+// at 4096^3, 92% of cuBLAS; 48.0 since its FMAs run columns outer), all
+// slower: 16 x 8 outputs per thread in 256-thread blocks, cuBLAS's own tile
+// and warp layout there (46.8), a cp.async pipeline of three stages (43.5),
+// shared memory double-buffered at BK 16 (45.1 with dynamic shared memory;
+// 45.1 again with static memory and unpadded B rows to fit 48 KB), one buffer
+// at BK 32 (43.7), the split-K reduction fused into the main kernel (the
+// last slice of a tile to finish adds the slices: 4% slower on
+// 8192x128x8192, 23-33% at 512^3 and 1024^3), and stream-K with this tile
+// (rung 23: level at 8192^3, 1% slower at 4096^3, 6% at 2048^3, where its
+// 128 KB partial tiles cost more than the last wave they fill). Nsight
 // Compute puts the gap in issue: cuBLAS issues on 91% of cycles with 8 warps
 // per SM, this tile on 82% with 16, its warps stalled at the two barriers per
 // K tile and on dispatch.

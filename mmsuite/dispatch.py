@@ -664,7 +664,8 @@ def plan_streamk(entry: str, source: str, call, device: dict):
 # 64x64 tiles of 6 blocks 3% faster at 2053^3 (model 6%); with the 512-thread
 # tiles it was 3-12% slower at 2048^3 to 8192^3 and on batch 100 x 1000^3
 # (their MAC loop ran slower in rung 23's source than in rung 21's; written
-# inline since, it is 2-3% slower at 4096^3 and 8192^3 and 9% at 2048^3), and
+# inline since, with columns-outer FMAs, rung 23 on this tile is level with
+# rung 22 at 8192^3, 1% slower at 4096^3 and 6% at 2048^3), and
 # slower on every small, skinny or tall-K shape measured. So only the
 # high-occupancy 128- and 64-thread tiles, and only where the model gains 8%
 # or more, which keeps the model's optimism at 4097^3 covered.
