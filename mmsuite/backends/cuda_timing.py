@@ -24,12 +24,15 @@ needed spins of up to 800 us on an H100 host; the spin grows until it covers
 the enqueue of a whole sample.
 
 Checked on an H100 SXM against Nsight Compute's ``gpu__time_duration.sum`` (the
-kernels of a call, summed) and a CUDA-graph replay: cuBLAS and rung 22 at
-1024^3, 4096^3 and batch 100 x 1000^3 within 1% of ncu and 3% of the graph.
-At 512^3 (13 launches a sample) cuBLAS reads 5.7% and rung 22 4.3% below ncu,
-and rung 22 10% above its graph replay: there the two references disagree by
-15%, since ncu adds about a microsecond to each kernel (an empty kernel reads
-1.95 us in ncu and replays at 1.01 us a launch in a graph).
+kernels of a call, summed) and a CUDA-graph replay of 20 calls (cuBLAS captured
+through libcublas itself: CuPy refuses cuBLAS calls during capture): cuBLAS and
+rung 22 at 1024^3, 4096^3 and batch 100 x 1000^3 within 1% of ncu and 3% of the
+graph. At 512^3 the two references disagree with each other, and the batched
+figure lies between them: cuBLAS 14.6 us against 16.1 (ncu) and 12.6 (graph),
+rung 22 15.3 against 16.3 (ncu) and 13.6 (graph). ncu adds about a microsecond
+to each kernel (an empty kernel reads 1.95 us in ncu and replays at 1.01 us a
+launch in a graph), and a graph starts a call's second kernel sooner than a
+stream does.
 """
 
 from __future__ import annotations
