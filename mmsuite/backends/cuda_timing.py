@@ -29,7 +29,8 @@ through libcublas itself: CuPy refuses cuBLAS calls during capture): cuBLAS and
 rung 22 at 1024^3, 4096^3 and batch 100 x 1000^3 within 1% of ncu and 3% of the
 graph. At 512^3 the two references disagree with each other, and the batched
 figure lies between them: cuBLAS 14.6 us against 16.1 (ncu) and 12.6 (graph),
-rung 22 15.3 against 16.3 (ncu) and 13.6 (graph). ncu adds about a microsecond
+rung 22 15.3 against 16.3 (ncu) and 13.6 (graph, in an earlier check of the same
+kernels). ncu adds about a microsecond
 to each kernel (an empty kernel reads 1.95 us in ncu and replays at 1.01 us a
 launch in a graph), and a graph starts a call's second kernel sooner than a
 stream does.
