@@ -230,7 +230,9 @@ def cmd_list(args: argparse.Namespace, console: Console) -> int:
 
     table = Table(title="mmsuite kernels (ladder order)", title_justify="left")
     for title in ("kernel", "rung", "parent", "seed", "adds", "sizes", "available"):
-        table.add_column(title, overflow="fold")
+        # Kernel ids stay whole, so that they can be copied and searched for; the
+        # prose columns fold around them.
+        table.add_column(title, overflow="fold", no_wrap=title == "kernel")
     for kernel in catalogue.kernels():
         if args.backend and kernel.backend not in args.backend:
             continue

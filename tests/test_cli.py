@@ -27,6 +27,16 @@ def test_list_shows_every_kernel_and_reasons(capsys: pytest.CaptureFixture) -> N
     assert "presets:" in out
 
 
+def test_list_keeps_kernel_ids_whole_when_a_reason_is_long(
+        monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture) -> None:
+    monkeypatch.setenv("COLUMNS", "100")
+    monkeypatch.setattr(cli, "unavailable_reason", lambda kernel, options: "x" * 400)
+    assert main(["list"]) == 0
+    out = capsys.readouterr().out
+    for kernel in catalogue.kernels():
+        assert kernel.id in out, kernel.id
+
+
 def test_run_prints_the_ladder_table_and_writes_json(tmp_path, capsys) -> None:
     (tmp_path / "out").mkdir()
     path = tmp_path / "out" / "results.json"
