@@ -25,10 +25,12 @@
 // Tried on the H100 against the 256x128x16 tile of 512 threads (47.3 TFLOP/s
 // at 4096^3, 92% of cuBLAS; 48.0 since its FMAs run columns outer), all
 // slower: 16 x 8 outputs per thread in 256-thread blocks, cuBLAS's own tile
-// and warp layout there (46.8), a cp.async pipeline of three stages (43.5),
-// shared memory double-buffered at BK 16 (45.1 with dynamic shared memory;
-// 45.1 again with static memory and unpadded B rows to fit 48 KB), one buffer
-// at BK 32 (43.7), the split-K reduction fused into the main kernel (the
+// and warp layout there (46.8), a cp.async pipeline of three stages (43.5;
+// 40.7 with B kept k-contiguous per column, untransposed, and one barrier
+// per K tile, 38.8 with two or four stages), shared memory double-buffered
+// at BK 16 (45.1 with dynamic shared memory; 45.1 again with static memory
+// and unpadded B rows to fit 48 KB), one buffer at BK 32 (43.7), the split-K
+// reduction fused into the main kernel (the
 // last slice of a tile to finish adds the slices: 4% slower on
 // 8192x128x8192, 23-33% at 512^3 and 1024^3), and stream-K with this tile
 // (rung 23: level at 8192^3, 1% slower at 4096^3, 6% at 2048^3, where its
