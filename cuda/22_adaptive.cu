@@ -32,7 +32,7 @@
 // and unpadded B rows to fit 48 KB), one buffer at BK 32 (43.7), the split-K
 // reduction fused into the main kernel (the
 // last slice of a tile to finish adds the slices: 4% slower on
-// 8192x128x8192, 23-33% at 512^3 and 1024^3), and stream-K with this tile
+// 8192x128x8192, 25% at 1024^3, 49% at 512^3), and stream-K with this tile
 // (rung 23: level at 8192^3, 1% slower at 4096^3, 6% at 2048^3, where its
 // 128 KB partial tiles cost more than the last wave they fill). Nsight
 // Compute puts the gap in issue: cuBLAS issues on 91% of cycles with 8 warps
