@@ -20,7 +20,7 @@
 // Measured on the H100 (spin kernel ahead of each sample, L2 warm, cuBLAS in
 // the same run, the shipped tuning file), % of cuBLAS: 95% at 512^3, 97% at
 // 1024^3, 93-94% at 2048^3, 92% at 4096^3, 93% at 8192^3, 93% at 4097^3
-// (tuned stream-K, 128x64 tiles), 89% on 8192x128x8192, 78% on
+// (tuned stream-K, 128x64 tiles), 89-90% on 8192x128x8192, 78% on
 // 128x128x65536, 95% on batch 100 x 1000^3.
 // Tried on the H100 against the 256x128x16 tile of 512 threads (47.3 TFLOP/s
 // at 4096^3, 92% of cuBLAS; 48.0 since its FMAs run columns outer), all
