@@ -69,3 +69,14 @@ __device__ __forceinline__ void outer_fma(float (&acc)[X][Y], const float (&a)[X
 #pragma unroll
         for (int y = 0; y < Y; ++y) acc[x][y] += a[x] * b[y];
 }
+
+// outer_fma with the columns outer: the same sums, issued in another order (faster
+// for some tiles, see cuda/mac_loop.inc).
+template <int X, int Y>
+__device__ __forceinline__ void outer_fma_cols(float (&acc)[X][Y], const float (&a)[X],
+                                               const float (&b)[Y]) {
+#pragma unroll
+    for (int y = 0; y < Y; ++y)
+#pragma unroll
+        for (int x = 0; x < X; ++x) acc[x][y] += a[x] * b[y];
+}

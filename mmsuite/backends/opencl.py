@@ -8,8 +8,9 @@ Builds. For each rung and device type the catalogue lists geometries, best
 first; the first that the device accepts is used: work-group size, work-item
 sizes and local memory against the device limits before the build, against the
 built kernel's limits (registers) after it. Builds are cached per (context,
-source, options), and ``Built`` keeps the local sizes already launched once
-(PoCL compiles a kernel again for each local size at its first launch).
+source, options), each an ``opencl_session.Built`` that keeps the local sizes
+already launched once (PoCL compiles a kernel again for each local size at its
+first launch).
 
 Includes. Local ``#include "x.h"`` lines that name files of the cl/ folder
 (cl/common.h) are pasted into the source before it is built, as the CUDA
@@ -23,7 +24,6 @@ import contextlib
 import hashlib
 import warnings
 from collections.abc import Sequence
-from dataclasses import dataclass, field
 from importlib.metadata import PackageNotFoundError, version
 from typing import TYPE_CHECKING, Any
 
@@ -41,7 +41,7 @@ from .cl_devices import (
     select_device,
     smoke_test,
 )
-from .opencl_session import ClblastSession, ClDevice, KernelSession
+from .opencl_session import Built, ClblastSession, ClDevice, KernelSession
 
 if TYPE_CHECKING:
     from .base import KernelSpec
@@ -73,15 +73,6 @@ def build_program(context: Any, source: str, options: Sequence[str]) -> Any:
             program = cl.Program(context, source).build(options=list(options))
         _PROGRAMS[key] = program
     return program
-
-
-@dataclass
-class Built:
-    """A kernel built for one geometry, and the local sizes already launched once."""
-
-    geometry: ClGeometry
-    kernel: Any  # pyopencl.Kernel
-    primed: set = field(default_factory=set)
 
 
 # -------------------------------------------------------------------------- adapter
@@ -232,9 +223,8 @@ class OpenCLBackend(Backend):
             if reason:
                 raise KernelUnavailable(reason)
             return ClblastSession(self._session_device(), kernel, call)
-        built = self.build(kernel, vec=vec_ok(call))
-        return KernelSession(self._session_device(), kernel, call, built.geometry, built.kernel,
-                             built.primed)
+        return KernelSession(self._session_device(), kernel, call,
+                             self.build(kernel, vec=vec_ok(call)))
 
     def _session_device(self) -> ClDevice:
         return ClDevice(self._cl, self.queue, self.context, self.entry.label, self.device_type,

@@ -20,7 +20,7 @@ pageable and from pinned (ALLOC_HOST_PTR) host memory.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -47,6 +47,16 @@ class ClDevice:
     label: str  # DeviceEntry.label
     device_type: str  # "GPU" or "CPU"
     build_options: list[str]  # the device's, beside each geometry's
+
+
+@dataclass
+class Built:
+    """A kernel built for one geometry (by the backend), and the local sizes already
+    launched once: PoCL compiles a kernel again for each local size at its first launch."""
+
+    geometry: ClGeometry
+    kernel: Any  # pyopencl.Kernel
+    primed: set = field(default_factory=set)
 
 
 class GateTimer(Timer):
@@ -160,25 +170,22 @@ class ClSession(Session):
 
 
 class KernelSession(ClSession):
-    """A cl/ rung: one NDRange of ``knl``, built for ``geometry``, per launch.
-
-    ``primed`` holds the local sizes ``knl`` has run with; the session adds its own.
-    """
+    """A cl/ rung: one NDRange of the built kernel per launch."""
 
     def __init__(self, device: ClDevice, kernel: KernelSpec, call: GemmCall,
-                 geometry: ClGeometry, knl: Any, primed: set) -> None:
+                 built: Built) -> None:
         super().__init__(device, kernel, call)
-        self._kernel = knl
+        geometry, self._kernel = built.geometry, built.kernel
         self._kernel.set_args(np.int32(call.m), np.int32(call.n), np.int32(call.k),
                               np.float32(call.alpha), self.a_buf, self.b_buf,
                               np.float32(call.beta), self.c_buf)
         self._global = geometry.global_size(call.m, call.n, call.batch)
         self._local = (*geometry.local, 1)
-        if self._local not in primed:
+        if self._local not in built.primed:
             # One work-group: PoCL compiles the work-group function for this local size here.
             self._cl.enqueue_nd_range_kernel(self.queue, self._kernel, self._local,
                                              self._local).wait()
-            primed.add(self._local)
+            built.primed.add(self._local)
         self.info.update({"geometry": geometry.describe(),
                           "build_options": " ".join(geometry.options + device.build_options),
                           "global_size": list(self._global)})
