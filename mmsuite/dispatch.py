@@ -65,8 +65,8 @@ class Config:
     FP32 peak a full SM reaches with this tile (from rung 20's 69% at 128x128 on
     the H100; smaller tiles load more per FMA). ``unaligned`` is the share of it
     left when M or K is not a multiple of 4 and loads go scalar (4097^3 against
-    4096^3 on the H100: about 0.8 for blocks of 256 or 512 threads, 0.9 for 64
-    or 128).
+    4096^3 on the H100, split 1: 0.735 to 0.845 for blocks of 256 or 512 threads,
+    0.84 to 0.925 for 64 or 128).
     """
 
     bm: int
@@ -166,41 +166,41 @@ class Config:
 
 
 # The variants the heuristic chooses from. Registers from `nvcc -arch=sm_90 -Xptxas -v`;
-# efficiency = TFLOP/s at 4096^3 and 8192^3 on the H100 (split 1, every SM full) over
-# the 66.9 TFLOP/s FP32 peak. 128x128 with BK 16 (rung 20's shape) reaches only
-# 0.60 in this source, with BK 8 0.695, as much as rung 20 itself; with warp tiles of
-# 2 x 16 lanes (LR 2) 1.2% more (46.85 against 46.31 TFLOP/s at 4096^3). 256x128
-# with LR 2 rose from 0.707 to 0.715 when its FMAs ran columns outer.
+# efficiency = TFLOP/s at 4096^3 on the H100 (split 1, every SM full, two rounds)
+# over the 66.9 TFLOP/s FP32 peak, measured with each tile's FMA order of
+# cuda/mac_loop.inc. That order moved the 8 x 8 tiles by 1-3% (256x128 LR 2: 0.715
+# to 0.725) and 128x128x16 from 0.60 to 0.70.
 CONFIGS: dict[str, Config] = {c.name: c for c in (
-    Config(256, 128, lr=2, regs=128, efficiency=0.715, unaligned=0.78),
-    Config(256, 128, regs=128, efficiency=0.70, unaligned=0.79),
-    Config(128, 256, regs=128, efficiency=0.645, unaligned=0.81),
-    Config(128, 128, bk=8, lr=2, regs=128, efficiency=0.703, unaligned=0.80),
-    Config(128, 128, bk=8, regs=128, efficiency=0.695, unaligned=0.80),
-    Config(128, 128, regs=128, efficiency=0.60, unaligned=0.85),
-    Config(64, 128, minb=3, regs=148, efficiency=0.66, unaligned=0.91),
-    Config(128, 64, minb=3, regs=148, efficiency=0.65, unaligned=0.91),
-    Config(64, 64, minb=6, regs=158, efficiency=0.64, unaligned=0.92),
-    Config(64, 64, tm=4, tn=8, lr=8, regs=101, efficiency=0.59, unaligned=0.89),
-    Config(64, 64, tm=4, tn=4, regs=79, efficiency=0.48, unaligned=0.85),
-    Config(32, 32, tm=4, tn=4, regs=89, efficiency=0.40, unaligned=0.87),
+    Config(256, 128, lr=2, regs=128, efficiency=0.725, unaligned=0.735),
+    Config(256, 128, regs=128, efficiency=0.72, unaligned=0.735),
+    Config(128, 256, regs=128, efficiency=0.696, unaligned=0.755),
+    Config(128, 128, bk=8, lr=2, regs=128, efficiency=0.708, unaligned=0.81),
+    Config(128, 128, bk=8, regs=128, efficiency=0.705, unaligned=0.74),
+    Config(128, 128, regs=128, efficiency=0.70, unaligned=0.845),
+    Config(64, 128, minb=3, regs=149, efficiency=0.654, unaligned=0.915),
+    Config(128, 64, minb=3, regs=149, efficiency=0.673, unaligned=0.84),
+    Config(64, 64, minb=6, regs=159, efficiency=0.633, unaligned=0.925),
+    Config(64, 64, tm=4, tn=8, lr=8, regs=101, efficiency=0.591, unaligned=0.89),
+    Config(64, 64, tm=4, tn=4, regs=79, efficiency=0.479, unaligned=0.85),
+    Config(32, 32, tm=4, tn=4, regs=89, efficiency=0.417, unaligned=0.87),
 )}
 RUNG21_CONFIG = CONFIGS["128x128x8"]
 # What `mmsuite tune` searches beyond them: double-buffered shared memory,
 # 512-thread tiles with BK 8, taller 256x64 and 512x64 tiles. Efficiencies as
-# above (4096^3 and 8192^3 on the H100); none beat the dispatcher's own there,
-# which is why the heuristic leaves them to the tuner.
+# above; none beats the dispatcher's best tile at 4096^3 (256x128x8 LR 2
+# double-buffered comes closest, 0.716 against 0.725), which is why the heuristic
+# leaves them to the tuner.
 SEARCH: tuple[Config, ...] = tuple(CONFIGS.values()) + (
-    Config(256, 128, bk=8, lr=2, stages=2, regs=127, efficiency=0.66),
-    Config(256, 128, bk=8, lr=2, regs=126, efficiency=0.655),
-    Config(128, 256, bk=8, stages=2, regs=127, efficiency=0.68),
-    Config(128, 128, bk=8, stages=2, regs=125, efficiency=0.68),
-    Config(64, 128, bk=8, stages=2, minb=3, regs=142, efficiency=0.58, unaligned=0.9),
-    Config(128, 64, stages=2, minb=3, regs=155, efficiency=0.66, unaligned=0.9),
-    Config(128, 64, bk=8, minb=3, regs=141, efficiency=0.63, unaligned=0.9),
-    Config(256, 64, regs=128, efficiency=0.635),
-    Config(256, 64, lr=8, regs=128, efficiency=0.64),
-    Config(512, 64, lr=8, regs=128, efficiency=0.63),
+    Config(256, 128, bk=8, lr=2, stages=2, regs=128, efficiency=0.716, unaligned=0.745),
+    Config(256, 128, bk=8, lr=2, regs=128, efficiency=0.696, unaligned=0.75),
+    Config(128, 256, bk=8, stages=2, regs=128, efficiency=0.636, unaligned=0.775),
+    Config(128, 128, bk=8, stages=2, regs=128, efficiency=0.668, unaligned=0.765),
+    Config(64, 128, bk=8, stages=2, minb=3, regs=141, efficiency=0.534, unaligned=0.9),
+    Config(128, 64, stages=2, minb=3, regs=149, efficiency=0.669, unaligned=0.835),
+    Config(128, 64, bk=8, minb=3, regs=136, efficiency=0.585, unaligned=0.875),
+    Config(256, 64, regs=128, efficiency=0.677, unaligned=0.83),
+    Config(256, 64, lr=8, regs=128, efficiency=0.678, unaligned=0.835),
+    Config(512, 64, lr=8, regs=128, efficiency=0.62, unaligned=0.755),
 )
 
 
@@ -517,9 +517,9 @@ _MAX_ITERATIONS = 2**31 - 1  # the kernels count iterations in ints
 # Rung 22's variants as rung 23 compiles them (nvcc 13, sm_90; registers as
 # ptxas reports them, every one without spills). 128x128x16 spills in this
 # source and is left out.
-_STREAMK_REGS = {"256x128x16_t8x8_lr2": 128, "256x128x16": 128, "128x256x16": 128,
-                 "128x128x8": 125, "64x128x16_b3": 167, "128x64x16_b3": 167,
-                 "64x64x16_b6": 167, "64x64x16_t4x8_lr8": 95, "64x64x16_t4x4_lr4": 77,
+_STREAMK_REGS = {"256x128x16_t8x8_lr2": 127, "256x128x16": 127, "128x256x16": 128,
+                 "128x128x8": 124, "64x128x16_b3": 144, "128x64x16_b3": 168,
+                 "64x64x16_b6": 153, "64x64x16_t4x8_lr8": 95, "64x64x16_t4x4_lr4": 77,
                  "32x32x16_t4x4_lr4": 89}
 STREAMK_CONFIGS: tuple[Config, ...] = tuple(
     replace(CONFIGS[name], regs=regs) for name, regs in _STREAMK_REGS.items())
@@ -663,15 +663,16 @@ def plan_streamk(entry: str, source: str, call, device: dict):
 
 # The stream-K variants rung 22 may take, and by how much the model must prefer
 # them. Measured on the H100 against rung 22's own choice: rung 23 with 64x128
-# tiles of 3 blocks per SM is 4% faster at 4097^3 (the model said 10%), with
+# tiles of 3 blocks per SM was 4% faster at 4097^3 (the model said 10%), with
 # 64x64 tiles of 6 blocks 3% faster at 2053^3 (model 6%); with the 512-thread
-# tiles it was 3-12% slower at 2048^3 to 8192^3 and on batch 100 x 1000^3
-# (their MAC loop ran slower in rung 23's source than in rung 21's; written
-# inline since, with columns-outer FMAs, rung 23 on this tile is level with
-# rung 22 at 8192^3, 1% slower at 4096^3 and 6% at 2048^3), and
-# slower on every small, skinny or tall-K shape measured. So only the
-# high-occupancy 128- and 64-thread tiles, and only where the model gains 8%
-# or more, which keeps the model's optimism at 4097^3 covered.
+# tiles it was 1-6% slower at 2048^3 to 8192^3 and on batch 100 x 1000^3 (its
+# 128 KB partial tiles cost more than the last wave they fill), and slower on
+# every small, skinny or tall-K shape measured. So only the high-occupancy 128-
+# and 64-thread tiles, and only where the model gains 8% or more. Since the FMA
+# orders of cuda/mac_loop.inc, split-K's 128x128x16 tile closed the gap at
+# 4097^3 (3.430 ms against stream-K's 3.409; the model says 7%), and the rule
+# leaves it there; the shipped tuning file names stream-K with 128x64 tiles
+# (3.315 ms).
 ADAPTIVE_STREAMK_CONFIGS: tuple[Config, ...] = tuple(
     c for c in STREAMK_CONFIGS if c.minb and c.blocks_per_sm >= 3)
 _ADAPTIVE_STREAMK_GAIN = 0.92

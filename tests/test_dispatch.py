@@ -361,9 +361,22 @@ def test_planner_follows_the_device_tuning_file() -> None:
     assert plan.steps[0].grid == (1, 2, 96)
 
 
-def test_sizes_that_force_scalar_loads_favour_small_blocks() -> None:
-    # At 4097^3 every A column is misaligned: blocks of <= 128 threads lose less (H100 sweep).
-    assert dispatch.heuristic(4097, 4097, 4097, 1, H100).config.threads <= 128
+def test_sizes_that_force_scalar_loads_cost_large_blocks_more() -> None:
+    # At 4097^3 every A column is misaligned and loads go scalar: on the H100 the
+    # 512-thread tile kept 74% of its 4096^3 speed, the 128-thread 64x128 tile 92%.
+    def slowdown(name: str) -> float:
+        config = CONFIGS[name]
+        return (dispatch.estimate_seconds(config, 1, 4097, 4097, 4097, 1, H100)
+                / dispatch.estimate_seconds(config, 1, 4096, 4096, 4096, 1, H100))
+    assert slowdown("256x128x16_t8x8_lr2") > slowdown("64x128x16_b3") > 1.0
+
+
+def test_misaligned_4097_cube_gets_a_plan_the_h100_measured_among_the_fastest() -> None:
+    # Split-K plans timed by `mmsuite tune` on the H100 at 4097^3: 128x128x16 split 2
+    # 3.407 ms, split 3 3.430, 64x128x16_b3 split 1 3.426; 64x64x16_b6 split 1 3.499.
+    choice = dispatch.heuristic(4097, 4097, 4097, 1, H100)
+    assert (choice.config.name, choice.split) in {
+        ("128x128x16", 2), ("128x128x16", 3), ("64x128x16_b3", 1)}
     assert dispatch.heuristic(4096, 4096, 4096, 1, H100).config.threads >= 256
 
 
@@ -517,8 +530,12 @@ def _adaptive(m: int, n: int, k: int, batch: int = 1):
     return dispatch.plan_adaptive("mm_21_splitk", "cuda/22_adaptive.cu", call, H100_FACTS)
 
 
-def test_adaptive_takes_streamk_where_it_measured_faster() -> None:
-    plan = _adaptive(4097, 4097, 4097)  # H100: rung 23 92% of cuBLAS, rung 22's split-K 88%
+def test_adaptive_takes_streamk_where_the_model_gains_enough(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    # With any gain accepted, 4097^3 (the model's largest stream-K gain, 7%) goes to
+    # rung 23's kernels with the 64x128 tile of 3 blocks per SM.
+    monkeypatch.setattr(dispatch, "_ADAPTIVE_STREAMK_GAIN", 1.0)
+    plan = _adaptive(4097, 4097, 4097)
     info = plan.info["dispatch"]
     assert [s.entry for s in plan.steps] == ["mm_23_streamk", "mm_23_fixup"]
     assert all(s.source == dispatch.STREAMK_SOURCE for s in plan.steps)
@@ -527,7 +544,15 @@ def test_adaptive_takes_streamk_where_it_measured_faster() -> None:
     assert "tuning_file" not in info  # none was read
 
 
-def test_heuristic_streamk_plan_names_the_tuning_file_it_read() -> None:
+def test_adaptive_keeps_splitk_at_4097_where_streamk_measured_level() -> None:
+    # H100, suite timer: stream-K 64x128x16_b3 3.409 ms against split-K 3.430 ms (0.6%),
+    # while the model promised 7%: under the 8% it asks for.
+    assert [s.entry for s in _adaptive(4097, 4097, 4097).steps][0] == dispatch.MAIN_ENTRY
+
+
+def test_heuristic_streamk_plan_names_the_tuning_file_it_read(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(dispatch, "_ADAPTIVE_STREAMK_GAIN", 1.0)
     path = dispatch.tuning_path(H100.name)
     dispatch.store_tuning(path, H100.name, {"64x64x64x1": {
         "params": CONFIGS["64x64x16_t4x4_lr4"].params(), "split": 1}})
