@@ -18,7 +18,8 @@
 //   times, not copied files. Plain extern "C" entries: every variant is its
 //   own module, so NVRTC's cache key covers it and nothing recompiles per
 //   process. Rung 21 itself uses 128x128 with BK 8 (with BK 16, rung 20's
-//   step, this source reaches 40 TFLOP/s at 4096^3 on the H100, with BK 8 46)
+//   step, this source reached 40 TFLOP/s at 4096^3 on the H100, with BK 8 46;
+//   46.8 and 47.2 since the FMA orders of cuda/mac_loop.inc)
 //   and mmsuite/dispatch.py picks its split factor per problem; rung 22
 //   picks the tile shape too.
 // Each block is rung 20's loop: float4 staging in registers of the next K
@@ -30,9 +31,9 @@
 // includes too, and the store of a thread's outputs (store_tile) a function
 // that it calls.
 // Measured on the H100 (spin kernel ahead of each sample, L2 warm), % of
-// cuBLAS: 93% at 512^3 (rung 20: 29%), 98% at 1024^3 (54%), 90-91% at 2048^3
-// to 8192^3, 90% on 8192x128x8192 (43%), 64% on 128x128x65536 (1%) with 256
-// slices; 128 slices, the split the model picks since, reached 77% there.
+// cuBLAS: 93% at 512^3 (rung 20: 29%), 98% at 1024^3 (54%), 92% at 2048^3
+// to 8192^3, 90% on 8192x128x8192 (43%), 79% on 128x128x65536 (1%) with 128
+// slices.
 // Edges as in rung 20: predicated float4 / scalar loads with zero fill against
 // the end of the block's K slice, predicated stores; any M, N, K >= 1, any batch.
 #include "common.cuh"

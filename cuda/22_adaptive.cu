@@ -12,30 +12,43 @@
 // tiles of 512 threads load less per FMA on large ones, 128-thread tiles lose
 // least to misaligned columns (4097^3).
 // Where the model finds the last wave clearly emptier than rung 23's even
-// share would leave it (4097^3: 92% of cuBLAS with stream-K, 88% without), the
-// planner launches rung 23's stream-K kernels instead; a tuned entry wins.
+// share would leave it, by 8% or more, the planner launches rung 23's stream-K
+// kernels instead; a tuned entry wins (4097^3: the shipped file names rung
+// 23's 128x64 tiles, 94% of cuBLAS).
 // The launches are rung 21's extern "C" entries, included below:
 // mm_21_splitk(M, N, K, alpha, A, B, beta, C, W, splits), then, when K is
 // split, mm_21_reduce(M, N, batch, alpha, W, beta, C, splits).
 // Measured on the H100 (spin kernel ahead of each sample, L2 warm, cuBLAS in
-// the same run, the shipped tuning file), % of cuBLAS: 95% at 512^3, 97% at
-// 1024^3, 93-94% at 2048^3, 92% at 4096^3, 93% at 8192^3, 93% at 4097^3
-// (tuned stream-K, 128x64 tiles), 89-90% on 8192x128x8192, 78% on
-// 128x128x65536, 95% on batch 100 x 1000^3.
+// the same run, the shipped tuning file), % of cuBLAS: 97% at 512^3, 98% at
+// 1024^3, 95.5% at 2048^3, 94% at 4096^3 and 8192^3, 94% at 4097^3, 90% on
+// 8192x128x8192, 82% on 128x128x65536, 97.5% on batch 100 x 1000^3.
+// What moved the large squares from 92% to 94%: the order of the FMAs in
+// cuda/mac_loop.inc (column pairs with the rows snaking; 256x128x16 LR 2:
+// 48.5 against 47.5 TFLOP/s at 4096^3). cuBLAS's SASS for this problem takes
+// both FFMA operands from the operand reuse cache in 47% of its FFMAs and
+// neither in 4%; in ptxas's main loop for this tile it is now 12% and 13%
+// (1% and 19% before). No further order of the source tried raised it (LR 4, 8, 16,
+// pairs in another order, row pairs: level or slower).
 // Tried on the H100 against the 256x128x16 tile of 512 threads (47.3 TFLOP/s
-// at 4096^3, 92% of cuBLAS; 48.0 since its FMAs run columns outer), all
-// slower: 16 x 8 outputs per thread in 256-thread blocks, cuBLAS's own tile
-// and warp layout there (46.8), a cp.async pipeline of three stages (43.5;
-// 40.7 with B kept k-contiguous per column, untransposed, and one barrier
-// per K tile, 38.8 with two or four stages), shared memory double-buffered
-// at BK 16 (45.1 with dynamic shared memory; 45.1 again with static memory
-// and unpadded B rows to fit 48 KB), one buffer at BK 32 (43.7), the split-K
-// reduction fused into the main kernel (the
-// last slice of a tile to finish adds the slices: 4% slower on
-// 8192x128x8192, 25% at 1024^3, 49% at 512^3), and stream-K with this tile
+// at 4096^3 before the FMA orders), all slower: 16 x 8 outputs per thread in
+// 256-thread blocks, cuBLAS's own tile and warp layout there (46.8), a
+// cp.async pipeline of three stages (43.5; 40.7 with B kept k-contiguous per
+// column, untransposed, and one barrier per K tile, 38.8 with two or four
+// stages), cuBLAS's whole kernel as its SASS shows it (256x128x8, warps 4 x 2,
+// 8 x 16 outputs per thread, three stages of 4-byte cp.async, fragments
+// double-buffered in registers, one barrier per K tile ahead of the last
+// k-step: 36.7-37.9, ptxas clustering its shared loads where cuBLAS issues
+// one per 16 FFMAs), the same pipelined loop on this source's tiles (37.2
+// at 256x128x16 with spills, 41.8 at 128x128x8 with 8 warps per SM), shared
+// memory double-buffered at BK 16 (45.1) and one buffer at BK 32 (43.7),
+// unpredicated loads for interior tiles or the next tile's loads moved after
+// the first k-steps (within 0.5% either way), the split-K reduction fused
+// into the main kernel (the last slice of a tile to finish adds the slices:
+// 4% slower on 8192x128x8192, 25% at 1024^3, 49% at 512^3; the plain
+// reduction costs 6.1 us of 0.387 ms there), and stream-K with this tile
 // (rung 23: level at 8192^3, 1% slower at 4096^3, 6% at 2048^3, where its
 // 128 KB partial tiles cost more than the last wave they fill). Nsight
-// Compute puts the gap in issue: cuBLAS issues on 91% of cycles with 8 warps
-// per SM, this tile on 82% with 16, its warps stalled at the two barriers per
-// K tile and on dispatch.
+// Compute put the gap in issue: cuBLAS issued on 91% of cycles with 8 warps
+// per SM, this tile on 82% with 16 (before the FMA orders), its warps
+// stalled at the two barriers per K tile and on dispatch.
 #include "21_splitk.cu"
