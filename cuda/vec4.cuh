@@ -89,7 +89,9 @@ __device__ __forceinline__ void outer_fma_pairs(float (&acc)[X][Y], const float 
 }
 
 // outer_fma_pairs with the pair's order flipped on every row: a 2 x 2 zigzag in
-// which each FMA shares an operand with the one before it.
+// which each FMA shares an operand with the one before it. Its own function, not
+// a flag of outer_fma_pairs: with the flag, ptxas emitted other code for the
+// 256x128 tile (SASS compared) than the code its speed was measured with.
 template <int X, int Y>
 __device__ __forceinline__ void outer_fma_zigzag(float (&acc)[X][Y], const float (&a)[X],
                                                  const float (&b)[Y]) {
