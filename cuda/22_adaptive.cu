@@ -8,9 +8,10 @@
 // each block's K work, what scalar loads cost when M or K is not a multiple
 // of 4, and the reduction pass; a device's tuning file, written by
 // `mmsuite tune` after a Kernel Tuner search (the user's, else the one mmsuite
-// ships for the device), overrides it for the problems it names. Small tiles fill the SMs on small problems (64x64 at 512^3), 256x128
-// tiles of 512 threads load less per FMA on large ones, 128-thread tiles lose
-// least to misaligned columns (4097^3).
+// ships for the device), overrides it for the problems it names. Small tiles
+// fill the SMs on small problems (64x64 at 512^3), 256x128 tiles of 512
+// threads load less per FMA on large ones, 128-thread tiles lose least to
+// misaligned columns (4097^3).
 // Where the model finds the last wave clearly emptier than rung 23's even
 // share would leave it, by 8% or more, the planner launches rung 23's stream-K
 // kernels instead; a tuned entry wins (4097^3: the shipped file names rung
@@ -27,8 +28,10 @@
 // 48.5 against 47.5 TFLOP/s at 4096^3). cuBLAS's SASS for this problem takes
 // both FFMA operands from the operand reuse cache in 47% of its FFMAs and
 // neither in 4%; in ptxas's main loop for this tile it is now 12% and 13%
-// (1% and 19% before). No further order of the source tried raised it (LR 4, 8, 16,
-// pairs in another order, row pairs: level or slower).
+// (1% and 19% before). No other order or layout tried since did better: LR
+// 4, 8 or 16, the pairs in another order, row pairs, fragments
+// double-buffered in registers (all level or slower), 8 x 16 or 16 x 8
+// outputs per thread in 256-thread blocks (47.1 at best).
 // Tried on the H100 against the 256x128x16 tile of 512 threads (47.3 TFLOP/s
 // at 4096^3 before the FMA orders), all slower: 16 x 8 outputs per thread in
 // 256-thread blocks, cuBLAS's own tile and warp layout there (46.8), a
