@@ -14,7 +14,8 @@
 //   kernel writes C itself, as rung 20 does;
 // - the tile shape comes from -D defines (BM x BN x BK, TM x TN outputs per
 //   thread, LR lanes along a warp tile's rows, STAGES shared buffers, MINB
-//   blocks per SM), so 32x32 ... 256x128 are one source compiled several
+//   blocks per SM, SMEM_DYNAMIC for buffers over the 48 KB a kernel may
+//   declare statically), so 32x32 ... 256x128 are one source compiled several
 //   times, not copied files. Plain extern "C" entries: every variant is its
 //   own module, so NVRTC's cache key covers it and nothing recompiles per
 //   process. Rung 21 itself uses 128x128 with BK 8 (with BK 16, rung 20's
@@ -125,8 +126,14 @@ mm_21_splitk(int M, int N, int K, float alpha, const float* A, const float* B, f
     const int kb = min(K, slice * per * BK);
     int left = min(K, kb + per * BK) - kb;
 
+#if SMEM_DYNAMIC  // buffers over 48 KB: the launch passes their size
+    extern __shared__ __align__(16) float smem_dynamic[];
+    float* const sa_all = smem_dynamic;                     // sa[k * BM + i] per stage
+    float* const sb_all = smem_dynamic + STAGES * BK * BM;  // sb[k * LDB + j] per stage
+#else
     __shared__ __align__(16) float sa_all[STAGES * BK * BM];   // sa[k * BM + i] per stage
     __shared__ __align__(16) float sb_all[STAGES * BK * LDB];  // sb[k * LDB + j] per stage
+#endif
     const int tid = threadIdx.x;
     const int i0 = blockIdx.x * BM, j0 = blockIdx.y * BN;
 #include "mac_staging.inc"

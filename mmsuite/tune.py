@@ -22,7 +22,9 @@ For each problem the search runs in three steps:
    choice, are measured again with the suite's own timer (``mmsuite.run`` on
    the rung, whole plan per sample, the host's dispatch outside the events).
    So are rung 23's stream-K variants that the model ranks best, which
-   Kernel Tuner does not time (its check knows the split-K kernel only).
+   Kernel Tuner does not time (its check knows the split-K kernel only), and
+   candidates whose shared buffers pass 48 KB, which its CuPy backend cannot
+   launch (it never raises the kernel's dynamic shared memory limit).
    The fastest becomes the problem's entry in the device's tuning file, which
    the rung reads from then on (``mmsuite.dispatch``); when the heuristic's
    own plan is fastest, the problem gets no entry.
@@ -371,16 +373,22 @@ def tune_problem(kernel_id: str, problem, device: Device, limit: int, confirm_to
     m, n, k, batch = kernel_dims(problem)
     key = dispatch.shape_key(m, n, k, batch)
     configs = TUNABLE[kernel_id]
-    choices = candidates(m, n, k, batch, device, configs, limit)
+    found = candidates(m, n, k, batch, device, configs, limit)
+    # Kernel Tuner's CuPy backend launches with the default 48 KB cap on dynamic shared
+    # memory, so tiles with larger buffers go straight to the suite's timer, as stream-K does.
+    choices = [c for c in found if not c.config.smem_dynamic]
+    direct = [c for c in found if c.config.smem_dynamic]
     streamk = (streamk_candidates(m, n, k, batch, device, streamk_limit)
                if configs is None else [])
+    extra = [f"{len(direct)} with over 48 KB of shared memory"] if direct else []
+    extra += [f"{len(streamk)} stream-K variants"] if streamk else []
     progress(f"{len(choices)} candidates for the kernel's {m}x{n}x{k} (batch {batch})"
-             + (f", and {len(streamk)} stream-K variants for the suite's run" if streamk else ""))
+             + (f", and {' and '.join(extra)} for the suite's run" if extra else ""))
     started = time.perf_counter()
-    outcomes = run_kernel_tuner(choices, m, n, k, batch, device, progress)
+    outcomes = run_kernel_tuner(choices, m, n, k, batch, device, progress) if choices else []
     good = [o for o in outcomes if not o.skipped]
     skipped = [o for o in outcomes if o.skipped]
-    if not good:  # a search whose every compiled candidate failed: something is broken
+    if not good and not direct:  # every compiled candidate failed: something is broken
         raise RuntimeError(f"every candidate for {key} was skipped: "
                            + "; ".join(f"{label_of(o.choice)}: {o.skipped}" for o in skipped))
 
@@ -392,7 +400,8 @@ def tune_problem(kernel_id: str, problem, device: Device, limit: int, confirm_to
         return o.kernel_tuner_ms + extra
 
     good.sort(key=ranked_ms)
-    to_confirm = good[:max(1, confirm_top)] + [Outcome(choice) for choice in streamk]
+    to_confirm = (good[:max(1, confirm_top)] + [Outcome(choice) for choice in direct]
+                  + [Outcome(choice) for choice in streamk])
     heuristic_ms, heuristic_info = confirm(kernel_id, problem, device.name, key, None)
     heuristic_name = plan_label(heuristic_info.get("config"), heuristic_info.get("split"),
                                 heuristic_info.get("streamk", False))
@@ -430,7 +439,7 @@ def tune_problem(kernel_id: str, problem, device: Device, limit: int, confirm_to
                    **({"streamk": True} if heuristic_info.get("streamk") else {})},
         kept_heuristic=heuristic_wins,
         kernel_tuner_ms=best.kernel_tuner_ms, kernel=kernel_id,
-        candidates=len(outcomes) + len(streamk),
+        candidates=len(outcomes) + len(direct) + len(streamk),
         skipped={label_of(o.choice): o.skipped for o in skipped},
         tuned_at=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
         search_seconds=round(time.perf_counter() - started, 1))

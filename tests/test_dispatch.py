@@ -43,7 +43,7 @@ def test_config_names_and_defines() -> None:
     ({"bm": 48, "bn": 128}, "warp tiles"),
     ({"bm": 256, "bn": 256, "tm": 4}, "threads per block"),
     ({"bm": 32, "bn": 32, "tm": 8, "tn": 8}, "warp tiles"),
-    ({"bm": 256, "bn": 128, "stages": 2}, "shared memory"),
+    ({"bm": 256, "bn": 128, "bk": 128, "lr": 2, "stages": 2}, "shared memory"),
     ({"bm": 128, "bn": 128, "stages": 3}, "STAGES"),
 ])
 def test_configs_the_source_rejects_are_refused(kwargs: dict, why: str) -> None:
@@ -57,6 +57,17 @@ def test_params_round_trip_keeps_the_measured_figures() -> None:
     fresh = Config.from_params({"BM": 128, "BN": 128, "BK": 8, "STAGES": 2})
     assert fresh.stages == 2 and fresh not in CONFIGS.values()
     assert fresh.defines["STAGES"] == 2 and fresh.name == "128x128x8_s2"
+
+
+def test_buffers_over_48kb_are_dynamic_shared_memory_the_launch_sizes() -> None:
+    big = CONFIGS["256x128x16_t8x8_lr2_s2"]  # two 16-deep buffers of 256 + 132 columns
+    assert big.smem_bytes == 2 * 16 * (256 + 128 + 4) * 4 > 48 * 1024
+    assert big.smem_dynamic and big.defines["SMEM_DYNAMIC"] == 1
+    plan = dispatch.plan(Choice(big, 2), dispatch.SOURCE, 4096, 4096, 1)
+    assert plan.steps[0].smem == big.smem_bytes and plan.steps[1].smem == 0  # reduction
+    small = CONFIGS["256x128x16_t8x8_lr2"]
+    assert not small.smem_dynamic and "SMEM_DYNAMIC" not in small.defines
+    assert dispatch.plan(Choice(small, 1), dispatch.SOURCE, 4096, 4096, 1).steps[0].smem == 0
 
 
 def test_occupancy_follows_registers_and_threads() -> None:

@@ -242,6 +242,30 @@ def test_streamk_variants_are_confirmed_and_a_winner_is_stored(
     assert choice.streamk and choice.source == "tuned"
 
 
+def test_candidates_over_48kb_of_shared_memory_skip_kernel_tuner_for_the_suites_timer(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    problem = Problem(4096, 4096, 4096)
+    m, n, k, batch = tune.kernel_dims(problem)
+    found = tune.candidates(m, n, k, batch, H100, limit=6)
+    big = [c for c in found if c.config.smem_dynamic]
+    assert big  # the double-buffered 256x128x16 tile ranks among the best here
+    searched: list = []
+
+    def fake_kernel_tuner(choices, m, n, k, batch, device, progress, iterations=7):
+        searched.extend(choices)
+        return [tune.Outcome(c, kernel_tuner_ms=1.0) for c in choices]
+
+    confirmed = _fake_search(monkeypatch, {}, {(big[0].config.name, big[0].split): 0.5})
+    monkeypatch.setattr(tune, "run_kernel_tuner", fake_kernel_tuner)
+    lines: list[str] = []
+    entry = tune.tune_problem("cuda.22_adaptive", problem, H100, 6, 2, lines.append)["entry"]
+    assert not any(c.config.smem_dynamic for c in searched)
+    assert all(c in confirmed for c in big)
+    assert (entry["config"], entry["split"]) == (big[0].config.name, big[0].split)
+    assert entry["candidates"] == len(found) + len(tune.streamk_candidates(m, n, k, batch, H100))
+    assert any("over 48 KB of shared memory" in line for line in lines)
+
+
 @pytest.mark.parametrize("limit", [0, 5])
 def test_streamk_option_sets_how_many_streamk_variants_the_suite_confirms(
         monkeypatch: pytest.MonkeyPatch, limit: int) -> None:

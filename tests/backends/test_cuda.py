@@ -368,3 +368,23 @@ def test_every_streamk_variant_agrees_on_shapes_no_tile_divides(config) -> None:
         _, info = tune.confirm("cuda.22_adaptive", problem, device.name,
                                dispatch.shape_key(m, n, k, batch), choice)  # raises if wrong
         assert (info["config"], info["choice"], info["streamk"]) == (config.name, "tuned", True)
+
+
+@needs_gpu
+@pytest.mark.parametrize("config", dispatch.SEARCH, ids=lambda c: c.name)
+def test_every_splitk_config_agrees_on_shapes_no_tile_divides(config) -> None:
+    """Rung 21's kernels in each tile variant the tuner may store (forced through rung 22's
+    tuning file), whole and split in K, agree with float64: dynamic shared memory included."""
+    from mmsuite import tune
+
+    device = tune.current_device()
+    for problem in (Problem(1, 1, 1), Problem(35, 79, 19, batch=3),
+                    Problem(131, 257, 139, batch=2, layout="col", alpha=0.5, beta=2.0),
+                    Problem(600, 520, 1031, beta=1.0)):
+        m, n, k, batch = tune.kernel_dims(problem)
+        for split in [s for s in (1, 3) if s in dispatch._splits(k, config.bk)]:
+            choice = dispatch.Choice(config, split)
+            _, info = tune.confirm("cuda.22_adaptive", problem, device.name,
+                                   dispatch.shape_key(m, n, k, batch), choice)  # raises if wrong
+            assert (info["config"], info["split"], info["choice"]) == (config.name, split,
+                                                                       "tuned")
