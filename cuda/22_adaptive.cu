@@ -20,21 +20,29 @@
 // mm_21_splitk(M, N, K, alpha, A, B, beta, C, W, splits), then, when K is
 // split, mm_21_reduce(M, N, batch, alpha, W, beta, C, splits).
 // Measured on the H100 (spin kernel ahead of each sample, L2 warm, cuBLAS in
-// the same run, the shipped tuning file), % of cuBLAS: 97% at 512^3, 98% at
-// 1024^3, 95.5% at 2048^3, 94% at 4096^3 and 8192^3, 94% at 4097^3, 90% on
-// 8192x128x8192, 82% on 128x128x65536, 97.5% on batch 100 x 1000^3.
-// What moved the large squares from 92% to 94%: the order of the FMAs in
-// cuda/mac_loop.inc (column pairs with the rows snaking; 256x128x16 LR 2:
-// 48.5 against 47.5 TFLOP/s at 4096^3). cuBLAS's SASS for this problem takes
-// both FFMA operands from the operand reuse cache in 47% of its FFMAs and
-// neither in 4%; in ptxas's main loop for this tile it is now 12% and 13%
-// (1% and 19% before). No other order or layout tried since did better: LR
-// 4, 8 or 16, the pairs in another order, row pairs, fragments
+// the same run, the shipped tuning file), % of cuBLAS: 95% at 512^3, 97% at
+// 1024^3 (rung 21: 98%), 96% at 2048^3, 95.5% at 4096^3, 96% at 8192^3, 94%
+// at 4097^3, 92% on 8192x128x8192, 83% on 128x128x65536, 97.6% on batch 100
+// x 1000^3.
+// What moved the large squares from 92% to 95-96%: first the order of the
+// FMAs in cuda/mac_loop.inc (column pairs with the rows snaking; 256x128x16
+// LR 2: 48.5 against 47.5 TFLOP/s at 4096^3), then two shared buffers for
+// that tile (one barrier per K tile; 49.2-49.6), which pass the 48 KB a
+// kernel may declare and so take dynamic shared memory. Before the new FMA
+// order the two buffers had made it slower (45.1). cuBLAS's SASS for this
+// problem takes both FFMA operands from the operand reuse cache in 47% of its
+// FFMAs and neither in 4%; in ptxas's main loop for the one-buffer tile it is
+// now 12% and 13% (1% and 19% before). No other order or layout tried did
+// better: LR 4, 8 or 16, the pairs in another order, row pairs, fragments
 // double-buffered in registers (all level or slower), 8 x 16 or 16 x 8
-// outputs per thread in 256-thread blocks (47.1 at best).
-// Tried on the H100 against the 256x128x16 tile of 512 threads (47.3 TFLOP/s
-// at 4096^3 before the FMA orders), all slower: 16 x 8 outputs per thread in
-// 256-thread blocks, cuBLAS's own tile and warp layout there (46.8), a
+// outputs per thread in 256-thread blocks (47.1 at best), B rows unpadded to
+// fit two buffers in 48 KB (1.2% slower than padded). 128x256x16 with two
+// buffers reached 93.5% on 8192x128x8192 but spills under nvcc, so it is not
+// offered.
+// Tried on the H100 against the 256x128x16 tile of 512 threads with one
+// buffer (47.3 TFLOP/s at 4096^3 before the FMA orders), all slower: 16 x 8
+// outputs per thread in 256-thread blocks, cuBLAS's own tile and warp layout
+// there (46.8), a
 // cp.async pipeline of three stages (43.5; 40.7 with B kept k-contiguous per
 // column, untransposed, and one barrier per K tile, 38.8 with two or four
 // stages), cuBLAS's whole kernel as its SASS shows it (256x128x8, warps 4 x 2,
@@ -42,8 +50,8 @@
 // double-buffered in registers, one barrier per K tile ahead of the last
 // k-step: 36.7-37.9, ptxas clustering its shared loads where cuBLAS issues
 // one per 16 FFMAs), the same pipelined loop on this source's tiles (37.2
-// at 256x128x16 with spills, 41.8 at 128x128x8 with 8 warps per SM), shared
-// memory double-buffered at BK 16 (45.1) and one buffer at BK 32 (43.7),
+// at 256x128x16 with spills, 41.8 at 128x128x8 with 8 warps per SM), one
+// buffer at BK 32 (43.7; 45.0 with the new FMA order),
 // unpredicated loads for interior tiles or the next tile's loads moved after
 // the first k-steps (within 0.5% either way), the split-K reduction fused
 // into the main kernel (the last slice of a tile to finish adds the slices:
@@ -52,6 +60,8 @@
 // (rung 23: level at 8192^3, 1% slower at 4096^3, 6% at 2048^3, where its
 // 128 KB partial tiles cost more than the last wave they fill). Nsight
 // Compute put the gap in issue: cuBLAS issued on 91% of cycles with 8 warps
-// per SM, this tile on 82% with 16 (before the FMA orders), its warps
-// stalled at the two barriers per K tile and on dispatch.
+// per SM, this tile on 82% with 16 (83% with the FMA orders), its warps
+// stalled at the two barriers per K tile and on dispatch, no warp of a
+// scheduler eligible on 17% of cycles (cuBLAS: 9%); the second buffer halves
+// those barriers (not profiled since).
 #include "21_splitk.cu"

@@ -181,7 +181,7 @@ class Config:
 # cuda/mac_loop.inc. That order moved the 8 x 8 tiles by 1-3% (256x128 LR 2: 0.715
 # to 0.725) and 128x128x16 from 0.60 to 0.70; 256x128 LR 2 with both of its
 # 24.8 KB buffers (dynamic shared memory, one barrier per K tile) reaches 0.736,
-# 1.5% more (49.6 against 48.9 TFLOP/s in one run). 128x256x16 with two buffers
+# 1.5% more (49.6 against 48.9 TFLOP/s in one run; 4097^3 keeps 0.74 of it). 128x256x16 with two buffers
 # was faster still on 8192x128x8192 (93.5% of cuBLAS against 91%) but spills
 # 32 bytes under nvcc 13.0 here, so it is left out.
 CONFIGS: dict[str, Config] = {c.name: c for c in (
@@ -202,9 +202,9 @@ CONFIGS: dict[str, Config] = {c.name: c for c in (
 RUNG21_CONFIG = CONFIGS["128x128x8"]
 # What `mmsuite tune` searches beyond them: double-buffered shared memory,
 # 512-thread tiles with BK 8, taller 256x64 and 512x64 tiles. Efficiencies as
-# above; none beats the dispatcher's best tile at 4096^3 (256x128x8 LR 2
-# double-buffered comes closest, 0.716 against 0.725), which is why the heuristic
-# leaves them to the tuner.
+# above; none beats the dispatcher's best tiles at 4096^3 (256x128x8 LR 2
+# double-buffered comes closest, 0.716 against 0.736 and 0.725), which is why the
+# heuristic leaves them to the tuner.
 SEARCH: tuple[Config, ...] = tuple(CONFIGS.values()) + (
     Config(256, 128, bk=8, lr=2, stages=2, regs=128, efficiency=0.716, unaligned=0.745),
     Config(256, 128, bk=8, lr=2, regs=128, efficiency=0.696, unaligned=0.75),
