@@ -181,9 +181,9 @@ class Config:
 # cuda/mac_loop.inc. That order moved the 8 x 8 tiles by 1-3% (256x128 LR 2: 0.715
 # to 0.725) and 128x128x16 from 0.60 to 0.70; 256x128 LR 2 with both of its
 # 24.8 KB buffers (dynamic shared memory, one barrier per K tile) reaches 0.736,
-# 1.5% more (49.6 against 48.9 TFLOP/s in one run; 4097^3 keeps 0.74 of it). 128x256x16 with two buffers
-# was faster still on 8192x128x8192 (93.5% of cuBLAS against 91%) but spills
-# 32 bytes under nvcc 13.0 here, so it is left out.
+# 1.5% more (49.6 against 48.9 TFLOP/s in one run; 4097^3 keeps 0.74 of it).
+# 128x256x16 with two buffers was faster still on 8192x128x8192 (93.5% of cuBLAS
+# against 91%) but spills 32 bytes under nvcc 13.0, so it is left out.
 CONFIGS: dict[str, Config] = {c.name: c for c in (
     Config(256, 128, lr=2, stages=2, regs=128, efficiency=0.736, unaligned=0.74),
     Config(256, 128, lr=2, regs=128, efficiency=0.725, unaligned=0.735),
