@@ -34,19 +34,19 @@
 // at 8192^3, 0.422 against 0.406 ms at 2048^3); 128x128x8 was unchanged.
 // Measured on the H100 (spin kernel ahead of each sample, L2 warm, cuBLAS in
 // the same run, the FMA orders of cuda/mac_loop.inc), % of cuBLAS, rung 22 in
-// brackets: 91% at 4097^3 (94, with its tuned entry: this rung's 128x64
+// brackets: 91.5% at 4097^3 (94, with its tuned entry: this rung's 128x64
 // tiles), where rung 22's own split-K last wave is part empty; 93% at 4096^3
-// (94), 94% at 8192^3 (94), 90% at 2048^3 (96), 94% on batch 100 x 1000^3
-// (98), 84% on 8192x128x8192 (90), 60% on 128x128x65536 (82), 84% at 1024^3
-// (98), 73% at 512^3 (97), where the model's choice of tile for this rung
-// alone is not rung 22's. Before those orders: 94% at 2053^3 (86).
+// (95.5), 94.5% at 8192^3 (96), 89% at 2048^3 (96), 94% on batch 100 x
+// 1000^3 (97.6), 86% on 8192x128x8192 (92), 60% on 128x128x65536 (83), 84%
+// at 1024^3 (97), 73% at 512^3 (95), where the model's choice of tile for
+// this rung alone is not rung 22's. Before those orders: 94% at 2053^3 (86).
 // Before the loop was written inline (below), the 512-thread tiles ran 6-9%
 // below rung 21's on the same tile here, and rung 22 took stream-K only with
 // 64- and 128-thread tiles, where the model gains 8% or more. Now the
-// 512-thread tile is level with rung 22 at 8192^3 (48.7 against 48.8
-// TFLOP/s) and 1% behind at 4096^3 (48.1 against 48.6), and its partial tiles
-// (128 KB each) cost more than the last wave it fills at 2048^3 (44.4 against
-// 47.3), so rung 22 still leaves it out.
+// 512-thread tile (one shared buffer here) runs 48.8 TFLOP/s at 8192^3 and
+// 48.0 at 4096^3, against 49.6 and 49.3 for rung 22's double-buffered tile,
+// and its partial tiles (128 KB each) cost more than the last wave it fills at
+// 2048^3 (44.1 against 47.8), so rung 22 still leaves it out.
 // Rung 21's tile defines (BK 8 unless given), its MAC loop and its store of
 // a thread's outputs (store_tile); its kernels come along unused.
 #ifndef BK
