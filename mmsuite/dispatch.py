@@ -682,8 +682,9 @@ def plan_streamk(entry: str, source: str, call, device: dict):
 # them. Measured on the H100 against rung 22's own choice: rung 23 with 64x128
 # tiles of 3 blocks per SM was 4% faster at 4097^3 (the model said 10%), with
 # 64x64 tiles of 6 blocks 3% faster at 2053^3 (model 6%); with the 512-thread
-# tiles it was 1-6% slower at 2048^3 to 8192^3 and on batch 100 x 1000^3 (its
-# 128 KB partial tiles cost more than the last wave they fill), and slower on
+# tiles it was 2-8% slower at 2048^3 to 8192^3 and on batch 100 x 1000^3 (its
+# 128 KB partial tiles cost more than the last wave they fill; against rung 22's
+# double-buffered tile in the last table), and slower on
 # every small, skinny or tall-K shape measured. So only the high-occupancy 128-
 # and 64-thread tiles, and only where the model gains 8% or more. Since the FMA
 # orders of cuda/mac_loop.inc, split-K's 128x128x16 tile closed the gap at
