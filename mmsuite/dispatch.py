@@ -31,6 +31,8 @@ import tempfile
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
+from .launch import MAX_STATIC_SMEM
+
 SOURCE = "cuda/21_splitk.cu"
 MAIN_ENTRY = "mm_21_splitk"
 REDUCE_ENTRY = "mm_21_reduce"
@@ -46,7 +48,6 @@ DEFAULT_CLOCK_MHZ = 1980
 _REGS_PER_SM = 65536
 _THREADS_PER_SM = 2048
 _SMEM_PER_SM = 228 * 1024
-_MAX_STATIC_SMEM = 48 * 1024  # what a kernel may declare; beyond it, dynamic shared memory
 _MAX_SMEM_PER_BLOCK = 227 * 1024  # sm_90's opt-in limit for one block
 # Device-memory bandwidth the reduction pass sees (partial sums mostly come from L2).
 _REDUCE_BYTES_PER_S = 2.5e12
@@ -142,7 +143,7 @@ class Config:
     @property
     def smem_dynamic(self) -> bool:
         """The buffers pass the 48 KiB a kernel may declare: the launch passes their size."""
-        return self.smem_bytes > _MAX_STATIC_SMEM
+        return self.smem_bytes > MAX_STATIC_SMEM
 
     @property
     def smem_bytes(self) -> int:

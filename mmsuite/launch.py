@@ -34,6 +34,9 @@ if TYPE_CHECKING:
 GEMM_ARGS = ("m", "n", "k", "alpha", "a", "b", "beta", "c")
 #: Names a step's arguments may use; other ints are passed as int32, floats as float32.
 ARG_NAMES = frozenset(GEMM_ARGS + ("batch", "work"))
+#: Shared memory a kernel may declare statically; a launch asking for more dynamic
+#: shared memory first raises the kernel's ``MaxDynamicSharedMemorySize``.
+MAX_STATIC_SMEM = 48 * 1024
 
 
 def _ceil_div(a: int, b: int) -> int:

@@ -380,10 +380,10 @@ def tune_problem(kernel_id: str, problem, device: Device, limit: int, confirm_to
     direct = [c for c in found if c.config.smem_dynamic]
     streamk = (streamk_candidates(m, n, k, batch, device, streamk_limit)
                if configs is None else [])
-    extra = [f"{len(direct)} with over 48 KB of shared memory"] if direct else []
-    extra += [f"{len(streamk)} stream-K variants"] if streamk else []
+    for_suite = [f"{len(direct)} with over 48 KB of shared memory"] if direct else []
+    for_suite += [f"{len(streamk)} stream-K variants"] if streamk else []
     progress(f"{len(choices)} candidates for the kernel's {m}x{n}x{k} (batch {batch})"
-             + (f", and {' and '.join(extra)} for the suite's run" if extra else ""))
+             + (f", and {' and '.join(for_suite)} for the suite's run" if for_suite else ""))
     started = time.perf_counter()
     outcomes = run_kernel_tuner(choices, m, n, k, batch, device, progress) if choices else []
     good = [o for o in outcomes if not o.skipped]

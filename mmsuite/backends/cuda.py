@@ -49,7 +49,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from ..launch import CudaLaunch, CudaPlan
+from ..launch import MAX_STATIC_SMEM, CudaLaunch, CudaPlan
 from ..sources import read_source, source_path
 from .base import Backend, RunOptions, Session
 from .cuda_session import CudaLaunchError, CudaSession, cublas_steps, kernel_steps
@@ -60,7 +60,6 @@ if TYPE_CHECKING:
     from .base import KernelSpec
 
 INSTALL_HINT = "install CuPy with `pip install 'mmsuite[cuda]'`"
-MAX_STATIC_SMEM = 48 * 1024
 # Device memory kept free beyond the buffers themselves (CuPy pools, cuBLAS workspace).
 _HEADROOM = 256 * 1024 * 1024
 

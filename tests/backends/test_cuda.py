@@ -352,39 +352,41 @@ def test_environment_names_the_device() -> None:
         assert env[key], key
 
 
+# Shapes no tile divides, both layouts, a batch, alpha and beta: what every tile
+# variant forced through rung 22's tuning file must get right.
+NO_TILE_DIVIDES = (Problem(1, 1, 1), Problem(35, 79, 19, batch=3),
+                   Problem(131, 257, 139, batch=2, layout="col", alpha=0.5, beta=2.0),
+                   Problem(600, 520, 1031, beta=1.0))
+
+
+def _forced(problem: Problem, choice: dispatch.Choice) -> dict:
+    """Rung 22's dispatch info for ``problem`` run with ``choice`` as its tuned entry, as
+    ``mmsuite tune`` confirms it; raises when the result disagrees with float64."""
+    from mmsuite import tune
+
+    m, n, k, batch = tune.kernel_dims(problem)
+    _, info = tune.confirm("cuda.22_adaptive", problem, tune.current_device().name,
+                           dispatch.shape_key(m, n, k, batch), choice)
+    return info
+
+
 @needs_gpu
 @pytest.mark.parametrize("config", dispatch.STREAMK_CONFIGS, ids=lambda c: c.name)
 def test_every_streamk_variant_agrees_on_shapes_no_tile_divides(config) -> None:
-    """Rung 23's kernels in each tile variant (forced through rung 22's tuning file, as
-    ``mmsuite tune`` does) agree with float64, stream-K partials and fix-up included."""
-    from mmsuite import tune
-
-    device = tune.current_device()
-    for problem in (Problem(1, 1, 1), Problem(35, 79, 19, batch=3),
-                    Problem(131, 257, 139, batch=2, layout="col", alpha=0.5, beta=2.0),
-                    Problem(600, 520, 1031, beta=1.0)):
-        m, n, k, batch = tune.kernel_dims(problem)
-        choice = dispatch.Choice(config, 1, streamk=True)
-        _, info = tune.confirm("cuda.22_adaptive", problem, device.name,
-                               dispatch.shape_key(m, n, k, batch), choice)  # raises if wrong
+    """Rung 23's kernels in each tile variant agree with float64, stream-K partials and
+    fix-up included."""
+    for problem in NO_TILE_DIVIDES:
+        info = _forced(problem, dispatch.Choice(config, 1, streamk=True))
         assert (info["config"], info["choice"], info["streamk"]) == (config.name, "tuned", True)
 
 
 @needs_gpu
 @pytest.mark.parametrize("config", dispatch.SEARCH, ids=lambda c: c.name)
 def test_every_splitk_config_agrees_on_shapes_no_tile_divides(config) -> None:
-    """Rung 21's kernels in each tile variant the tuner may store (forced through rung 22's
-    tuning file), whole and split in K, agree with float64: dynamic shared memory included."""
-    from mmsuite import tune
-
-    device = tune.current_device()
-    for problem in (Problem(1, 1, 1), Problem(35, 79, 19, batch=3),
-                    Problem(131, 257, 139, batch=2, layout="col", alpha=0.5, beta=2.0),
-                    Problem(600, 520, 1031, beta=1.0)):
-        m, n, k, batch = tune.kernel_dims(problem)
-        for split in [s for s in (1, 3) if s in dispatch._splits(k, config.bk)]:
-            choice = dispatch.Choice(config, split)
-            _, info = tune.confirm("cuda.22_adaptive", problem, device.name,
-                                   dispatch.shape_key(m, n, k, batch), choice)  # raises if wrong
+    """Rung 21's kernels in each tile variant the tuner may store, whole and split in K,
+    agree with float64: dynamic shared memory included."""
+    for problem in NO_TILE_DIVIDES:
+        for split in [s for s in (1, 3) if s in dispatch._splits(problem.k, config.bk)]:
+            info = _forced(problem, dispatch.Choice(config, split))
             assert (info["config"], info["split"], info["choice"]) == (config.name, split,
                                                                        "tuned")
