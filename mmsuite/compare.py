@@ -24,7 +24,6 @@ otherwise, 2 for bad input (an unreadable file, a file without samples).
 
 from __future__ import annotations
 
-import argparse
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -32,7 +31,7 @@ from pathlib import Path
 import numpy as np
 
 from . import results
-from .measure import robust_noise
+from .stats import mann_whitney_u, robust_noise
 
 DEFAULT_THRESHOLD = 0.05
 DEFAULT_ALPHA = 0.01
@@ -45,40 +44,6 @@ LOAD_MARGIN = 1.0
 VERDICTS = ("slower", "broken", "faster", "same", "unsure")
 
 
-# ----------------------------------------------------------------- statistics
-def average_ranks(values: np.ndarray) -> np.ndarray:
-    """1-based ranks; tied values share the average of the ranks they span."""
-    _, inverse, counts = np.unique(values, return_inverse=True, return_counts=True)
-    last = np.cumsum(counts)
-    return (last - (counts - 1) / 2.0)[inverse]
-
-
-def mann_whitney_u(x: list[float] | np.ndarray, y: list[float] | np.ndarray
-                   ) -> tuple[float, float]:
-    """U statistic of ``x`` and the two-sided p-value (normal approximation).
-
-    U counts the pairs in which x exceeds y (ties count one half), so U above
-    len(x) * len(y) / 2 means x tends to be larger. The variance carries the tie
-    correction; the z score a continuity correction of one half.
-    """
-    x, y = np.asarray(x, dtype=float), np.asarray(y, dtype=float)
-    n1, n2 = len(x), len(y)
-    if n1 == 0 or n2 == 0:
-        raise ValueError("the U test needs samples on both sides")
-    both = np.concatenate([x, y])
-    u = float(average_ranks(both)[:n1].sum()) - n1 * (n1 + 1) / 2.0
-    n = n1 + n2
-    _, counts = np.unique(both, return_counts=True)
-    ties = float((counts.astype(float) ** 3 - counts).sum())
-    variance = n1 * n2 / 12.0 * ((n + 1) - ties / (n * (n - 1)))
-    if variance <= 0:  # every sample equal: nothing tells the sides apart
-        return u, 1.0
-    delta = u - n1 * n2 / 2.0
-    z = (abs(delta) - 0.5) / math.sqrt(variance) if abs(delta) >= 0.5 else 0.0
-    return u, math.erfc(z / math.sqrt(2.0))
-
-
-# ----------------------------------------------------------------- comparison
 @dataclass
 class Side:
     """One file's figures for a kernel x problem."""
@@ -352,41 +317,3 @@ def render_markdown(result: Comparison, threshold: float) -> str:
 
 
 # ------------------------------------------------------------------ command line
-def _fraction(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
-    if not 0 < value < 1:
-        raise argparse.ArgumentTypeError(f"expected a fraction between 0 and 1, got {value:g}")
-    return value
-
-
-def add_parser(sub) -> argparse.ArgumentParser:
-    """Register ``compare`` on the CLI's subparsers."""
-    p = sub.add_parser("compare", help="compare two result files; exit 1 on a slowdown",
-                       description="For every kernel x problem in both result files: ratio "
-                       "of medians and a Mann-Whitney U test on the samples. Exit 1 when "
-                       "something is slower than the threshold or broke, 0 otherwise, 2 for "
-                       "bad input.")
-    p.add_argument("base", type=Path, metavar="BASE.json")
-    p.add_argument("new", type=Path, metavar="NEW.json")
-    p.add_argument("--threshold", type=_fraction, default=DEFAULT_THRESHOLD,
-                   help="smallest change that counts, as a fraction (default 0.05: 5%%)")
-    p.add_argument("--alpha", type=_fraction, default=DEFAULT_ALPHA,
-                   help="significance level of the U test (default 0.01)")
-    p.add_argument("--markdown", type=Path, metavar="FILE",
-                   help="also write the comparison as Markdown (for a pull request)")
-    return p
-
-
-def cmd_compare(args: argparse.Namespace, console) -> int:
-    """Print the comparison; 1 if something got slower or broke, else 0."""
-    if args.markdown is not None and args.markdown.is_dir():
-        raise ValueError(f"{args.markdown} is a directory")
-    result = compare(args.base, args.new, args.threshold, args.alpha)
-    render_rich(result, args.threshold, console)
-    if args.markdown is not None:
-        args.markdown.write_text(render_markdown(result, args.threshold))
-        console.print(f"Markdown written to {args.markdown}")
-    return result.exit_status

@@ -40,11 +40,11 @@ from .backends.base import Backend, Session, Timer
 from .catalogue import Kernel
 from .layout import GemmCall, from_storage, plan_call
 from .problem import Problem
+from .stats import robust_noise
 
 DEFAULT_REPEATS = 5
 DEFAULT_WARMUP = 1
 # Robust noise: 1.4826 * MAD estimates the standard deviation of normal data.
-MAD_TO_SIGMA = 1.4826
 # A timer may refuse a sample (None) and ask for it again, at most this many times in a row.
 MAX_RETAKES = 16
 # A timer's fixed cost per sample stays below this share of the sample (step 4 above): the
@@ -111,17 +111,6 @@ QUICK_SAMPLING = Sampling(min_samples=5, min_seconds=0.05, max_seconds=2.0, name
 #: The command line's default: NVBench's rule with a 3 s cap per kernel, so that the default
 #: run stays near a minute on two cores, where a 0.5 % target is often out of reach.
 CLI_SAMPLING = Sampling(max_seconds=3.0, name="cli")
-
-
-def robust_noise(samples: list[float] | tuple[float, ...]) -> float | None:
-    """1.4826 * MAD / median (relative); None with fewer than two samples."""
-    if len(samples) < 2:
-        return None
-    values = np.asarray(samples, dtype=float)
-    median = float(np.median(values))
-    if median <= 0:
-        return None
-    return MAD_TO_SIGMA * float(np.median(np.abs(values - median))) / median
 
 
 @dataclass(frozen=True)

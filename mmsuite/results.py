@@ -58,7 +58,7 @@ def _create(path: Path) -> tuple[int, Path]:
             continue
 
 
-def _write_atomically(path: Path, text: str) -> None:
+def write_atomically(path: Path, text: str) -> None:
     fd, tmp = _create(path)
     try:
         with os.fdopen(fd, "w") as fh:
@@ -78,7 +78,7 @@ def save(path: Path, records: list[dict], environment: dict, settings: dict) -> 
     """
     document = {"format": FORMAT, "environment": environment, "settings": settings,
                 "results": records}
-    _write_atomically(Path(path), json.dumps(_clean(document), indent=1))
+    write_atomically(Path(path), json.dumps(_clean(document), indent=1))
 
 
 def check_writable(path: Path, what: str = "output file") -> None:
@@ -108,7 +108,7 @@ class Journal:
         self.path = Path(path)
         header = {"format": JOURNAL_FORMAT, "settings": settings}
         lines = [header, *records]
-        _write_atomically(self.path, "".join(json.dumps(_clean(x)) + "\n" for x in lines))
+        write_atomically(self.path, "".join(json.dumps(_clean(x)) + "\n" for x in lines))
         self._fh = open(self.path, "a")  # kept open for the whole run
 
     def append(self, record: dict) -> None:

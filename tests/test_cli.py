@@ -12,9 +12,11 @@ import time
 
 import pytest
 
-from mmsuite import catalogue, cli, results, workers
+from mmsuite import catalogue, results, workers
 from mmsuite.backends import KernelUnavailable
 from mmsuite.cli import main
+from mmsuite.commands import listing
+from mmsuite.commands import run as run_command
 
 CPU_QUICK = ["run", "--backend", "cpu", "--shape", "37x29x41", "--repeats", "2", "--warmup", "0"]
 
@@ -30,7 +32,7 @@ def test_list_shows_every_kernel_and_reasons(capsys: pytest.CaptureFixture) -> N
 def test_list_keeps_kernel_ids_whole_when_a_reason_is_long(
         monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture) -> None:
     monkeypatch.setenv("COLUMNS", "100")
-    monkeypatch.setattr(cli, "unavailable_reason", lambda kernel, options: "x" * 400)
+    monkeypatch.setattr(listing, "unavailable_reason", lambda kernel, options: "x" * 400)
     assert main(["list"]) == 0
     out = capsys.readouterr().out
     for kernel in catalogue.kernels():
@@ -176,7 +178,7 @@ def test_a_bug_shows_its_traceback_and_exits_1(monkeypatch, capsys) -> None:
     def broken(*args, **kwargs):
         raise ValueError("an internal inconsistency")
 
-    monkeypatch.setattr(cli, "sweep", broken)
+    monkeypatch.setattr(run_command, "sweep", broken)
     assert main(CPU_QUICK) == 1
     err = capsys.readouterr().err
     assert "Traceback" in err and "ValueError: an internal inconsistency" in err

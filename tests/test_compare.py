@@ -41,30 +41,6 @@ def side(samples: list[float], status: str = "ok") -> compare.Side:
     return compare.Side.of(record("cpu.k", samples, status))
 
 
-# ---------------------------------------------------------------- the U test
-def test_average_ranks_share_ties() -> None:
-    assert list(compare.average_ranks(np.array([3.0, 1.0, 3.0, 2.0]))) == [3.5, 1.0, 3.5, 2.0]
-
-
-def test_u_test_on_separated_samples() -> None:
-    # Reference values: SciPy's mannwhitneyu(method="asymptotic", use_continuity=True).
-    u, p = compare.mann_whitney_u([4, 5, 6], [1, 2, 3])
-    assert u == 9.0 and p == pytest.approx(0.080856, abs=1e-6)
-    u, p = compare.mann_whitney_u([1, 2, 3], [4, 5, 6])
-    assert u == 0.0 and p == pytest.approx(0.080856, abs=1e-6)
-
-
-def test_u_test_with_ties() -> None:
-    u, p = compare.mann_whitney_u([1, 2, 2, 3, 3, 3], [2, 3, 4, 4, 5])
-    assert u == 5.5 and p == pytest.approx(0.0887137, abs=1e-6)
-
-
-def test_u_test_on_identical_samples_finds_nothing() -> None:
-    assert compare.mann_whitney_u([1.0] * 5, [1.0] * 5) == (12.5, 1.0)
-    with pytest.raises(ValueError):
-        compare.mann_whitney_u([], [1.0])
-
-
 # ------------------------------------------------------------------ verdicts
 def test_same_distribution_is_same() -> None:
     verdict, _, ratio, p = compare.judge(side(timings(2.0, 0.01, seed=1)),

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 import mmsuite
-from mmsuite import Problem, verify
+from mmsuite import Problem, stats, verify
 from mmsuite.backends.base import Session, Timer
 from mmsuite.layout import plan_call
 from mmsuite.measure import (
@@ -20,7 +20,6 @@ from mmsuite.measure import (
     PhaseStats,
     Sampling,
     VerificationFailed,
-    robust_noise,
     sample_session,
 )
 
@@ -86,12 +85,6 @@ class FakeSession(Session):
         return np.zeros(4, dtype=np.float32)
 
 
-def test_robust_noise_is_scaled_mad_over_median() -> None:
-    assert robust_noise([1.0, 2.0, 3.0]) == pytest.approx(1.4826 * 1.0 / 2.0)
-    assert robust_noise([1.0, 1.0, 1.0, 9.0]) == 0.0  # one outlier does not move it
-    assert robust_noise([1.0]) is None
-
-
 def test_quiet_samples_stop_at_the_noise_target_once_minimums_are_met() -> None:
     clock = FakeClock()
     rule = Sampling(min_samples=10, min_seconds=0.5, noise_target=0.005, max_seconds=15.0)
@@ -133,7 +126,7 @@ def test_a_steady_but_mostly_disturbed_run_is_noisy() -> None:
     session = FakeSession([1.0], clock)
     session.disturbed_at = {1, 2, 3, 4, 5, 6}
     result = sample_session(session, Sampling.fixed(10), warmup=0, clock=clock)
-    assert robust_noise(result.kernel_ms) == 0.0 and result.noisy
+    assert stats.robust_noise(result.kernel_ms) == 0.0 and result.noisy
     assert result.record()["disturbed"] == 6
     session = FakeSession([1.0], FakeClock())
     session.disturbed_at = {1, 2}

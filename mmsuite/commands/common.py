@@ -1,0 +1,151 @@
+"""What the subcommands share: the usage error, argument types and checks of paths and
+selectors. Every subcommand lives in a module of its own beside this one."""
+
+from __future__ import annotations
+
+import argparse
+import fnmatch
+import math
+import os
+from pathlib import Path
+
+from .. import catalogue, results
+from ..backends import RunOptions
+from ..catalogue import Kernel
+from ..problem import FLOAT32_MAX
+
+
+class UsageError(Exception):
+    """A bad argument: reported as one line, exit status 2."""
+
+
+def int_at_least(minimum: int):
+    """An argparse type: an integer >= ``minimum``."""
+    what = "a positive integer" if minimum == 1 else f"an integer >= {minimum}"
+
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected {what}, got {text!r}") from None
+        if value < minimum:
+            raise argparse.ArgumentTypeError(f"expected {what}, got {value}")
+        return value
+
+    return parse
+
+
+positive_int, non_negative_int = int_at_least(1), int_at_least(0)
+
+
+def float_above(minimum: float, inclusive: bool):
+    """An argparse type: a finite number > ``minimum`` (>= when ``inclusive``)."""
+    what = f"a number {'>=' if inclusive else '>'} {minimum:g}"
+
+    def parse(text: str) -> float:
+        try:
+            value = float(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected {what}, got {text!r}") from None
+        if not math.isfinite(value) or value < minimum or (value == minimum and not inclusive):
+            raise argparse.ArgumentTypeError(f"expected {what}, got {text}")
+        return value
+
+    return parse
+
+
+positive_float, non_negative_float = float_above(0, False), float_above(0, True)
+
+# More OpenMP threads than this many per core only measures the scheduler.
+THREADS_PER_CORE_CAP = 4
+
+
+def threads(text: str) -> int:
+    """An argparse type: OpenMP threads, at most THREADS_PER_CORE_CAP per core."""
+    value = positive_int(text)
+    cores = os.cpu_count() or 1
+    if value > THREADS_PER_CORE_CAP * cores:
+        raise argparse.ArgumentTypeError(
+            f"{value} is more than {THREADS_PER_CORE_CAP} threads per core "
+            f"({cores} cores here: at most {THREADS_PER_CORE_CAP * cores})")
+    return value
+
+
+def float32(text: str) -> float:
+    """An argparse type: a number that is finite in float32 (the kernels' scalar type)."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
+    if not math.isfinite(value) or abs(value) > FLOAT32_MAX:
+        raise argparse.ArgumentTypeError(
+            f"expected a number that is finite in float32 (|x| <= 3.4e38), got {text}")
+    return value
+
+
+def device_list(text: str) -> str | list[int]:
+    """An argparse type: ``all`` or GPU indices ``0,1,...`` (checked against the GPUs later)."""
+    if text.strip() == "all":
+        return "all"
+    try:
+        ids = [int(x) for x in text.split(",")]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected 'all' or indices like 0,1, got {text!r}") \
+            from None
+    if any(i < 0 for i in ids) or len(set(ids)) != len(ids):
+        raise argparse.ArgumentTypeError(f"expected distinct indices >= 0, got {text!r}")
+    return ids
+
+
+
+def check_output_folder(option: str, folder: Path | None) -> None:
+    """A folder the user named for output: created now if missing, its parents never."""
+    if folder is None:
+        return
+    if folder.exists() and not folder.is_dir():
+        raise UsageError(f"{option} {folder} is not a directory")
+    where = folder if folder.is_dir() else folder.parent
+    if not where.is_dir():
+        raise UsageError(f"{option} {folder}: folder {where} does not exist")
+    if not os.access(where, os.W_OK | os.X_OK):
+        raise UsageError(f"{option} {folder}: folder {where} is not writable")
+    folder.mkdir(exist_ok=True)
+
+
+def check_output_file(option: str, path: Path | None) -> None:
+    if path is not None:
+        try:
+            results.check_writable(path, option)
+        except ValueError as exc:
+            raise UsageError(str(exc)) from None
+
+
+
+def select_kernels(backends: list[str] | None, globs: list[str] | None) -> list[Kernel]:
+    """Catalogue kernels filtered by backend names and id globs; a glob matching nothing is an
+    error."""
+    chosen = [k for k in catalogue.kernels() if not backends or k.backend in backends]
+    if globs:
+        for pattern in globs:
+            if not any(fnmatch.fnmatchcase(k.id, pattern) for k in chosen):
+                raise UsageError(f"--kernel {pattern!r} matches no kernel; see `mmsuite list`")
+        chosen = [k for k in chosen if any(fnmatch.fnmatchcase(k.id, g) for g in globs)]
+    return chosen
+
+
+
+def check_selectors(kernels: list[Kernel], options: RunOptions) -> None:
+    """An OpenCL device selector (``--cl-device`` or PYOPENCL_CTX) that matches nothing is
+    refused, but only when the run includes OpenCL kernels."""
+    selector = options.cl_device if options.cl_device is not None else \
+        os.environ.get("PYOPENCL_CTX")
+    if selector is None or not any(k.backend == "opencl" for k in kernels):
+        return
+    try:
+        from ..backends.cl_devices import select_device
+
+        select_device(options.cl_device)  # reads PYOPENCL_CTX when there is no --cl-device
+    except ValueError as exc:  # matches nothing: the message lists the devices
+        raise UsageError(str(exc)) from None
+    except (ImportError, LookupError):
+        pass  # no pyopencl or no device: the OpenCL rows say why

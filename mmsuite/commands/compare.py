@@ -1,0 +1,53 @@
+"""``mmsuite compare BASE.json NEW.json``: the verdict of :mod:`mmsuite.compare` on two saved
+result files, as a table (and Markdown); exit 1 on a slowdown."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from ..compare import DEFAULT_ALPHA, DEFAULT_THRESHOLD, compare, render_markdown, render_rich
+from .common import UsageError
+
+
+def _fraction(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
+    if not 0 < value < 1:
+        raise argparse.ArgumentTypeError(f"expected a fraction between 0 and 1, got {value:g}")
+    return value
+
+
+def add_parser(sub) -> argparse.ArgumentParser:
+    """Register ``compare`` on the CLI's subparsers."""
+    p = sub.add_parser("compare", help="compare two result files; exit 1 on a slowdown",
+                       description="For every kernel x problem in both result files: ratio "
+                       "of medians and a Mann-Whitney U test on the samples. Exit 1 when "
+                       "something is slower than the threshold or broke, 0 otherwise, 2 for "
+                       "bad input.")
+    p.add_argument("base", type=Path, metavar="BASE.json")
+    p.add_argument("new", type=Path, metavar="NEW.json")
+    p.add_argument("--threshold", type=_fraction, default=DEFAULT_THRESHOLD,
+                   help="smallest change that counts, as a fraction (default 0.05: 5%%)")
+    p.add_argument("--alpha", type=_fraction, default=DEFAULT_ALPHA,
+                   help="significance level of the U test (default 0.01)")
+    p.add_argument("--markdown", type=Path, metavar="FILE",
+                   help="also write the comparison as Markdown (for a pull request)")
+    return p
+
+
+def run(args: argparse.Namespace, console) -> int:
+    """Print the comparison; 1 if something got slower or broke, else 0."""
+    if args.markdown is not None and args.markdown.is_dir():
+        raise UsageError(f"{args.markdown} is a directory")
+    try:
+        result = compare(args.base, args.new, args.threshold, args.alpha)
+    except ValueError as exc:  # an unreadable or damaged file, named in the message
+        raise UsageError(str(exc)) from None
+    render_rich(result, args.threshold, console)
+    if args.markdown is not None:
+        args.markdown.write_text(render_markdown(result, args.threshold))
+        console.print(f"Markdown written to {args.markdown}")
+    return result.exit_status

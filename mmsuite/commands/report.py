@@ -1,0 +1,58 @@
+"""``mmsuite report``: tables, and an HTML/Markdown/CSV report with figures, from result
+files."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from rich.console import Console
+
+from .. import report, results
+from .common import UsageError, check_output_folder
+
+
+def add_parser(sub) -> argparse.ArgumentParser:
+    p = sub.add_parser("report", help="tables, and an HTML/Markdown/CSV report with "
+                              "figures, from result files")
+    p.add_argument("results", type=Path, nargs="+", metavar="RESULTS.json",
+                          help="result files; several machines, sizes and commits merge")
+    p.add_argument("--out", type=Path, metavar="DIR",
+                          help="write index.html, report.md, results.csv and figures here")
+    p.add_argument("--baseline", type=Path, metavar="BASE.json",
+                          help="compare with this earlier result file")
+    p.add_argument("--asv", type=Path, metavar="DIR",
+                          help="add each kernel's history from this asv results directory")
+    p.add_argument("--wide", action="store_true", help="print every column")
+    p.add_argument("--markdown", action="store_true", help="print Markdown tables")
+    p.add_argument("--plots", type=Path, metavar="DIR", help="write PNG plots here")
+
+    return p
+
+
+def run(args: argparse.Namespace, console: Console) -> int:
+    check_output_folder("--plots", args.plots)
+    check_output_folder("--out", args.out)
+    records = [r for path in args.results for r in results.load(path)["results"]]
+    if args.baseline is not None:
+        results.load(args.baseline)  # a bad baseline fails here, in one line
+    if args.asv is not None and not args.asv.is_dir():
+        raise UsageError(f"no asv results at {args.asv}")
+    if args.markdown:
+        print(report.render_markdown(records))
+    elif not args.out:
+        from .. import report_html
+
+        report_html.render_terminal(args.results, console, wide=args.wide)
+    if args.plots:
+        from .. import charts  # matplotlib loads only when plots are asked for
+
+        for path in charts.plot(records, args.plots):
+            console.print(f"plot written to {path}")
+    if args.out:
+        from .. import report_html
+
+        index = report_html.build(args.results, args.out, baseline=args.baseline,
+                                  asv_dir=args.asv)
+        console.print(f"report written to {index}")
+    return 0

@@ -1,0 +1,344 @@
+"""``mmsuite run``: select kernels and problems, measure and verify them, print the ladder
+table and save the results."""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import signal
+import sys
+from collections import defaultdict
+from dataclasses import asdict
+from pathlib import Path
+
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+from .. import catalogue, environment, peak, report, results, workers
+from ..backends import RunOptions, unavailable_reason
+from ..backends.base import L2_POLICIES
+from ..catalogue import Kernel
+from ..measure import CLI_SAMPLING, DEFAULT_WARMUP, Sampling
+from ..problem import LAYOUTS, PRESET_HELP, PRESETS, Problem, parse_shape, preset
+from ..sweep import Row, sweep
+from .common import (
+    THREADS_PER_CORE_CAP,
+    UsageError,
+    check_output_file,
+    check_output_folder,
+    check_selectors,
+    device_list,
+    float32,
+    non_negative_float,
+    non_negative_int,
+    positive_float,
+    positive_int,
+    select_kernels,
+    threads,
+)
+
+DEFAULT_SHAPE = "512x512x512"
+
+
+def add_parser(sub) -> argparse.ArgumentParser:
+    p = sub.add_parser("run", help="run, verify and time kernels; print the ladder table")
+    sel = p.add_argument_group("selection")
+    sel.add_argument("--backend", action="append", choices=catalogue.BACKENDS,
+                     help="only this backend (repeatable)")
+    sel.add_argument("--kernel", action="append", metavar="GLOB",
+                     help="only kernels whose id matches GLOB, e.g. 'cuda.0*' (repeatable)")
+    prob = p.add_argument_group("problem")
+    prob.add_argument("--shape", metavar="MxNxK", help=f"matrix sizes (default {DEFAULT_SHAPE})")
+    prob.add_argument("--sizes", metavar="N,N,...",
+                      help="a size sweep of square problems, e.g. 128,256,512")
+    prob.add_argument("--shapes", metavar="MxNxK,...",
+                      help="a sweep of (non-square) shapes, e.g. 4096x128x4096,128x128x65536")
+    prob.add_argument("--batch", type=positive_int, default=1)
+    prob.add_argument("--layout", choices=LAYOUTS, default="row")
+    prob.add_argument("--alpha", type=float32, default=1.0)
+    prob.add_argument("--beta", type=float32, default=0.0)
+    prob.add_argument("--seed", type=non_negative_int, default=0)
+    prob.add_argument("--preset", choices=list(PRESETS),
+                      help="; ".join(f"{k}: {v}" for k, v in PRESET_HELP.items()))
+    meas = p.add_argument_group("measurement")
+    meas.add_argument("--repeats", type=positive_int, metavar="N",
+                      help="exactly N samples per kernel, whatever the noise (default: the "
+                           "stopping rule below)")
+    meas.add_argument("--min-samples", type=positive_int, default=CLI_SAMPLING.min_samples,
+                      metavar="N", help="stopping rule: at least N samples (default %(default)s)")
+    meas.add_argument("--min-time", type=non_negative_float, default=CLI_SAMPLING.min_seconds,
+                      metavar="S", help="stopping rule: at least S seconds of samples "
+                                        "(default %(default)s)")
+    meas.add_argument("--max-noise", type=non_negative_float,
+                      default=100 * CLI_SAMPLING.noise_target, metavar="PCT",
+                      help="stopping rule: until the robust noise is below PCT %% "
+                           "(default %(default)s); rows left above it are marked noisy")
+    meas.add_argument("--max-time", type=positive_float, default=CLI_SAMPLING.max_seconds,
+                      metavar="S", help="stopping rule: at most S seconds of samples per kernel "
+                                        "(default %(default)s; NVBench uses 15)")
+    meas.add_argument("--l2", choices=L2_POLICIES, default="warm",
+                      help="warm: inputs stay cached between samples, as in a loop; cold: "
+                           "the last-level cache is scrubbed before each sample")
+    meas.add_argument("--warmup", type=non_negative_int, default=DEFAULT_WARMUP)
+    meas.add_argument("--threads", type=threads,
+                      help="OpenMP threads for the CPU ladder (default: all cores; at most "
+                           f"{THREADS_PER_CORE_CAP} per core)")
+    meas.add_argument("--cl-device", help="OpenCL device: index or name substring")
+    meas.add_argument("--pinned", action="store_true",
+                      help="page-locked host buffers for GPU transfers")
+    meas.add_argument("--profile", action="store_true",
+                      help="add registers, shared memory and spill bytes (CUDA)")
+    meas.add_argument("--devices", type=device_list, metavar="all|0,1,...",
+                      help="GPUs to spread the CUDA kernels over, one worker each (default 0)")
+    meas.add_argument("--timeout", type=positive_float, metavar="SECONDS",
+                      help="per GPU kernel; its worker is killed past it (default: "
+                           f"{workers.TIMEOUT_FLOOR_S:.0f} s plus {workers.TIMEOUT_LAUNCHES} "
+                           "launches at 10 GFLOP/s)")
+    out = p.add_argument_group("output")
+    out.add_argument("--json", type=Path, metavar="FILE",
+                     help="write the results here; rows also go to FILE.jsonl as they finish")
+    out.add_argument("--resume", type=Path, metavar="FILE",
+                     help="skip what FILE (a results file or its .jsonl) already measured; "
+                          "results go to --json, by default FILE")
+    out.add_argument("--markdown", type=Path, metavar="FILE", help="write the tables as Markdown")
+    out.add_argument("--plots", type=Path, metavar="DIR", help="write PNG plots here")
+    out.add_argument("--report", type=Path, metavar="DIR",
+                     help="write the HTML/Markdown/CSV report here (and results.json)")
+    out.add_argument("--wide", action="store_true",
+                     help="print every column (the default table fits 100 columns)")
+
+    return p
+
+
+def _problems(args: argparse.Namespace) -> list[Problem]:
+    if args.preset:
+        if args.shape or args.batch != 1:
+            raise UsageError("--preset sets the shape and batch; drop --shape/--batch")
+        return [Problem(p.m, p.n, p.k, p.batch, args.layout, args.alpha, args.beta, args.seed)
+                for p in preset(args.preset)]
+    if args.sizes or args.shapes:
+        if args.shape or (args.sizes and args.shapes):
+            raise UsageError("give one of --shape, --sizes and --shapes")
+        items = [t.strip() for t in (args.sizes or args.shapes).split(",") if t.strip()]
+        if not items:
+            raise UsageError("--sizes/--shapes needs at least one size")
+        if args.sizes and any("x" in t.lower() for t in items):
+            raise UsageError("--sizes takes square sizes (128,256); use --shapes for MxNxK")
+        return [Problem(*parse_shape(t), args.batch, args.layout, args.alpha, args.beta,
+                        args.seed) for t in items]
+    m, n, k = parse_shape(args.shape or DEFAULT_SHAPE)
+    return [Problem(m, n, k, args.batch, args.layout, args.alpha, args.beta, args.seed)]
+
+
+def _collapse_unavailable(rows: list[Row], explicit: set[str]) -> tuple[list[Row], list[str]]:
+    """Whole backends that are unavailable for one reason become one note, unless asked for."""
+    by_backend: dict[str, list[Row]] = defaultdict(list)
+    for row in rows:
+        by_backend[row.kernel.backend].append(row)
+    keep, notes = [], []
+    for backend, backend_rows in by_backend.items():
+        reasons = {r.reason for r in backend_rows if r.status == "unavailable"}
+        all_unavailable = all(r.status == "unavailable" for r in backend_rows)
+        if all_unavailable and len(reasons) == 1 and backend not in explicit:
+            count = len({r.kernel.id for r in backend_rows})
+            notes.append(f"{backend}: {count} kernels unavailable: {reasons.pop()}")
+        else:
+            keep.extend(backend_rows)
+    return keep, notes
+
+
+class Terminated(BaseException):
+    """SIGTERM: ends a run like Ctrl-C, with the finished rows saved (exit 143)."""
+
+
+def _on_sigterm(signum: int, frame: object) -> None:
+    raise Terminated()
+
+
+def _devices(requested: str | list[int] | None, kernels: list[Kernel],
+             options: RunOptions) -> list[int]:
+    """The GPUs the CUDA kernels run on; ``--devices`` is checked only when they can run."""
+    if requested is None or not any(k.backend == "cuda" and not unavailable_reason(k, options)
+                                    for k in kernels):
+        return [0]
+    import cupy
+
+    count = cupy.cuda.runtime.getDeviceCount()
+    if requested == "all":
+        return list(range(count))
+    missing = [i for i in requested if i >= count]
+    if missing:
+        raise UsageError(f"--devices: no GPU {missing[0]}; this host has {count} "
+                         f"(0 to {count - 1})")
+    return list(requested)
+
+
+def _nothing_can_run(kernels: list[Kernel], options: RunOptions) -> str:
+    """Why none of the selected kernels can run here; empty when one can."""
+    reasons: dict[str, str] = {}
+    for kernel in kernels:
+        reason = unavailable_reason(kernel, options)
+        if not reason:
+            return ""
+        reasons.setdefault(reason, kernel.id)
+    return "; ".join(f"{kernel}: {reason}" for reason, kernel in reasons.items())
+
+
+def _check_outputs(args: argparse.Namespace) -> None:
+    """Every output path is checked before the first kernel runs; folders the user named
+    (--plots, --report) are created now, their parents never."""
+    check_output_file("--json", args.json)
+    if args.json is not None:
+        check_output_file("--json's journal", results.journal_path(args.json))
+    check_output_file("--markdown", args.markdown)
+    check_output_folder("--plots", args.plots)
+    check_output_folder("--report", getattr(args, "report", None))
+
+
+def _resumed(args: argparse.Namespace) -> list[dict]:
+    """The records of ``--resume FILE``; --json defaults to FILE's final results file."""
+    if args.resume is None:
+        return []
+    source = args.resume
+    journal = results.journal_path(source)
+    if not source.exists() and source.suffix == ".json" and journal.exists():
+        source = journal  # killed before the final file was written: its journal has the rows
+    try:
+        records = results.load_rows(source)
+    except results.ResultsError as exc:
+        raise UsageError(f"--resume: {exc}") from None
+    if args.json is None:
+        name = args.resume.name
+        args.json = args.resume.with_name(name[:-1]) if name.endswith(".jsonl") else args.resume
+    return records
+
+
+def run(args: argparse.Namespace, console: Console) -> int:
+    for option in ("shape", "sizes", "shapes"):  # an empty value is not the default
+        value = getattr(args, option, None)
+        if value is not None and not value.replace(",", "").strip():
+            raise UsageError(f"--{option} is empty; expected e.g. "
+                             + ("512x512x512" if option == "shape" else "128,256,512"
+                                if option == "sizes" else "4096x128x4096,128x128x65536"))
+    try:
+        problems = _problems(args)
+    except ValueError as exc:  # parse_shape and Problem name the field at fault
+        raise UsageError(str(exc)) from None
+    kernels = select_kernels(args.backend, args.kernel)
+    options = RunOptions(threads=args.threads, cl_device=args.cl_device, pinned=args.pinned,
+                         profile=args.profile, l2=args.l2)
+    sampling = None if args.repeats else Sampling(
+        min_samples=args.min_samples, min_seconds=args.min_time,
+        noise_target=args.max_noise / 100, max_seconds=args.max_time, name="cli")
+    if sampling is not None and args.min_time > args.max_time:
+        raise UsageError(f"--min-time {args.min_time} is above --max-time {args.max_time}")
+    check_selectors(kernels, options)
+    why_not = _nothing_can_run(kernels, options)
+    if why_not:
+        raise UsageError(f"nothing requested can run here: {why_not}")
+    devices = _devices(args.devices, kernels, options)
+    for problem in problems:
+        try:
+            workers.check_host_memory(problem)
+        except workers.HostMemoryError as exc:
+            raise UsageError(str(exc)) from None
+    resumed = _resumed(args)
+    _check_outputs(args)
+
+    order = [f"{k.id} @ {p.shape_label}" for p in problems for k in kernels]
+    total, done = len(order), 0
+    settings = {"repeats": args.repeats, "sampling": asdict(sampling) if sampling else None,
+                "l2": args.l2, "warmup": args.warmup, "threads": args.threads,
+                "cl_device": args.cl_device, "pinned": args.pinned, "profile": args.profile,
+                "devices": devices, "timeout": args.timeout,
+                "problems": [p.to_dict() for p in problems]}
+    journal = results.Journal(results.journal_path(args.json), settings) if args.json else None
+    finished: list[Row] = []
+    err = Console(stderr=True, markup=False)
+    progress = (Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
+                         TimeElapsedColumn(), console=err, transient=True)
+                if err.is_terminal else None)
+    with progress or contextlib.nullcontext():
+        task = progress.add_task(order[0] if order else "", total=total) if progress else None
+
+        def on_row(row: Row) -> None:
+            nonlocal done
+            finished.append(row)
+            if journal is not None:
+                journal.append(row.to_record())  # saved as it finishes
+            done += 1
+            if progress is not None:  # rows finish out of order: show the last one
+                progress.update(task, advance=1,
+                                description=f"{row.kernel.id} @ {row.problem.shape_label}")
+                return
+            # Logs get one line per kernel, as it finishes.
+            median = (row.to_record().get("kernel_ms") or {}).get("median")
+            timing = f" {median:.3f} ms" if isinstance(median, float) else ""
+            print(f"[{done}/{total}] {row.kernel.id} @ {row.problem.shape_label}: "
+                  f"{row.status}{timing}", file=sys.stderr, flush=True)
+
+        interrupted = 0
+        previous = signal.signal(signal.SIGTERM, _on_sigterm)
+        try:
+            rows = sweep(kernels, problems, repeats=args.repeats, sampling=sampling,
+                         warmup=args.warmup,
+                         options=options, on_row=on_row, resume=resumed, devices=devices,
+                         timeout=args.timeout)
+        except (KeyboardInterrupt, Terminated) as exc:
+            # Keep every finished row, in ladder order, and save them like a full run.
+            interrupted = 143 if isinstance(exc, Terminated) else 130
+            position = {(k.id, p): i for i, (p, k) in
+                        enumerate((p, k) for p in problems for k in kernels)}
+            rows = sorted(finished, key=lambda r: position[(r.kernel.id, r.problem)])
+            settings["interrupted"] = "SIGTERM" if interrupted == 143 else "SIGINT"
+        finally:
+            signal.signal(signal.SIGTERM, previous)
+            if journal is not None:
+                journal.close()
+
+    shown, notes = _collapse_unavailable(rows, set(args.backend or []))
+    records = [row.to_record() for row in rows]
+    shown_records = [row.to_record() for row in shown]
+    env = environment.collect(sorted({k.backend for k in kernels}), options)
+    cuda_env = (env.get("backends") or {}).get("cuda")
+    if cuda_env and any(r.kernel.backend == "cuda" and r.record for r in rows):
+        cuda_env["devices"] = workers.cuda_device_facts(devices)  # what each row's device was
+    peak.annotate(records + shown_records, env)  # % peak; above 100% is a measurement error
+    report.render_rich(shown_records, console, wide=args.wide)
+    for note in notes:
+        console.print(note, style="dim")
+    for warning in environment.warnings(env):
+        print(f"mmsuite: warning: {warning}", file=sys.stderr)
+    if args.json:
+        results.save(args.json, records, env, settings)
+        console.print(f"results written to {args.json}")
+    if args.markdown:
+        args.markdown.write_text(report.render_markdown(shown_records)
+                                 + "".join(f"\n{note}\n" for note in notes))
+    if args.plots:
+        from .. import charts  # matplotlib loads only when plots are asked for
+
+        for path in charts.plot(records, args.plots):
+            console.print(f"plot written to {path}")
+    if args.report:
+        from .. import report_html
+
+        saved = args.json or args.report / "results.json"
+        if not args.json:
+            args.report.mkdir(parents=True, exist_ok=True)
+            results.save(saved, records, env, settings)
+        index = report_html.build([saved], args.report)
+        console.print(f"report written to {index}")
+    if interrupted:
+        resume = f"; run the same command with --resume {args.json} to finish" if args.json \
+            else ""
+        print(f"mmsuite: interrupted after {len(rows)} of {total} rows{resume}",
+              file=sys.stderr)
+        return interrupted
+    if rows and all(r.status == "unavailable" for r in rows):  # found only when they ran
+        print("mmsuite: error: nothing requested could run here (see the reasons above)",
+              file=sys.stderr)
+        return 2
+    # peak.annotate marks a figure above the device's peak invalid: a measurement error.
+    failed = [r for r in records if r["status"] in ("failed", "error", "invalid")]
+    return 1 if failed else 0
