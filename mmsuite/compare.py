@@ -32,6 +32,7 @@ import numpy as np
 
 from . import results
 from .stats import mann_whitney_u, robust_noise
+from .verdicts import VERDICTS, VerdictRow, summary_line
 
 DEFAULT_THRESHOLD = 0.05
 DEFAULT_ALPHA = 0.01
@@ -41,7 +42,6 @@ MIN_SAMPLES = 5
 #: A host is loaded when its 1-minute load average exceeds its cores by more than
 #: this: the run's own threads count in the load, a second program's do not fit.
 LOAD_MARGIN = 1.0
-VERDICTS = ("slower", "broken", "faster", "same", "unsure")
 
 
 @dataclass
@@ -108,6 +108,10 @@ class Comparison:
     @property
     def exit_status(self) -> int:
         return 1 if self.count("slower") or self.count("broken") else 0
+
+    def verdict_rows(self) -> list[VerdictRow]:
+        """The rows as :mod:`mmsuite.verdicts` writes them (JSON, JUnit XML)."""
+        return [VerdictRow(r.kernel, r.problem, r.verdict, r.ratio, r.why) for r in self.rows]
 
 
 def judge(base: Side, new: Side, threshold: float = DEFAULT_THRESHOLD,
@@ -296,6 +300,7 @@ def render_rich(result: Comparison, threshold: float, console) -> None:
                   "n and noise (1.4826*MAD/median, %): BASE/NEW", style="dim")
     for line in _missing_lines(result) + result.notes:
         console.print(line, style="dim")
+    console.print(summary_line(result.verdict_rows()))
     console.print(summary(result, threshold))
 
 
@@ -312,7 +317,8 @@ def render_markdown(result: Comparison, threshold: float) -> str:
     extra = _missing_lines(result) + result.notes
     if extra:
         out += [""] + [f"- {text}" for text in extra]
-    out += ["", f"**{summary(result, threshold)}**", ""]
+    out += ["", summary_line(result.verdict_rows()), "",
+            f"**{summary(result, threshold)}**", ""]
     return "\n".join(out)
 
 

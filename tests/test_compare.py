@@ -195,3 +195,29 @@ def test_cpu_rows_measured_on_an_overloaded_host_are_unsure(tmp_path: Path) -> N
     assert any(n.startswith("host loaded in NEW: 1-minute load average up to 5.6 on 2 cores")
                for n in result.notes)
     assert not any("in BASE" in n and "loaded" in n for n in result.notes)
+
+
+def test_cli_writes_verdict_json_and_junit_with_a_geomean_line(tmp_path: Path, capsys) -> None:
+    import json
+    import xml.etree.ElementTree as ET
+
+    base = write(tmp_path / "base.json", [record("cpu.a", timings(1.0, 0.01, seed=1)),
+                                          record("cpu.b", timings(1.0, 0.01, seed=2))])
+    new = write(tmp_path / "new.json", [record("cpu.a", timings(1.0, 0.01, seed=3)),
+                                        record("cpu.b", timings(1.3, 0.01, seed=4))])
+    as_json, as_xml = tmp_path / "v.json", tmp_path / "v.xml"
+    assert cli.main(["compare", str(base), str(new), "--verdict-json", str(as_json),
+                     "--junit", str(as_xml)]) == 1
+    out = capsys.readouterr().out
+    assert "geometric mean NEW/BASE over 2 kernel x problem: 1.1" in out
+    doc = json.loads(as_json.read_text())
+    assert [(r["kernel"], r["verdict"]) for r in doc["rows"]] == [("cpu.a", "same"),
+                                                                  ("cpu.b", "slower")]
+    assert doc["exit_status"] == 1 and doc["new"] == str(new)
+    assert doc["rows"][1]["ratio"] == pytest.approx(1.3, rel=0.02)
+    failures = ET.parse(as_xml).getroot().find("testsuite").get("failures")
+    assert failures == "1"
+    # An output path in a missing folder is refused before anything is compared.
+    assert cli.main(["compare", str(base), str(new), "--junit",
+                     str(tmp_path / "nowhere" / "v.xml")]) == 2
+    assert "--junit" in capsys.readouterr().err

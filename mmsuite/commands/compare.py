@@ -7,7 +7,8 @@ import argparse
 from pathlib import Path
 
 from ..compare import DEFAULT_ALPHA, DEFAULT_THRESHOLD, compare, render_markdown, render_rich
-from .common import UsageError
+from ..verdicts import write_junit, write_verdict_json
+from .common import UsageError, check_output_file
 
 
 def _fraction(text: str) -> float:
@@ -35,13 +36,20 @@ def add_parser(sub) -> argparse.ArgumentParser:
                    help="significance level of the U test (default 0.01)")
     p.add_argument("--markdown", type=Path, metavar="FILE",
                    help="also write the comparison as Markdown (for a pull request)")
+    p.add_argument("--verdict-json", type=Path, metavar="FILE",
+                   help="also write every verdict as JSON (kernel, problem, verdict, ratio, "
+                   "reason; counts, geometric mean, exit status)")
+    p.add_argument("--junit", type=Path, metavar="FILE",
+                   help="also write the verdicts as JUnit XML for a CI test report (slower "
+                   "and broken fail, unsure is skipped)")
     return p
 
 
 def run(args: argparse.Namespace, console) -> int:
     """Print the comparison; 1 if something got slower or broke, else 0."""
-    if args.markdown is not None and args.markdown.is_dir():
-        raise UsageError(f"{args.markdown} is a directory")
+    for option, path in (("--markdown", args.markdown), ("--verdict-json", args.verdict_json),
+                         ("--junit", args.junit)):
+        check_output_file(option, path)
     try:
         result = compare(args.base, args.new, args.threshold, args.alpha)
     except ValueError as exc:  # an unreadable or damaged file, named in the message
@@ -50,4 +58,13 @@ def run(args: argparse.Namespace, console) -> int:
     if args.markdown is not None:
         args.markdown.write_text(render_markdown(result, args.threshold))
         console.print(f"Markdown written to {args.markdown}")
+    inputs = {"base": str(args.base), "new": str(args.new), "alpha": args.alpha}
+    if args.verdict_json is not None:
+        write_verdict_json(args.verdict_json, result.verdict_rows(), threshold=args.threshold,
+                           extra=inputs)
+        console.print(f"verdicts written to {args.verdict_json}")
+    if args.junit is not None:
+        write_junit(args.junit, result.verdict_rows(), suite="mmsuite compare",
+                    threshold=args.threshold)
+        console.print(f"JUnit XML written to {args.junit}")
     return result.exit_status
