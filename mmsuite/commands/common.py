@@ -12,7 +12,7 @@ from pathlib import Path
 from .. import catalogue, results
 from ..backends import RunOptions
 from ..catalogue import Kernel
-from ..problem import FLOAT32_MAX
+from ..problem import FLOAT32_MAX, LAYOUTS, PRESET_HELP, PRESETS, Problem, parse_shape, preset
 
 
 class UsageError(Exception):
@@ -149,3 +149,69 @@ def check_selectors(kernels: list[Kernel], options: RunOptions) -> None:
         raise UsageError(str(exc)) from None
     except (ImportError, LookupError):
         pass  # no pyopencl or no device: the OpenCL rows say why
+
+
+DEFAULT_SHAPE = "512x512x512"
+
+
+def add_selection_arguments(p: argparse.ArgumentParser) -> None:
+    """--backend and --kernel: which kernels of the catalogue a command takes."""
+    sel = p.add_argument_group("selection")
+    sel.add_argument("--backend", action="append", choices=catalogue.BACKENDS,
+                     help="only this backend (repeatable)")
+    sel.add_argument("--kernel", action="append", metavar="GLOB",
+                     help="only kernels whose id matches GLOB, e.g. 'cuda.0*' (repeatable)")
+
+
+def add_problem_arguments(p: argparse.ArgumentParser) -> None:
+    """The problem options: shape (or a sweep of shapes, or a preset), batch, layout, scalars
+    and the inputs' random seed."""
+    prob = p.add_argument_group("problem")
+    prob.add_argument("--shape", metavar="MxNxK", help=f"matrix sizes (default {DEFAULT_SHAPE})")
+    prob.add_argument("--sizes", metavar="N,N,...",
+                      help="a size sweep of square problems, e.g. 128,256,512")
+    prob.add_argument("--shapes", metavar="MxNxK,...",
+                      help="a sweep of (non-square) shapes, e.g. 4096x128x4096,128x128x65536")
+    prob.add_argument("--batch", type=positive_int, default=1)
+    prob.add_argument("--layout", choices=LAYOUTS, default="row")
+    prob.add_argument("--alpha", type=float32, default=1.0)
+    prob.add_argument("--beta", type=float32, default=0.0)
+    prob.add_argument("--seed", type=non_negative_int, default=0)
+    prob.add_argument("--preset", choices=list(PRESETS),
+                      help="; ".join(f"{k}: {v}" for k, v in PRESET_HELP.items()))
+
+
+def problems_from_args(args: argparse.Namespace) -> list[Problem]:
+    """The problems that ``add_problem_arguments``' options name; UsageError for bad ones."""
+    for option in ("shape", "sizes", "shapes"):  # an empty value is not the default
+        value = getattr(args, option, None)
+        if value is not None and not value.replace(",", "").strip():
+            raise UsageError(f"--{option} is empty; expected e.g. "
+                             + ("512x512x512" if option == "shape" else "128,256,512"
+                                if option == "sizes" else "4096x128x4096,128x128x65536"))
+    try:
+        return _problems(args)
+    except ValueError as exc:  # parse_shape and Problem name the field at fault
+        raise UsageError(str(exc)) from None
+
+
+def _problems(args: argparse.Namespace) -> list[Problem]:
+    if args.preset:
+        if args.shape or args.batch != 1:
+            raise UsageError("--preset sets the shape and batch; drop --shape/--batch")
+        return [Problem(p.m, p.n, p.k, p.batch, args.layout, args.alpha, args.beta, args.seed)
+                for p in preset(args.preset)]
+    if args.sizes or args.shapes:
+        if args.shape or (args.sizes and args.shapes):
+            raise UsageError("give one of --shape, --sizes and --shapes")
+        items = [t.strip() for t in (args.sizes or args.shapes).split(",") if t.strip()]
+        if not items:
+            raise UsageError("--sizes/--shapes needs at least one size")
+        if args.sizes and any("x" in t.lower() for t in items):
+            raise UsageError("--sizes takes square sizes (128,256); use --shapes for MxNxK")
+        return [Problem(*parse_shape(t), args.batch, args.layout, args.alpha, args.beta,
+                        args.seed) for t in items]
+    m, n, k = parse_shape(args.shape or DEFAULT_SHAPE)
+    return [Problem(m, n, k, args.batch, args.layout, args.alpha, args.beta, args.seed)]
+
+

@@ -14,52 +14,35 @@ from pathlib import Path
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-from .. import catalogue, environment, peak, report, results, workers
+from .. import environment, peak, report, results, workers
 from ..backends import RunOptions, unavailable_reason
 from ..backends.base import L2_POLICIES
 from ..catalogue import Kernel
 from ..measure import CLI_SAMPLING, DEFAULT_WARMUP, Sampling
-from ..problem import LAYOUTS, PRESET_HELP, PRESETS, Problem, parse_shape, preset
 from ..sweep import Row, sweep
 from .common import (
     THREADS_PER_CORE_CAP,
     UsageError,
+    add_problem_arguments,
+    add_selection_arguments,
     check_output_file,
     check_output_folder,
     check_selectors,
     device_list,
-    float32,
     non_negative_float,
     non_negative_int,
     positive_float,
     positive_int,
+    problems_from_args,
     select_kernels,
     threads,
 )
 
-DEFAULT_SHAPE = "512x512x512"
-
 
 def add_parser(sub) -> argparse.ArgumentParser:
     p = sub.add_parser("run", help="run, verify and time kernels; print the ladder table")
-    sel = p.add_argument_group("selection")
-    sel.add_argument("--backend", action="append", choices=catalogue.BACKENDS,
-                     help="only this backend (repeatable)")
-    sel.add_argument("--kernel", action="append", metavar="GLOB",
-                     help="only kernels whose id matches GLOB, e.g. 'cuda.0*' (repeatable)")
-    prob = p.add_argument_group("problem")
-    prob.add_argument("--shape", metavar="MxNxK", help=f"matrix sizes (default {DEFAULT_SHAPE})")
-    prob.add_argument("--sizes", metavar="N,N,...",
-                      help="a size sweep of square problems, e.g. 128,256,512")
-    prob.add_argument("--shapes", metavar="MxNxK,...",
-                      help="a sweep of (non-square) shapes, e.g. 4096x128x4096,128x128x65536")
-    prob.add_argument("--batch", type=positive_int, default=1)
-    prob.add_argument("--layout", choices=LAYOUTS, default="row")
-    prob.add_argument("--alpha", type=float32, default=1.0)
-    prob.add_argument("--beta", type=float32, default=0.0)
-    prob.add_argument("--seed", type=non_negative_int, default=0)
-    prob.add_argument("--preset", choices=list(PRESETS),
-                      help="; ".join(f"{k}: {v}" for k, v in PRESET_HELP.items()))
+    add_selection_arguments(p)
+    add_problem_arguments(p)
     meas = p.add_argument_group("measurement")
     meas.add_argument("--repeats", type=positive_int, metavar="N",
                       help="exactly N samples per kernel, whatever the noise (default: the "
@@ -108,26 +91,6 @@ def add_parser(sub) -> argparse.ArgumentParser:
                      help="print every column (the default table fits 100 columns)")
 
     return p
-
-
-def _problems(args: argparse.Namespace) -> list[Problem]:
-    if args.preset:
-        if args.shape or args.batch != 1:
-            raise UsageError("--preset sets the shape and batch; drop --shape/--batch")
-        return [Problem(p.m, p.n, p.k, p.batch, args.layout, args.alpha, args.beta, args.seed)
-                for p in preset(args.preset)]
-    if args.sizes or args.shapes:
-        if args.shape or (args.sizes and args.shapes):
-            raise UsageError("give one of --shape, --sizes and --shapes")
-        items = [t.strip() for t in (args.sizes or args.shapes).split(",") if t.strip()]
-        if not items:
-            raise UsageError("--sizes/--shapes needs at least one size")
-        if args.sizes and any("x" in t.lower() for t in items):
-            raise UsageError("--sizes takes square sizes (128,256); use --shapes for MxNxK")
-        return [Problem(*parse_shape(t), args.batch, args.layout, args.alpha, args.beta,
-                        args.seed) for t in items]
-    m, n, k = parse_shape(args.shape or DEFAULT_SHAPE)
-    return [Problem(m, n, k, args.batch, args.layout, args.alpha, args.beta, args.seed)]
 
 
 def _collapse_unavailable(rows: list[Row], explicit: set[str]) -> tuple[list[Row], list[str]]:
@@ -214,16 +177,7 @@ def _resumed(args: argparse.Namespace) -> list[dict]:
 
 
 def run(args: argparse.Namespace, console: Console) -> int:
-    for option in ("shape", "sizes", "shapes"):  # an empty value is not the default
-        value = getattr(args, option, None)
-        if value is not None and not value.replace(",", "").strip():
-            raise UsageError(f"--{option} is empty; expected e.g. "
-                             + ("512x512x512" if option == "shape" else "128,256,512"
-                                if option == "sizes" else "4096x128x4096,128x128x65536"))
-    try:
-        problems = _problems(args)
-    except ValueError as exc:  # parse_shape and Problem name the field at fault
-        raise UsageError(str(exc)) from None
+    problems = problems_from_args(args)
     kernels = select_kernels(args.backend, args.kernel)
     options = RunOptions(threads=args.threads, cl_device=args.cl_device, pinned=args.pinned,
                          profile=args.profile, l2=args.l2)
