@@ -23,6 +23,13 @@ from .launch import (
 
 ANY_SIZE = "any M, N, K >= 1; any batch; row and col layouts"
 
+#: Precision classes. ``fp32``: FP32 inputs, FP32 accumulation (the SIMT ladders and the
+#: FP32 libraries). ``tf32``: tensor cores on inputs rounded to TF32's 10 mantissa bits, a
+#: class of its own with a looser tolerance and the tensor peak. ``fp32-accurate``: tensor
+#: cores on error-corrected splits that must meet the FP32 tolerance.
+FP32, TF32, FP32_ACCURATE = "fp32", "tf32", "fp32-accurate"
+PRECISIONS = (FP32, TF32, FP32_ACCURATE)
+
 
 @dataclass(frozen=True)
 class Kernel:
@@ -46,6 +53,17 @@ class Kernel:
     constraints: str = ANY_SIZE
     reference: bool = False
     launch: Mapping | CudaLaunch = field(default_factory=lambda: MappingProxyType({}))
+    precision: str = FP32
+
+    def __post_init__(self) -> None:
+        if self.precision not in PRECISIONS:
+            raise ValueError(f"{self.id}: precision must be one of {PRECISIONS}, "
+                             f"got {self.precision!r}")
+
+    @property
+    def tensor_cores(self) -> bool:
+        """Whether the kernel's FLOPs run on tensor cores (its % peak is the tensor peak's)."""
+        return self.precision in (TF32, FP32_ACCURATE)
 
     @property
     def name(self) -> str:
@@ -171,6 +189,9 @@ def _async_launch(bk: int, stages: int) -> dict:
 CUDA = [
     _k("cuda.cublas", 0, None, "reference: cuBLAS sgemm via cupy.matmul, TF32 off", "reference",
        reference=True),
+    _k("cuda.cublas_tf32", 0, None,
+       "reference: cuBLAS sgemm with its TF32 tensor-op math mode (cublasSetMathMode)",
+       "reference", reference=True, precision=TF32),
     # Seed 004: column-major ladder, eleven rungs (grid.x walks the rows of C).
     _cu("cuda.01_naive", 1, None, "one thread per element of C", "004", "01_naive",
         layout="col", launch={"block": (32, 32), "tile": (32, 32), "grid_x": "rows"}),
@@ -293,6 +314,7 @@ def get(kernel_id: str) -> Kernel:
         raise KeyError(f"unknown kernel {kernel_id!r}{hint}") from None
 
 
-def reference_of(backend: str) -> Kernel | None:
-    """The reference (vendor library) row of a backend, if it has one."""
-    return next((k for k in CATALOGUE if k.backend == backend and k.reference), None)
+def reference_of(backend: str, precision: str = FP32) -> Kernel | None:
+    """The reference (vendor library) row of a backend in a precision class, if it has one."""
+    return next((k for k in CATALOGUE if k.backend == backend and k.reference
+                 and k.precision == precision), None)

@@ -380,6 +380,7 @@ class Measurement:
         record = {
             "kernel": self.kernel.id, "backend": self.kernel.backend, "rung": self.kernel.rung,
             "parent": self.kernel.parent, "adds": self.kernel.adds, "seed": self.kernel.seed,
+            "precision": self.kernel.precision,
             "problem": self.problem.to_dict(), "flops": self.problem.flops,
             "status": "ok" if self.ok else "failed", "reason": self.verdict.reason,
             "h2d_ms": self.h2d_ms.to_dict(), "kernel_ms": self.kernel_ms.to_dict(),
@@ -447,7 +448,7 @@ def run(kernel_id: str, problem: Problem, repeats: int | None = None,
     load_before = _load_avg()
     parts = _run_session(backend, kernel, problem, inputs, call, sampling, warmup, options)
     load_avg = {"before": load_before, "after": _load_avg()}
-    output, verdict = _checked(parts.pop("output"), problem, inputs, options, kernel.backend,
+    output, verdict = _checked(parts.pop("output"), problem, inputs, options, kernel,
                                reference)
     return Measurement(kernel, problem, output, verdict=verdict, l2=options.l2,
                        load_avg=load_avg, **parts)
@@ -462,13 +463,14 @@ def _runnable_backend(kernel: Kernel, options: RunOptions) -> Backend:
 
 
 def _checked(storage: np.ndarray, problem: Problem, inputs: tuple[np.ndarray, ...],
-             options: RunOptions, backend: str,
+             options: RunOptions, kernel: Kernel,
              reference: np.ndarray | None = None) -> tuple[np.ndarray, verify.Verdict]:
-    """C in the problem's layout, and its verdict against the float64 reference."""
+    """C in the problem's layout, and its verdict against the float64 reference, held to
+    the tolerance of the kernel's precision class."""
     output = from_storage(np.asarray(storage, dtype=np.float32), problem)
     if reference is None:
-        reference = reference_for(problem, inputs, options, backend)
-    return output, verify.check(output, reference, problem.k)
+        reference = reference_for(problem, inputs, options, kernel.backend)
+    return output, verify.check(output, reference, problem.k, kernel.precision)
 
 
 class VerificationFailed(RuntimeError):
@@ -498,8 +500,7 @@ class KernelSampler:
             self.session.reset_c()
             self.session.launch()
             self.session.synchronize()
-            _, verdict = _checked(self.session.output(), problem, inputs, options,
-                                  kernel.backend)
+            _, verdict = _checked(self.session.output(), problem, inputs, options, kernel)
             if not verdict.ok:
                 raise VerificationFailed(
                     f"{kernel.id} failed verification on {problem.shape_label}: {verdict.reason}")

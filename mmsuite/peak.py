@@ -1,4 +1,12 @@
-"""FP32 peak of the device a result ran on, and the flag for results above it.
+"""The peak of the device a result ran on, in the result's precision class, and the flag
+for results above it.
+
+FP32 kernels are judged by the FP32 (SIMT) peak; tensor-core kernels (TF32 and
+FP32-accurate) by the device's dense TF32 tensor peak: SMs x TF32 FLOPs per
+cycle per SM (``GPU_TF32_FLOPS_PER_SM``, by compute capability) x the maximum
+SM clock. An FP32-accurate kernel counts the FLOPs of the product it computes
+(2·M·N·K), not the three tensor products it runs, so its % peak says how much
+of the tensor peak the accurate product keeps.
 
 The peak comes from the device's own figures, as the run's environment recorded
 them (so a saved result file is judged by the machine that made it):
@@ -30,6 +38,15 @@ GPU_LANES_PER_SM: dict[tuple[int, ...], int] = {
     (3,): 192, (5,): 128, (6, 0): 64, (6,): 128, (7,): 64,
     (8, 0): 64, (8,): 128, (9,): 128, (10,): 128, (11,): 128, (12,): 128,
 }
+#: Dense TF32 tensor-core FLOPs per cycle per SM by compute capability (NVIDIA's
+#: whitepapers: A100 156 TFLOP/s at 108 SMs x 1.41 GHz; GA10x and AD10x a quarter of
+#: that per SM; H100 twice A100's, 495 TFLOP/s at 132 SMs x 1.83 GHz). No entry: no
+#: tensor peak is claimed.
+GPU_TF32_FLOPS_PER_SM: dict[tuple[int, ...], int] = {
+    (8, 0): 1024, (8, 6): 256, (8, 9): 256, (9, 0): 2048,
+}
+TENSOR_PRECISIONS = ("tf32", "fp32-accurate")
+
 #: Lanes assumed for an NVIDIA GPU whose compute capability was not recorded (OpenCL
 #: alone): the most any listed architecture has, so that no result is flagged by mistake.
 GPU_LANES_UNKNOWN = 128
@@ -47,6 +64,7 @@ class Peak:
     gflops: float
     device: str
     how: str
+    kind: str = "FP32"
 
 
 def parse_compute_capability(value: object) -> tuple[int, int] | None:
@@ -75,6 +93,24 @@ def gpu_peak(sm_count: int, clock_mhz: float, cc: tuple[int, int] | None,
     arch = f"sm_{cc[0]}{cc[1]}" if cc else "compute capability not recorded"
     how = f"{sm_count} SMs x {lanes} lanes ({arch}) x 2 x {clock_mhz:g} MHz"
     return Peak(sm_count * lanes * 2 * clock_mhz / 1e3, name, how)
+
+
+def gpu_tensor_peak(sm_count: int, clock_mhz: float, cc: tuple[int, int] | None,
+                    name: str = "GPU") -> Peak | None:
+    """SMs x dense TF32 FLOPs per cycle per SM x clock; None where the table has no entry."""
+    per_sm = GPU_TF32_FLOPS_PER_SM.get(cc) if cc else None
+    if not sm_count or not clock_mhz or not per_sm:
+        return None
+    how = (f"{sm_count} SMs x {per_sm} dense TF32 FLOP/cycle (sm_{cc[0]}{cc[1]}) x "
+           f"{clock_mhz:g} MHz")
+    return Peak(sm_count * per_sm * clock_mhz / 1e3, name, how, "TF32 tensor")
+
+
+def device_peaks(sm_count: int, clock_mhz: float, cc: tuple[int, int] | None,
+                 name: str = "GPU") -> dict[str, Peak | None]:
+    """Both peaks of a GPU: FP32 SIMT and dense TF32 tensor (for ``mmsuite list``)."""
+    return {"FP32": gpu_peak(sm_count, clock_mhz, cc, name),
+            "TF32 tensor": gpu_tensor_peak(sm_count, clock_mhz, cc, name)}
 
 
 def cpu_peak(cores: int, clock_mhz: float, simd: str | None, name: str = "CPU") -> Peak | None:
@@ -222,9 +258,18 @@ def _cuda_figures(environment: dict, record: dict) -> dict:
 
 
 def peak_for(record: dict, environment: dict) -> Peak | None:
-    """The FP32 peak of the device ``record`` ran on; None when the environment lacks it."""
+    """The peak of the device ``record`` ran on in the record's precision class (FP32, or
+    the TF32 tensor peak for tensor-core kernels); None when the environment lacks it."""
     backends = environment.get("backends") or {}
     backend = record.get("backend")
+    if record.get("precision") in TENSOR_PRECISIONS:
+        if backend != "cuda":
+            return None
+        cuda = _cuda_figures(environment, record)
+        return gpu_tensor_peak(int(cuda.get("sm_count") or 0),
+                               float(cuda.get("sm_clock_mhz") or 0),
+                               parse_compute_capability(cuda.get("compute_capability")),
+                               cuda.get("gpu") or "GPU")
     if backend == "cpu":
         threads = (record.get("info") or {}).get("threads") \
             or (backends.get("cpu") or {}).get("omp_threads")
@@ -252,8 +297,9 @@ def peak_for(record: dict, environment: dict) -> Peak | None:
 
 
 def annotate(records: list[dict], environment: dict) -> list[dict]:
-    """Add ``peak_gflops`` and ``pct_peak`` to each timed record, in place; a record above
-    100% of its device's peak becomes ``invalid`` with a ``measurement error:`` reason."""
+    """Add ``peak_gflops``, ``pct_peak`` and ``peak_kind`` to each timed record, in place; a
+    record above 100% of its device's peak becomes ``invalid`` with a ``measurement
+    error:`` reason."""
     for record in records:
         gflops = record.get("gflops")
         if gflops is None or not math.isfinite(gflops) or gflops <= 0:
@@ -264,9 +310,10 @@ def annotate(records: list[dict], environment: dict) -> list[dict]:
         pct = 100.0 * gflops / peak.gflops
         record["peak_gflops"] = peak.gflops
         record["pct_peak"] = pct
+        record["peak_kind"] = peak.kind
         if pct > 100.0 and record.get("status") == "ok":
             record["status"] = "invalid"
             record["reason"] = (f"{INVALID_PREFIX} {gflops:.4g} GFLOP/s is {pct:.0f}% of the "
-                                f"FP32 peak of {peak.device} ({peak.gflops:.4g} GFLOP/s: "
+                                f"{peak.kind} peak of {peak.device} ({peak.gflops:.4g} GFLOP/s: "
                                 f"{peak.how})")
     return records

@@ -12,7 +12,7 @@ from collections import defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from .catalogue import BASELINE_ID, CATALOGUE
+from .catalogue import BASELINE_ID, CATALOGUE, reference_of
 
 _ORDER = {k.id: i for i, k in enumerate(CATALOGUE)}
 
@@ -71,7 +71,8 @@ _STAND_IN = {"GPU": "cuda.cublas", "CPU": "cpu.blas"}
 
 
 def _reference_id(record: dict, ok_rows: dict[str, dict]) -> str | None:
-    own = next((k.id for k in CATALOGUE if k.backend == record["backend"] and k.reference), None)
+    ref = reference_of(record["backend"])  # the FP32 library: TF32 rows are no yardstick
+    own = ref.id if ref is not None else None
     if own in ok_rows:
         return own
     stand_in = _STAND_IN.get((record.get("info") or {}).get("device_type"))

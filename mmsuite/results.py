@@ -142,6 +142,7 @@ _TEXT_OR_NULL = ("a string or null", lambda v: v is None or isinstance(v, str))
 _OBJECT_OR_NULL = ("an object or null", lambda v: v is None or isinstance(v, dict))
 FIELD_TYPES: dict[str, tuple[str, Any]] = {
     "backend": _TEXT, "adds": _TEXT, "seed": _TEXT, "reason": _TEXT, "l2": _TEXT,
+    "precision": _TEXT, "peak_kind": _TEXT,
     "parent": _TEXT_OR_NULL,
     "rung": ("an integer or null", lambda v: v is None or _is_int(v)),
     "device": ("an integer, a string or null", lambda v: v is None or _is_int(v)

@@ -45,7 +45,8 @@ class Row:
         record = {"kernel": self.kernel.id, "backend": self.kernel.backend,
                   "rung": self.kernel.rung, "parent": self.kernel.parent,
                   "adds": self.kernel.adds, "seed": self.kernel.seed,
-                  "problem": self.problem.to_dict(), "flops": self.problem.flops,
+                  "precision": self.kernel.precision, "problem": self.problem.to_dict(),
+                  "flops": self.problem.flops,
                   "status": self.status, "reason": self.reason}
         if self.device is not None:
             record["device"] = self.device

@@ -12,11 +12,24 @@ from mmsuite import catalogue
 from mmsuite.sources import source_path
 
 
-def test_every_backend_has_a_ladder_and_at_most_one_reference() -> None:
+def test_every_backend_has_a_ladder_and_at_most_one_reference_per_precision() -> None:
     for backend in ("cpu", "opencl", "cuda"):
         ladder = catalogue.kernels(backend)
         assert len([k for k in ladder if not k.reference]) >= 4
-        assert len([k for k in ladder if k.reference]) <= 1
+        for precision in catalogue.PRECISIONS:
+            assert len([k for k in ladder if k.reference and k.precision == precision]) <= 1
+    assert catalogue.reference_of("cuda").id == "cuda.cublas"
+    assert catalogue.reference_of("cuda", catalogue.TF32).id == "cuda.cublas_tf32"
+
+
+def test_every_kernel_has_a_precision_class_and_tensor_cores_only_on_cuda() -> None:
+    for kernel in mmsuite.kernels():
+        assert kernel.precision in catalogue.PRECISIONS, kernel.id
+        assert not kernel.tensor_cores or kernel.backend == "cuda", kernel.id
+    assert catalogue.get("cuda.cublas").precision == catalogue.FP32
+    assert catalogue.get("cuda.cublas_tf32").tensor_cores
+    with pytest.raises(ValueError, match="precision"):
+        catalogue.Kernel("cuda.x", "cuda", 1, None, "", "", precision="fp16")
 
 
 def test_every_kernel_offers_what_the_adapters_read() -> None:

@@ -178,3 +178,26 @@ def test_run_records_percent_of_peak(tmp_path) -> None:
         pytest.skip("this CPU's clock or vector width is unknown: no peak to record")
     assert row["peak_gflops"] == pytest.approx(expected.gflops)
     assert 0 < row["pct_peak"] <= 100 and row["status"] == "ok"
+
+
+def test_tensor_core_rows_are_judged_by_the_tf32_tensor_peak() -> None:
+    tf32 = record("cuda", 350_000.0, precision="tf32")
+    accurate = record("cuda", 100_000.0, precision="fp32-accurate")
+    fp32 = record("cuda", 51_600.0, precision="fp32")
+    peak.annotate([tf32, accurate, fp32], env(cuda=H100))
+    tensor = 132 * 2048 * 1980 / 1e3  # 535 TFLOP/s at the maximum clock
+    assert tf32["peak_gflops"] == pytest.approx(tensor) == accurate["peak_gflops"]
+    assert tf32["peak_kind"] == "TF32 tensor" and fp32["peak_kind"] == "FP32"
+    assert tf32["status"] == accurate["status"] == "ok"  # above the FP32 peak, below this one
+    planted = record("cuda", 600_000.0, precision="tf32")
+    peak.annotate([planted], env(cuda=H100))
+    assert planted["status"] == "invalid" and "TF32 tensor peak" in planted["reason"]
+
+
+def test_no_tensor_peak_is_claimed_for_an_unknown_architecture() -> None:
+    row = record("cuda", 1000.0, precision="tf32")
+    peak.annotate([row], env(cuda={**H100, "compute_capability": "75"}))
+    assert "peak_gflops" not in row
+    both = peak.device_peaks(132, 1980, (9, 0))
+    assert both["FP32"].gflops == pytest.approx(66_908.16)
+    assert both["TF32 tensor"].gflops == pytest.approx(535_265.28)

@@ -63,10 +63,10 @@ def test_a_kernel_found_unavailable_at_run_time_is_an_unavailable_row(monkeypatc
 def test_wrong_output_becomes_a_failed_row(monkeypatch) -> None:
     original = verify.check
 
-    def corrupt(output, ref, k):
+    def corrupt(output, ref, k, precision="fp32"):
         output = np.array(output, copy=True)
         output.flat[0] = 1e3
-        return original(output, ref, k)
+        return original(output, ref, k, precision)
 
     monkeypatch.setattr(verify, "check", corrupt)
     rows = sweep(_kernels("cpu.seq_naive"), [Problem(8, 8, 8)], options=RunOptions(), **QUICK)

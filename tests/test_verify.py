@@ -50,6 +50,17 @@ def test_tolerance_grows_with_k() -> None:
     assert tolerance(1) < tolerance(1024) < tolerance(1 << 16) < 1e-3
 
 
+def test_tf32_class_passes_tf32_grade_error_and_fp32_accurate_class_does_not() -> None:
+    out, ref = _exact(Problem(64, 64, 4096))
+    rng = np.random.default_rng(0)
+    noisy = out * (1 + 3e-4 * rng.standard_normal(out.shape)).astype(np.float32)
+    assert check(noisy, ref, 4096, "tf32").ok
+    assert not check(noisy, ref, 4096, "fp32-accurate").ok
+    assert tolerance(4096, "fp32-accurate") == tolerance(4096)
+    wrong = out * np.float32(1.01)
+    assert not check(wrong, ref, 4096, "tf32").ok
+
+
 def test_shape_mismatch_fails() -> None:
     out, ref = _exact(Problem(4, 5, 6))
     assert not check(out.T, ref, 6).ok

@@ -1,9 +1,11 @@
 """CUDA backend: the cuda/ ladder compiled with NVRTC through CuPy, and cuBLAS as reference.
 
 CuPy is imported lazily, on the first probe or run, so that ``import mmsuite``
-and listing the catalogue never need it. Before that import the adapter sets
-``NVIDIA_TF32_OVERRIDE=0`` and drops ``CUPY_TF32``: cuBLAS then runs plain FP32
-SGEMM (TF32 would fail verification, which is how the tests prove it is off).
+and listing the catalogue never need it. Before that import the adapter drops
+``CUPY_TF32`` and ``NVIDIA_TF32_OVERRIDE`` (recording what they were): cuBLAS's
+math mode is set per call instead, through the library's API (``cublas_steps``),
+FP32 for ``cuda.cublas`` (TF32 would fail its verification, which is how the
+tests prove it is off) and TF32 tensor ops for ``cuda.cublas_tf32``.
 
 Compilation
     Each (source, defines) pair is compiled once per process into a
@@ -32,11 +34,15 @@ Sessions
     read when sampling starts (after the warm-up) and when C is copied out
     (``info["gpu"]``).
 
-cuBLAS (``cuda.cublas``)
+cuBLAS (``cuda.cublas``, ``cuda.cublas_tf32``)
     ``cupy.matmul`` on float32 (cuBLAS SGEMM, strided batched) in the row-major
-    layout, on views made once per session. With alpha == 1 and beta == 0 a
+    layout, on views made once per session, with the handle's math mode set to
+    ``CUBLAS_DEFAULT_MATH`` around the call. With alpha == 1 and beta == 0 a
     launch is the matmul alone; otherwise it is the matmul into a scratch
     buffer plus one elementwise kernel ``C = alpha * P + beta * C``, both timed.
+    The TF32 row calls ``cublasSgemmStridedBatched`` itself (alpha and beta
+    included) with ``CUBLAS_TF32_TENSOR_OP_MATH`` set on the handle around the
+    call and the previous mode restored after it.
 """
 
 from __future__ import annotations
@@ -66,6 +72,8 @@ _HEADROOM = 256 * 1024 * 1024
 _cupy = None
 _cupy_error = ""
 _cupy_preimported = False
+_TF32_VARIABLES = ("NVIDIA_TF32_OVERRIDE", "CUPY_TF32")
+_tf32_found: dict[str, str | None] = {}
 # Compiled modules and kernels, shared by every adapter instance of the process.
 _MODULES: dict[tuple, Any] = {}
 _FUNCTIONS: dict[tuple, Any] = {}
@@ -81,8 +89,9 @@ def _import_cupy():
     if _cupy is not None or _cupy_error:
         return _cupy
     _cupy_preimported = "cupy" in sys.modules
-    os.environ["NVIDIA_TF32_OVERRIDE"] = "0"
-    os.environ.pop("CUPY_TF32", None)
+    # Either variable would decide TF32 for the whole process; the math mode decides per call.
+    for name in _TF32_VARIABLES:
+        _tf32_found[name] = os.environ.pop(name, None)
     try:
         import cupy
         import cupyx  # noqa: F401  (pinned host buffers)
@@ -184,7 +193,8 @@ class CudaBackend(Backend):
         if self._stream is None:
             self._stream = cp.cuda.Stream(non_blocking=True)
         plan = None if kernel.reference else self.plan(kernel, call)
-        scratch = call.c_size if kernel.reference and (call.alpha, call.beta) != (1, 0) else 0
+        scratch = call.c_size if kernel.reference and kernel.precision == "fp32" and (
+            call.alpha, call.beta) != (1, 0) else 0
         c0 = call.c_size if call.beta != 0.0 else 0
         elems = call.a.size + call.b.size + call.c_size + c0 + scratch + (
             plan.workspace if plan else 0)
@@ -193,8 +203,11 @@ class CudaBackend(Backend):
         session = CudaSession(kernel, call, cp, self._stream, self._env)
         try:
             if plan is None:
-                session.steps = cublas_steps(cp, session)
-                session.info.update({"cublas": "cupy.matmul", "epilogue_timed": bool(scratch)})
+                session.steps = cublas_steps(cp, session, kernel.precision)
+                session.info.update({"cublas": "cupy.matmul" if kernel.precision == "fp32"
+                                     else "cublasSgemmStridedBatched",
+                                     "math_mode": "TF32 tensor op" if kernel.precision == "tf32"
+                                     else "default (FP32)", "epilogue_timed": bool(scratch)})
             else:
                 session.steps = kernel_steps(session, plan, self.function, self.options.profile)
         except Exception as exc:
@@ -223,8 +236,9 @@ class CudaBackend(Backend):
             "driver": runtime.driverGetVersion(),
             "cuda_runtime": runtime.runtimeGetVersion(),
             "cupy": cp.__version__,
-            "tf32_override": os.environ.get("NVIDIA_TF32_OVERRIDE"),
-            "cupy_tf32": os.environ.get("CUPY_TF32"),
+            # What the environment asked for before the adapter dropped it (None: unset).
+            "tf32_override": _tf32_found.get("NVIDIA_TF32_OVERRIDE"),
+            "cupy_tf32": _tf32_found.get("CUPY_TF32"),
             # True when CuPy was imported before this adapter could set the TF32 variables.
             "cupy_imported_early": _cupy_preimported,
         }

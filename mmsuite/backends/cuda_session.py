@@ -61,24 +61,71 @@ def kernel_steps(session: CudaSession, plan: CudaPlan, function: Callable[..., A
     return steps
 
 
-def cublas_steps(cp: Any, session: CudaSession) -> list[Callable[[], None]]:
-    """cuBLAS SGEMM through ``cupy.matmul`` (row-major, strided batched), plus the
-    ``alpha * P + beta * C`` epilogue unless alpha == 1 and beta == 0."""
+# cublasMath_t values (cublas_api.h), for CuPy builds that do not export the names.
+CUBLAS_DEFAULT_MATH = 0
+CUBLAS_TF32_TENSOR_OP_MATH = 3
+
+
+def with_math_mode(cp: Any, mode: int, fn: Callable[[], Any]) -> Callable[[], None]:
+    """``fn`` run with cuBLAS's math mode set to ``mode`` on CuPy's handle, the previous
+    mode restored after it (the mode is the library's per-handle setting, not the
+    process's: other callers of the handle see their own)."""
+    cublas = cp.cuda.cublas
+
+    def call() -> None:
+        handle = cp.cuda.device.get_cublas_handle()
+        previous = cublas.getMathMode(handle)
+        cublas.setMathMode(handle, mode)
+        try:
+            fn()
+        finally:
+            cublas.setMathMode(handle, previous)
+
+    return call
+
+
+def _sgemm_tf32(cp: Any, session: CudaSession) -> Callable[[], None]:
+    """cublasSgemmStridedBatched on the row-major call: column-major C^T = B^T A^T."""
+    call, cublas = session.call, cp.cuda.cublas
+    scalars = np.array([call.alpha, call.beta], dtype=np.float32)
+    session.keep.append(scalars)
+    m, n, k = call.m, call.n, call.k
+
+    def sgemm() -> None:
+        handle = cp.cuda.device.get_cublas_handle()
+        cublas.setStream(handle, session.stream.ptr)
+        cublas.sgemmStridedBatched(
+            handle, 0, 0, n, m, k, scalars.ctypes.data, session.b.data.ptr, n, k * n,
+            session.a.data.ptr, k, m * k, scalars.ctypes.data + 4, session.c.data.ptr, n,
+            m * n, call.batch)
+
+    return with_math_mode(cp, getattr(cublas, "CUBLAS_TF32_TENSOR_OP_MATH",
+                                      CUBLAS_TF32_TENSOR_OP_MATH), sgemm)
+
+
+def cublas_steps(cp: Any, session: CudaSession, precision: str = "fp32"
+                 ) -> list[Callable[[], None]]:
+    """cuBLAS SGEMM in the row-major layout. FP32: ``cupy.matmul`` (strided batched) with
+    the default math mode, plus the ``alpha * P + beta * C`` epilogue unless alpha == 1
+    and beta == 0. TF32: one cublasSgemmStridedBatched with the TF32 math mode."""
     call = session.call
     if call.layout != "row":  # the catalogue lists cuBLAS as row-major
         raise ValueError("cuda.cublas is launched in the row-major layout")
+    if precision == "tf32":
+        return [_sgemm_tf32(cp, session)]
+    default = getattr(cp.cuda.cublas, "CUBLAS_DEFAULT_MATH", CUBLAS_DEFAULT_MATH)
     a3 = session.a.reshape(call.batch, call.m, call.k)
     b3 = session.b.reshape(call.batch, call.k, call.n)
     c3 = session.c.reshape(call.batch, call.m, call.n)
     if call.alpha == 1.0 and call.beta == 0.0:
-        return [functools.partial(cp.matmul, a3, b3, out=c3)]
+        return [with_math_mode(cp, default, functools.partial(cp.matmul, a3, b3, out=c3))]
     product = cp.empty_like(c3)
     session.keep.append(product)
     epilogue = cp.ElementwiseKernel(
         "float32 p, float32 alpha, float32 beta", "float32 c",
         "c = beta == 0.0f ? alpha * p : alpha * p + beta * c", "mmsuite_axpby")
     alpha, beta = np.float32(call.alpha), np.float32(call.beta)
-    return [functools.partial(cp.matmul, a3, b3, out=product),
+    return [with_math_mode(cp, default, functools.partial(cp.matmul, a3, b3, out=product)),
             functools.partial(epilogue, product, alpha, beta, c3)]
 
 

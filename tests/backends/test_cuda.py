@@ -341,8 +341,21 @@ def test_cublas_is_plain_fp32() -> None:
     m = mmsuite.run("cuda.cublas", Problem(512, 512, 1024, seed=9), repeats=1)
     assert m.ok, m.verdict.reason
     assert m.max_rel_err < 1e-5
-    env = get_backend("cuda").environment()
-    assert env["tf32_override"] == "0" and not env["cupy_tf32"]
+    assert m.info["math_mode"] == "default (FP32)"
+
+
+@needs_gpu
+@pytest.mark.parametrize("problem", [Problem(512, 512, 1024, seed=9),
+                                     Problem(35, 79, 19, batch=3, alpha=0.5, beta=2.0)],
+                         ids=["512x512x1024", "batch-alpha-beta"])
+def test_cublas_tf32_row_runs_on_tensor_cores_and_fp32_row_after_it_does_not(problem) -> None:
+    # Set through the handle's math mode: the TF32 error (~1e-4) proves the tensor cores ran,
+    # and cuBLAS FP32 on the same inputs afterwards proves the mode was restored.
+    tf32 = mmsuite.run("cuda.cublas_tf32", problem, repeats=1)
+    fp32 = mmsuite.run("cuda.cublas", problem, repeats=1)
+    assert tf32.ok and fp32.ok, (tf32.verdict.reason, fp32.verdict.reason)
+    assert tf32.max_rel_err > 10 * fp32.max_rel_err
+    assert fp32.max_rel_err < 1e-5 and tf32.info["math_mode"] == "TF32 tensor op"
 
 
 @needs_gpu
