@@ -11,11 +11,15 @@ ratio of medians NEW / BASE:
 - ``same``: the difference is within the threshold, and either the test finds
   it or both sides' noise is below the threshold (so a difference above it
   would have shown);
+- ``same (identical code)``: both rows ran byte-identical code (``mmsuite.identity``);
+  a difference between them is the environment's, never a regression;
 - ``unsure``: too few samples, a difference above the threshold that the
-  noise does not let the test confirm, or a CPU row measured while other work
-  loaded the host (1-minute load average above its cores + 1): load that
-  changes between two runs moves whole sample sets, which no test on them can
-  tell from a change of the code;
+  noise does not let the test confirm, or a CPU row whose two runs saw different
+  load (other processes' share of the CPU, measured from /proc, apart by more than
+  10 points; for older files without it, a 1-minute load average above cores + 1):
+  load that changes between two runs moves whole sample sets, which no test on them
+  can tell from a change of the code. ``mmsuite continuous`` measures both revisions
+  in the same window instead;
 - ``broken``: the kernel passed in BASE and fails, errs or reads above peak in NEW
   (one that is unavailable in NEW is ``unsure``: that is more often the machine).
 
@@ -32,6 +36,7 @@ from pathlib import Path
 import numpy as np
 
 from . import results
+from .load import CHANGED_SHARE, others_share
 from .stats import mann_whitney_u, robust_noise
 from .verdicts import VERDICTS, VerdictRow, summary_line
 
@@ -55,6 +60,8 @@ class Side:
     noise: float | None
     noisy: bool
     load: float | None = None  # 1-minute load average of a CPU row's host when overloaded
+    others_share: float | None = None  # other processes' share of the CPU (host rows)
+    code_hash: str | None = None  # identity of the code that ran (mmsuite.identity)
 
     @classmethod
     def of(cls, record: dict, cores: int | None = None) -> Side:
@@ -67,14 +74,22 @@ class Side:
         noise = stats.get("noise")
         if noise is None:
             noise = robust_noise(samples)
+        code = record.get("code") if isinstance(record.get("code"), dict) else {}
         return cls(str(record.get("status", "ok")), median, samples, noise,
-                   bool(record.get("noisy")), _overload(record, cores))
+                   bool(record.get("noisy")), _overload(record, cores),
+                   others_share(record) if _on_host(record) else None,
+                   code.get("hash") if isinstance(code.get("hash"), str) else None)
+
+
+def _on_host(record: dict) -> bool:
+    info = record.get("info") if isinstance(record.get("info"), dict) else {}
+    return record.get("backend") == "cpu" or str(info.get("device_type", "")).upper() == "CPU"
 
 
 def _overload(record: dict, cores: int | None) -> float | None:
-    """The load average when ``record`` ran on the host's CPU while it was overloaded."""
-    info = record.get("info") if isinstance(record.get("info"), dict) else {}
-    on_host = record.get("backend") == "cpu" or str(info.get("device_type", "")).upper() == "CPU"
+    """The load average when ``record`` ran on the host's CPU while it was overloaded (for
+    files without the measured share of other processes)."""
+    on_host = _on_host(record)
     load = record.get("load_avg") if isinstance(record.get("load_avg"), dict) else {}
     minute = [v[0] for v in (load.get("before"), load.get("after"))
               if isinstance(v, (list, tuple)) and v and isinstance(v[0], (int, float))]
@@ -127,13 +142,21 @@ def judge(base: Side, new: Side, threshold: float = DEFAULT_THRESHOLD,
     ratio = new.median / base.median if base.median and new.median else None
     if ratio is None:
         return "unsure", "no median", None, None
+    beyond = abs(math.log(ratio)) > math.log1p(threshold)
+    if base.code_hash is not None and base.code_hash == new.code_hash:
+        # Byte-identical code: whatever moved the times was the machine, never the commit.
+        return "same", "identical code" + (
+            f"; {ratio - 1:+.0%} is the environment's" if beyond else ""), ratio, None
     fewest = min(len(base.samples), len(new.samples))
     if fewest < MIN_SAMPLES:
         return "unsure", f"{fewest} samples", ratio, None
     _, p = mann_whitney_u(new.samples, base.samples)
-    if base.load is not None or new.load is not None:
+    if base.others_share is not None and new.others_share is not None:
+        if abs(base.others_share - new.others_share) > CHANGED_SHARE:
+            return "unsure", (f"load changed: other processes used {base.others_share:.0%} "
+                              f"then {new.others_share:.0%} of the CPU"), ratio, p
+    elif base.load is not None or new.load is not None:
         return "unsure", "loaded", ratio, p
-    beyond = abs(math.log(ratio)) > math.log1p(threshold)
     if p < alpha:
         if not beyond:
             return "same", f"difference within {threshold:.0%}", ratio, p

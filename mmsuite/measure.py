@@ -38,7 +38,9 @@ from . import catalogue, verify
 from .backends import KernelUnavailable, RunOptions, get_backend, unavailable_reason
 from .backends.base import Backend, Session, Timer
 from .catalogue import Kernel
+from .identity import code_identity
 from .layout import GemmCall, from_storage, plan_call
+from .load import LoadWindow
 from .problem import Problem
 from .stats import robust_noise
 
@@ -347,6 +349,8 @@ class Measurement:
     transfers: dict | None = None
     l2: str = "warm"
     load_avg: dict = field(default_factory=dict)
+    host_load: dict = field(default_factory=dict)
+    code: dict = field(default_factory=dict)
 
     @property
     def host_to_host_ms(self) -> float:
@@ -388,7 +392,7 @@ class Measurement:
             "gflops": self.gflops, "host_gflops": self.host_gflops,
             "max_rel_err": self.max_rel_err, "tolerance": self.verdict.tolerance,
             "info": self.info, "noisy": self.noisy, "l2": self.l2, "load_avg": self.load_avg,
-            "device": self.info.get("device"),
+            "host_load": self.host_load, "code": self.code, "device": self.info.get("device"),
         }
         if self.sampled is not None:
             record["sampling"] = self.sampled.record()
@@ -445,13 +449,14 @@ def run(kernel_id: str, problem: Problem, repeats: int | None = None,
     if inputs is None:
         inputs = problem.inputs()
     call = plan_call(problem, inputs, kernel.layout)
-    load_before = _load_avg()
+    load_before, window = _load_avg(), LoadWindow.start()
     parts = _run_session(backend, kernel, problem, inputs, call, sampling, warmup, options)
-    load_avg = {"before": load_before, "after": _load_avg()}
+    load_avg, host_load = {"before": load_before, "after": _load_avg()}, window.finish()
     output, verdict = _checked(parts.pop("output"), problem, inputs, options, kernel,
                                reference)
+    code = code_identity(kernel.backend, kernel.source, kernel.reference)
     return Measurement(kernel, problem, output, verdict=verdict, l2=options.l2,
-                       load_avg=load_avg, **parts)
+                       load_avg=load_avg, host_load=host_load, code=code, **parts)
 
 
 def _runnable_backend(kernel: Kernel, options: RunOptions) -> Backend:

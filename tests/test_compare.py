@@ -221,3 +221,41 @@ def test_cli_writes_verdict_json_and_junit_with_a_geomean_line(tmp_path: Path, c
     assert cli.main(["compare", str(base), str(new), "--junit",
                      str(tmp_path / "nowhere" / "v.xml")]) == 2
     assert "--junit" in capsys.readouterr().err
+
+
+# ------------------------------------------------------- code identity and load
+def with_code(row: dict, code_hash: str) -> dict:
+    return {**row, "code": {"hash": code_hash, "kernel": code_hash, "engine": "e"}}
+
+
+def with_share(row: dict, share: float) -> dict:
+    return {**row, "host_load": {"others_share": share, "cores": 2, "seconds": 1.0}}
+
+
+def test_identical_code_is_same_whatever_the_times(tmp_path: Path) -> None:
+    """A quiet run and a loaded run of byte-identical code: the 30% is the machine's."""
+    quiet = with_share(with_code(record("cpu.k", timings(1.0, 0.01, seed=1)), "abc"), 0.01)
+    loaded_row = with_share(with_code(record("cpu.k", timings(1.3, 0.2, seed=2)), "abc"), 0.5)
+    result = compare.compare(write(tmp_path / "a.json", [quiet]),
+                             write(tmp_path / "b.json", [loaded_row]))
+    (row,) = result.rows
+    assert row.verdict == "same" and row.why.startswith("identical code")
+    assert "environment" in row.why and result.exit_status == 0
+
+
+def test_changed_code_under_changed_load_is_unsure(tmp_path: Path) -> None:
+    quiet = with_share(with_code(record("cpu.k", timings(1.0, 0.01, seed=1)), "abc"), 0.01)
+    loaded_row = with_share(with_code(record("cpu.k", timings(1.3, 0.01, seed=2)), "abd"), 0.5)
+    result = compare.compare(write(tmp_path / "a.json", [quiet]),
+                             write(tmp_path / "b.json", [loaded_row]))
+    (row,) = result.rows
+    assert row.verdict == "unsure" and row.why.startswith("load changed")
+    assert "1%" in row.why and "50%" in row.why and result.exit_status == 0
+
+
+def test_changed_code_under_the_same_load_is_judged(tmp_path: Path) -> None:
+    base = with_share(with_code(record("cpu.k", timings(1.0, 0.01, seed=1)), "abc"), 0.4)
+    slow = with_share(with_code(record("cpu.k", timings(1.3, 0.01, seed=2)), "abd"), 0.45)
+    result = compare.compare(write(tmp_path / "a.json", [base]),
+                             write(tmp_path / "b.json", [slow]))
+    assert result.rows[0].verdict == "slower" and result.exit_status == 1

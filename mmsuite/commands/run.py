@@ -14,7 +14,7 @@ from pathlib import Path
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-from .. import environment, peak, report, results, workers
+from .. import environment, load, peak, report, results, workers
 from ..backends import RunOptions, unavailable_reason
 from ..backends.base import L2_POLICIES
 from ..catalogue import Kernel
@@ -258,6 +258,9 @@ def run(args: argparse.Namespace, console: Console) -> int:
     if cuda_env and any(r.kernel.backend == "cuda" and r.record for r in rows):
         cuda_env["devices"] = workers.cuda_device_facts(devices)  # what each row's device was
     peak.annotate(records + shown_records, env)  # % peak; above 100% is a measurement error
+    distorted = load.distortion_warning(records)
+    if distorted:  # above the table, where the distorted figures are read
+        print(f"mmsuite: warning: {distorted}", file=sys.stderr, flush=True)
     report.render_rich(shown_records, console, wide=args.wide)
     for note in notes:
         console.print(note, style="dim")

@@ -1,0 +1,134 @@
+"""Which code a result ran: hashes that tell a change of the code from a change of the
+machine.
+
+A row's identity has three parts:
+
+- ``kernel``: the kernel's own code. For the C ladder, the built shared object (every
+  rung is in it, so any C change counts); for OpenCL and CUDA, the rung's source with
+  its headers inlined, as the run-time compiler gets it (its options are the
+  adapter's, in ``engine``); for a reference library, its name and version.
+- ``engine``: every Python module of the installed mmsuite that takes part in measuring
+  (all but the presentation modules listed in ``NOT_MEASURING``) and the tuning files.
+- ``toolchain``: what turns source into a binary at run time (NVRTC, the OpenCL
+  platforms), and the interpreter's numpy.
+
+``hash`` covers all three. Two rows with equal hashes ran byte-identical code, so a
+difference between their times is the environment's. A hash that differs says only
+that something which could matter changed.
+
+This module imports nothing of mmsuite by a relative name and finds the code through
+the import system, so that ``continuous`` can load it by path into the worker of another
+revision's build and hash that build's code, not its own.
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import importlib
+import importlib.metadata
+import importlib.util
+from pathlib import Path
+
+#: Modules that only present or compare results: editing them cannot change a timing.
+NOT_MEASURING = frozenset({
+    "cli.py", "commands", "report.py", "report_html.py", "charts.py", "history.py",
+    "compare.py", "continuous.py", "verdicts.py", "identity.py", "tune.py",
+})
+
+
+def _digest(chunks: list[tuple[str, bytes]]) -> str:
+    h = hashlib.sha256()
+    for name, data in sorted(chunks):
+        h.update(name.encode() + b"\0" + hashlib.sha256(data).digest())
+    return h.hexdigest()[:16]
+
+
+def _package_dir() -> Path:
+    spec = importlib.util.find_spec("mmsuite")
+    if spec is None or not spec.submodule_search_locations:
+        raise RuntimeError("mmsuite is not importable here")
+    return Path(next(iter(spec.submodule_search_locations)))
+
+
+@functools.cache
+def engine_hash() -> str:
+    """The measuring Python code and the tuning files of the importable mmsuite."""
+    root = _package_dir()
+    chunks = []
+    for path in sorted(root.rglob("*")):
+        rel = path.relative_to(root)
+        if rel.parts[0] in NOT_MEASURING or "__pycache__" in rel.parts:
+            continue
+        if path.suffix == ".py" or (rel.parts[0] == "tuning" and path.suffix == ".json"):
+            chunks.append((rel.as_posix(), path.read_bytes()))
+    return _digest(chunks)
+
+
+@functools.cache
+def _kernel_files_hash(backend: str, source: str | None) -> str:
+    if backend == "cpu":  # the built extension: every C rung and the flags it was built with
+        root = _package_dir()
+        chunks = [(p.name, p.read_bytes()) for p in sorted(root.glob("_ckernels*"))
+                  if p.suffix in (".so", ".pyd")]
+        if not chunks:
+            raise RuntimeError(f"no built C ladder under {root}")
+        return _digest(chunks)
+    if source is None:
+        raise RuntimeError(f"a {backend} kernel without a source file")
+    # The text the run-time compiler gets: the rung with its headers inlined. Imported
+    # by name, so that it is the importable build's reader (and sources), not this file's.
+    sources = importlib.import_module("mmsuite.sources")
+    return _digest([(source, sources.read_source(source).encode())])
+
+
+def _version(distribution: str) -> str:
+    try:
+        return importlib.metadata.version(distribution)
+    except importlib.metadata.PackageNotFoundError:
+        return "absent"
+
+
+@functools.cache
+def reference_library(backend: str) -> str:
+    """The reference library a backend's reference row runs, with its version."""
+    if backend == "cpu":
+        from threadpoolctl import threadpool_info
+
+        blas = [f"{i.get('internal_api')} {i.get('version')} {i.get('architecture')}"
+                for i in threadpool_info() if i.get("user_api") == "blas"]
+        return "numpy " + _version("numpy") + "; " + (", ".join(blas) or "no BLAS found")
+    if backend == "cuda":
+        import cupy
+
+        runtime = cupy.cuda.runtime
+        return (f"cupy {cupy.__version__}; CUDA runtime {runtime.runtimeGetVersion()}; "
+                f"driver {runtime.driverGetVersion()}")
+    return f"pyclblast {_version('pyclblast')}"
+
+
+@functools.cache
+def toolchain(backend: str) -> str:
+    """What compiles kernels at run time for ``backend``, with versions."""
+    if backend == "cuda":
+        import cupy
+
+        return f"cupy {cupy.__version__}; nvrtc {cupy.cuda.nvrtc.getVersion()}"
+    if backend == "opencl":
+        import pyopencl as cl
+
+        platforms = "; ".join(f"{p.name} {p.version}" for p in cl.get_platforms())
+        return f"pyopencl {cl.VERSION_TEXT}; {platforms}"
+    return f"numpy {_version('numpy')}"
+
+
+def code_identity(backend: str, source: str | None, reference: bool) -> dict[str, str]:
+    """The identity of one kernel's code in the importable mmsuite: its parts and their
+    combined ``hash``. ``source`` is the catalogue's source path of the kernel."""
+    kernel = (hashlib.sha256(reference_library(backend).encode()).hexdigest()[:16]
+              if reference else _kernel_files_hash(backend, source))
+    parts = {"kernel": kernel, "engine": engine_hash(), "toolchain": toolchain(backend)}
+    parts["hash"] = _digest([(k, v.encode()) for k, v in parts.items()])
+    if reference:
+        parts["library"] = reference_library(backend)
+    return parts

@@ -1,0 +1,93 @@
+"""What else the machine was doing while mmsuite measured.
+
+The 1-minute load average says little on a small machine: one busy neighbour plus
+the run is exactly cores + 1, and it lags by a minute. This module reads, for a window
+of time, how much CPU time every process but this one used (``/proc/stat`` minus
+``/proc/self/stat``), as a share of the machine's capacity. A share recorded with each
+result lets ``compare`` tell two runs taken under different load apart, and ``run``
+warn when its own figures were distorted.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+#: Others' share of the machine's CPU above which CPU timings are distorted: on two
+#: cores, one busy neighbour is 0.5, a quiet machine reads 0.00-0.03.
+DISTORTING_SHARE = 0.10
+#: Two windows whose others' shares differ by more than this were not taken alike.
+CHANGED_SHARE = 0.10
+
+
+def _machine_ticks() -> tuple[int, int] | None:
+    """Busy and total CPU ticks of the whole machine since boot."""
+    try:
+        fields = Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]
+    except OSError:
+        return None
+    values = [int(v) for v in fields[:8]]
+    idle = values[3] + values[4]  # idle + iowait
+    return sum(values) - idle, sum(values)
+
+
+def _own_ticks() -> int | None:
+    """CPU ticks of this process (all threads) and its waited-for children."""
+    try:
+        text = Path("/proc/self/stat").read_text()
+    except OSError:
+        return None
+    fields = text.rsplit(")", 1)[1].split()  # the name may hold spaces
+    return sum(int(v) for v in fields[11:15])  # utime, stime, cutime, cstime
+
+
+@dataclass
+class LoadWindow:
+    """Others' CPU use between ``start`` and ``finish``; ``None`` fields where /proc is
+    missing (not Linux)."""
+
+    machine: tuple[int, int] | None = None
+    own: int | None = None
+    started: float = 0.0
+
+    @classmethod
+    def start(cls) -> LoadWindow:
+        return cls(_machine_ticks(), _own_ticks(), time.monotonic())
+
+    def finish(self) -> dict:
+        """``others_share``: the other processes' CPU time over the machine's capacity in
+        the window (0 = idle neighbours, 1 = every core busy with others)."""
+        end_machine, end_own = _machine_ticks(), _own_ticks()
+        record: dict = {"seconds": round(time.monotonic() - self.started, 3),
+                        "cores": os.cpu_count() or 1, "others_share": None}
+        if None in (self.machine, self.own, end_machine, end_own):
+            return record
+        busy = end_machine[0] - self.machine[0]
+        total = end_machine[1] - self.machine[1]
+        if total <= 0:
+            return record
+        others = max(0, busy - (end_own - self.own))
+        record["others_share"] = round(others / total, 3)
+        return record
+
+
+def others_share(record: dict) -> float | None:
+    """The recorded share of a result record, if it has one."""
+    load = record.get("host_load")
+    value = load.get("others_share") if isinstance(load, dict) else None
+    return float(value) if isinstance(value, (int, float)) else None
+
+
+def distortion_warning(records: list[dict]) -> str | None:
+    """One line when other processes took enough of the CPU during host rows to distort
+    them; None on a quiet run."""
+    worst = max(((share, r) for r in records if (share := others_share(r)) is not None
+                 and r.get("backend") == "cpu"), key=lambda pair: pair[0], default=None)
+    if worst is None or worst[0] <= DISTORTING_SHARE:
+        return None
+    share, record = worst
+    return (f"other processes used up to {share:.0%} of this machine's CPU while it measured "
+            f"({record.get('kernel')}): CPU times are distorted; measure on a quiet machine, "
+            f"or compare revisions under the same load with `mmsuite continuous`")

@@ -1,0 +1,59 @@
+"""Code identity: equal hashes mean byte-identical measured code; a change to code that
+takes part in measuring changes the hash, a change to presentation does not."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from mmsuite import catalogue, identity
+
+
+def test_a_kernel_has_one_identity_with_every_part() -> None:
+    kernel = catalogue.get("opencl.tiled")
+    first = identity.code_identity(kernel.backend, kernel.source, kernel.reference)
+    assert first == identity.code_identity(kernel.backend, kernel.source, kernel.reference)
+    assert set(first) == {"kernel", "engine", "toolchain", "hash"}
+
+
+def test_two_gpu_rungs_differ_by_their_sources() -> None:
+    rungs = [k for k in catalogue.kernels("cuda") if not k.reference][:2]
+    hashes = {identity._kernel_files_hash("cuda", k.source) for k in rungs}
+    assert len(hashes) == 2
+
+
+def test_a_reference_row_is_identified_by_its_library() -> None:
+    blas = catalogue.get("cpu.blas")
+    parts = identity.code_identity(blas.backend, blas.source, blas.reference)
+    assert "numpy" in parts["library"]
+
+
+@pytest.fixture
+def package(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    (tmp_path / "measure.py").write_text("x = 1\n")
+    (tmp_path / "report.py").write_text("y = 1\n")
+    (tmp_path / "commands").mkdir()
+    (tmp_path / "commands" / "run.py").write_text("z = 1\n")
+    monkeypatch.setattr(identity, "_package_dir", lambda: tmp_path)
+    identity.engine_hash.cache_clear()
+    yield tmp_path
+    identity.engine_hash.cache_clear()
+
+
+def fresh_engine_hash() -> str:
+    identity.engine_hash.cache_clear()
+    return identity.engine_hash()
+
+
+def test_presentation_modules_do_not_change_the_engine_hash(package: Path) -> None:
+    before = fresh_engine_hash()
+    (package / "report.py").write_text("y = 2\n")
+    (package / "commands" / "run.py").write_text("z = 2\n")
+    assert fresh_engine_hash() == before
+
+
+def test_a_measuring_module_changes_the_engine_hash(package: Path) -> None:
+    before = fresh_engine_hash()
+    (package / "measure.py").write_text("x = 2\n")
+    assert fresh_engine_hash() != before
