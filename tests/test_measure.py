@@ -319,7 +319,7 @@ def test_a_kernel_sampler_verifies_once_then_gives_the_engines_samples() -> None
 
 
 def test_a_kernel_sampler_refuses_a_wrong_kernel(monkeypatch) -> None:
-    def wrong(output, ref, k):
+    def wrong(output, ref, k, *precision):
         return verify.Verdict(0.5, 1e-5, False, "error above tolerance")
 
     monkeypatch.setattr(verify, "check", wrong)
