@@ -12,7 +12,7 @@ import numpy as np
 
 from .backends import RunOptions, get_backend
 from .host import cpu_flags, cpu_model
-from .peak import cpu_figures
+from .peak import cpu_figures, cross_check
 
 _PACKAGE_ROOT = Path(__file__).resolve().parent.parent
 
@@ -75,8 +75,8 @@ def collect(backends: list[str], options: RunOptions) -> dict:
 
 def warnings(env: dict) -> list[str]:
     """What a reader of this environment's results must know: a reference running below
-    what the hardware offers."""
-    notes = []
+    what the hardware offers, a CPU peak table that disagrees with the measured peak."""
+    notes = [line] if (line := cross_check(env)) else []
     for name, facts in sorted(env.get("backends", {}).items()):
         blas = facts.get("blas") if isinstance(facts, dict) else None
         if isinstance(blas, dict) and blas.get("warning"):

@@ -13,8 +13,12 @@ them (so a saved result file is judged by the machine that made it):
 
 - NVIDIA GPU: SMs x FP32 lanes per SM (by compute capability) x 2 (an FMA is
   two FLOPs) x the maximum SM clock.
-- CPU: cores (the threads the run used) x the maximum clock x FP32 lanes per
-  FMA x FMA units per core x 2.
+- CPU: what the FMA probe of :mod:`mmsuite.cpu_probe` measured at the threads the
+  run used (independent vector FMA chains on every thread). Where it could not run,
+  or in files recorded before it existed, the table: threads x the maximum clock x
+  FP32 lanes per FMA x FMA units per core x 2, by vector extension. The table is
+  wrong where a core runs its vectors on narrower units (Zen 1's AVX2 and Zen 4's
+  AVX-512 reach half of it), so it is kept as a cross-check only.
 - OpenCL runs on a CPU device take the CPU figure, on an NVIDIA GPU the GPU figure.
 
 A result above 100% of its device's peak cannot be real: ``annotate`` turns its
@@ -23,14 +27,12 @@ status into ``invalid`` with a reason starting ``measurement error:``.
 
 from __future__ import annotations
 
-import importlib
 import math
 import os
-import sys
-import tempfile
 from dataclasses import dataclass
-from functools import cache
 from pathlib import Path
+
+from . import cpu_probe
 
 #: FP32 lanes (CUDA cores) per SM by compute capability; a major version alone
 #: covers every minor one not listed. sm_80 (A100) has 64, the rest of Ampere 128.
@@ -162,65 +164,49 @@ def _cpuinfo_mhz(cpuinfo: str) -> float | None:
     return max(values) if values else None
 
 
-# A chain of dependent integer adds retires one add per cycle on every x86-64 and
-# AArch64 core, so adds per second of thread CPU time is the clock the core ran at
-# (thread time leaves out any time the thread was not running).
-_CLOCK_SOURCE = r"""
-#include <time.h>
-double mm_clock_mhz(long n) {
-    struct timespec a, b;
-    long x = 0;
-    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &a);
-    for (long i = 0; i < n; i++) {
-#if defined(__x86_64__)
-        __asm__ volatile("add $1, %0\n\tadd $1, %0\n\tadd $1, %0\n\tadd $1, %0" : "+r"(x));
-#elif defined(__aarch64__)
-        __asm__ volatile("add %0, %0, #1\n\tadd %0, %0, #1\n\tadd %0, %0, #1\n\t"
-                         "add %0, %0, #1" : "+r"(x));
-#else
-        return 0.0;
-#endif
-    }
-    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &b);
-    double s = (double)(b.tv_sec - a.tv_sec) + (double)(b.tv_nsec - a.tv_nsec) * 1e-9;
-    return s > 0 ? 4.0 * (double)n / s / 1e6 : 0.0;
-}
-"""
-
-
-@cache
 def measured_clock_mhz() -> float | None:
-    """The core clock measured with a dependent-add chain; None without a C compiler."""
-    try:
-        from cffi import FFI
+    """The core clock measured with a dependent-add chain (:mod:`mmsuite.cpu_probe`)."""
+    probe = cpu_probe.figures()
+    return probe.get("clock_mhz") if probe else None
 
-        ffi = FFI()
-        ffi.cdef("double mm_clock_mhz(long n);")
-        ffi.set_source("_mmsuite_clock", _CLOCK_SOURCE)
-        with tempfile.TemporaryDirectory(prefix="mmsuite-clock-") as tmp:
-            ffi.compile(tmpdir=tmp)
-            sys.path.insert(0, tmp)
-            try:
-                module = importlib.import_module("_mmsuite_clock")
-            finally:
-                sys.path.remove(tmp)
-            # ~20 ms each; the highest of a few is the clock with the least interference.
-            best = max(module.lib.mm_clock_mhz(20_000_000) for _ in range(5))
-            sys.modules.pop("_mmsuite_clock", None)
-    except Exception:  # no compiler, no cffi backend: the clock stays unknown
+
+def measured_fma() -> dict | None:
+    """The FMA probe's figures (:mod:`mmsuite.cpu_probe`); None without a C compiler."""
+    probe = cpu_probe.figures()
+    if not probe:
         return None
-    return round(best) if best > 0 else None
+    return {"gflops_by_threads": probe["fma_gflops"], "lanes": probe.get("lanes"),
+            "chains": probe.get("chains"), "cached": probe.get("cached", False)}
 
 
 def cpu_figures() -> dict:
-    """What the CPU's peak needs, for the run's environment: max clock (and where it
-    came from) and vector extension.
+    """What the CPU's peak needs, for the run's environment: the FMA probe's figures and
+    the table's (max clock, where it came from, vector extension), and which is used.
+
+    The measured figure is the peak wherever the probe ran; the table (clock x FLOPs a
+    cycle of the vector extension) is kept as a cross-check and for hosts without a C
+    compiler.
 
     The kernel's maximum clock (sysfs) is used where it exists. Virtual machines often
     have no cpufreq and report the base clock in /proc/cpuinfo while the cores boost
     higher, which would put a real result above a peak that is too low: there the
     clock is measured, and the higher of the two is kept.
     """
+    figures = _table_figures()
+    fma = measured_fma()
+    table = cpu_peak(1, figures.get("cpu_max_mhz") or 0, figures.get("cpu_simd"))
+    figures.update(cpu_fma_probe=fma,
+                   cpu_peak_table_gflops_per_core=round(table.gflops, 2) if table else None,
+                   cpu_peak_source=PEAK_MEASURED if fma else PEAK_TABLE if table else None)
+    return figures
+
+
+#: ``cpu_peak_source`` of a run's environment: which CPU peak its rows are judged by.
+PEAK_MEASURED = "measured (FMA probe)"
+PEAK_TABLE = "table (clock x FLOP/cycle of the vector extension)"
+
+
+def _table_figures() -> dict:
     cpuinfo = _cpuinfo()
     figures: dict = {"cpu_simd": cpu_simd(cpuinfo)}
     sysfs = _sysfs_max_mhz()
@@ -237,14 +223,59 @@ def cpu_figures() -> dict:
 
 
 # ------------------------------------------------------------- result annotation
+def _measured_peak(probe: dict, cores: int, name: str) -> Peak | None:
+    """The FMA probe's figure at ``cores`` threads: measured at that count, or scaled from
+    the nearest count below it (a clock that falls with more active cores makes this an
+    upper bound); above the host's cores, the all-core figure."""
+    try:
+        by_threads = {int(k): float(v) for k, v in probe["gflops_by_threads"].items()
+                      if float(v) > 0}
+    except (KeyError, TypeError, ValueError, AttributeError):
+        return None
+    if not by_threads:
+        return None
+    cores = min(max(cores, 1), max(by_threads))
+    base = max((k for k in by_threads if k <= cores), default=min(by_threads))
+    gflops = by_threads[base] * cores / base
+    how = f"measured: {by_threads[base]:.4g} GFLOP/s on {base} threads (FMA probe)"
+    if base != cores:
+        how += f" x {cores}/{base}"
+    return Peak(gflops, name, how)
+
+
 def _host_peak(environment: dict, cores: int | None) -> Peak | None:
+    cores = cores or environment.get("cpu_cores") or os.cpu_count()
+    name = environment.get("cpu") or "CPU"
+    probe = environment.get("cpu_fma_probe")
+    if environment.get("cpu_peak_source") == PEAK_MEASURED and isinstance(probe, dict):
+        measured = _measured_peak(probe, int(cores), name)
+        if measured is not None:
+            return measured
     clock = environment.get("cpu_max_mhz")
     simd = environment.get("cpu_simd")
     if simd is None and environment.get("cpu_avx512"):
         simd = "avx512"
-    cores = cores or environment.get("cpu_cores") or os.cpu_count()
-    return cpu_peak(int(cores), float(clock), simd, environment.get("cpu") or "CPU") \
-        if clock else None
+    return cpu_peak(int(cores), float(clock), simd, name) if clock else None
+
+
+#: Measured and table peaks further apart than this make the environment say so.
+CROSS_CHECK_RATIO = 1.25
+
+
+def cross_check(environment: dict) -> str | None:
+    """A line when the measured CPU peak and the table's disagree by more than 25%: the
+    table does not know how wide a core's FMA units are (Zen 1, Zen 4), or a clock is off."""
+    probe = environment.get("cpu_fma_probe")
+    table = environment.get("cpu_peak_table_gflops_per_core")
+    measured = _measured_peak(probe, 1, "CPU") if isinstance(probe, dict) else None
+    if not measured or not table:
+        return None
+    ratio = measured.gflops / table
+    if 1 / CROSS_CHECK_RATIO <= ratio <= CROSS_CHECK_RATIO:
+        return None
+    return (f"CPU peak: the FMA probe measured {measured.gflops:.4g} GFLOP/s a core, "
+            f"{ratio:.2g}x the {table:.4g} of the {environment.get('cpu_simd')} table at "
+            f"{environment.get('cpu_max_mhz')} MHz; % peak uses the measured figure")
 
 
 def _cuda_figures(environment: dict, record: dict) -> dict:

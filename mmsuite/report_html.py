@@ -151,6 +151,8 @@ _CURATED = [
     ("created", "date (UTC)"), ("git_commit", "commit"), ("mmsuite", "mmsuite"),
     ("cpu", "CPU"), ("cpu_cores", "CPU cores"), ("cpu_max_mhz", "CPU max clock (MHz)"),
     ("cpu_clock_source", "CPU clock from"), ("cpu_simd", "CPU vector extension"),
+    ("cpu_peak_source", "CPU peak from"),
+    ("cpu_peak_table_gflops_per_core", "CPU peak by the table (GFLOP/s a core)"),
     ("platform", "platform"),
     ("python", "Python"), ("numpy", "numpy"),
 ]

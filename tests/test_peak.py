@@ -54,6 +54,54 @@ def test_cpu_peak_by_vector_extension() -> None:
     assert peak.cpu_peak(2, 3300, None) is None
 
 
+MEASURED = {"gflops_by_threads": {"1": 100.0, "2": 196.0}, "lanes": 8, "chains": 12}
+
+
+def measured_env(**backends: dict) -> dict:
+    return {**env(**backends), "cpu_fma_probe": MEASURED,
+            "cpu_peak_source": peak.PEAK_MEASURED, "cpu_simd": "avx2",
+            "cpu_peak_table_gflops_per_core": 105.6}
+
+
+def test_cpu_peak_is_the_fma_probe_at_the_threads_the_row_used() -> None:
+    rows = [record("cpu", 49.0, info={"threads": 1}), record("cpu", 98.0, info={"threads": 2}),
+            record("cpu", 98.0, info={"threads": 8})]  # more threads than cores: all cores
+    peak.annotate(rows, measured_env(cpu={"omp_threads": 2}))
+    assert [r["peak_gflops"] for r in rows] == [100.0, 196.0, 196.0]
+    assert [r["pct_peak"] for r in rows] == pytest.approx([49.0, 50.0, 50.0])
+    how = peak.peak_for(rows[1], measured_env()).how
+    assert how == "measured: 196 GFLOP/s on 2 threads (FMA probe)"
+
+
+def test_a_thread_count_between_probed_ones_scales_the_count_below() -> None:
+    probe = {"gflops_by_threads": {"1": 50.0, "2": 98.0, "4": 190.0, "8": 360.0}}
+    environment = {"cpu_fma_probe": probe, "cpu_peak_source": peak.PEAK_MEASURED}
+    p = peak.peak_for(record("cpu", 1.0, info={"threads": 6}), environment)
+    assert p.gflops == pytest.approx(190.0 * 6 / 4) and p.how.endswith("x 6/4")
+
+
+def test_the_table_judges_files_without_a_probe_and_hosts_without_a_compiler() -> None:
+    row = record("cpu", 211.2, info={"threads": 2})
+    peak.annotate([row], {**measured_env(), "cpu_peak_source": peak.PEAK_TABLE})
+    assert row["peak_gflops"] == pytest.approx(2 * 3.3 * 32)
+
+
+def test_opencl_on_a_cpu_takes_the_measured_figure_at_its_compute_units() -> None:
+    row = record("opencl", 50.0)
+    peak.annotate([row], measured_env(opencl={"opencl_device_type": "CPU",
+                                               "compute_units": 2}))
+    assert row["peak_gflops"] == 196.0
+
+
+def test_cross_check_speaks_only_when_table_and_probe_disagree() -> None:
+    assert peak.cross_check(measured_env()) is None  # 100 against 105.6: the table holds
+    zen1 = {**measured_env(), "cpu_peak_table_gflops_per_core": 211.2}  # AVX2 on 128-bit units
+    line = peak.cross_check(zen1)
+    assert line.startswith("CPU peak: the FMA probe measured 100 GFLOP/s a core, 0.47x")
+    assert "avx2 table" in line and "uses the measured figure" in line
+    assert peak.cross_check(env()) is None  # an old file: nothing to cross-check
+
+
 def test_simd_from_cpu_flags() -> None:
     assert peak.cpu_simd("flags\t: fpu sse2 avx2 fma avx512f\n") == "avx512"
     assert peak.cpu_simd("flags\t: fpu sse2 avx avx2 fma\n") == "avx2"
@@ -158,8 +206,14 @@ def test_the_run_environment_records_the_cpu_figures() -> None:
     from mmsuite import environment
 
     host = environment.host_environment()
-    assert {"cpu_max_mhz", "cpu_simd", "cpu_clock_source"} <= set(host)
-    if host["cpu_max_mhz"] and host["cpu_simd"]:
+    assert {"cpu_max_mhz", "cpu_simd", "cpu_clock_source", "cpu_fma_probe",
+            "cpu_peak_table_gflops_per_core", "cpu_peak_source"} <= set(host)
+    if host["cpu_fma_probe"]:
+        assert host["cpu_peak_source"] == peak.PEAK_MEASURED
+        assert peak.peak_for(record("cpu", 1.0), {**host, "backends": {}}).how.startswith(
+            "measured:")
+    elif host["cpu_max_mhz"] and host["cpu_simd"]:
+        assert host["cpu_peak_source"] == peak.PEAK_TABLE
         assert peak.peak_for(record("cpu", 1.0), {**host, "backends": {}}) is not None
 
 

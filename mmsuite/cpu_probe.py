@@ -1,0 +1,222 @@
+"""Two short C probes of the host CPU, compiled with cffi and cached per machine.
+
+- **FMA throughput**: each thread runs twelve independent chains of vector FMAs
+  (``x = x * m + a`` on the widest vectors the compiler targets with ``-march=native``),
+  enough chains to hide the FMA latency on every x86-64 and AArch64 core. FLOPs per
+  second of the thread's own CPU time is what the core's FMA units deliver at the
+  clock it ran at: a core's real FP32 peak, whatever a table of vector extensions
+  says (Zen 1 runs AVX2 on two 128-bit units, Zen 4 AVX-512 on two 256-bit ones).
+  Thread CPU time leaves out the time another program had the core, so a busy
+  neighbour does not lower the figure. It runs at every thread count the suite may
+  use (at most the cores): more active cores may mean a lower clock.
+- **Clock**: a chain of dependent integer adds retires one add per cycle, so adds per
+  second of thread CPU time is the clock; it serves the table's cross-check where the
+  kernel reports no maximum clock (virtual machines).
+
+Compiling takes about a second, so the figures are kept in
+``$XDG_CACHE_HOME/mmsuite/cpu-probe/`` (``~/.cache/...``), one file per machine
+(host name, CPU model, flags and core count), and measured again only when one of
+those changes or the file is removed.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib
+import json
+import os
+import platform
+import sys
+import tempfile
+from functools import cache
+from pathlib import Path
+
+from .host import cpu_flags, cpu_model
+
+#: Bump when the probes change: older cached figures are then measured again.
+PROBE_VERSION = 2
+CHAINS = 12
+#: FMAs per chain in one timing: about 20 ms a core at 100 GFLOP/s.
+FMA_ITERATIONS = 10_000_000
+#: The best of this many timings (the least disturbed one).
+REPEATS = 3
+
+_SOURCE = r"""
+#include <omp.h>
+#include <time.h>
+#if defined(__AVX512F__)
+#define MM_LANES 16
+#elif defined(__AVX__)
+#define MM_LANES 8
+#else
+#define MM_LANES 4
+#endif
+typedef float mm_vec __attribute__((vector_size(MM_LANES * sizeof(float))));
+
+static double thread_seconds(void) {
+    struct timespec t;
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
+    return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
+}
+
+int mm_fma_lanes(void) { return MM_LANES; }
+
+/* Each of `threads` threads runs `iterations` rounds of 12 independent vector FMAs and
+   writes its GFLOP/s per second of its own CPU time to per_thread[its index]. The
+   values come from the caller so that the compiler can neither fold nor merge chains
+   (with constants, GCC merged two of twelve and the figure read 9% high). */
+void mm_fma_probe(int threads, long iterations, float start, float step, float m_value,
+                  float a_value, double *per_thread) {
+#pragma omp parallel num_threads(threads)
+    {
+        mm_vec x0, x1, x2, x3, x4, x5, x6, x7, x8, x9, x10, x11, m, a;
+        for (int l = 0; l < MM_LANES; l++) {  /* m < 1: the chains settle near 1, no overflow */
+            x0[l] = start; x1[l] = start + step; x2[l] = start + 2 * step;
+            x3[l] = start + 3 * step; x4[l] = start + 4 * step; x5[l] = start + 5 * step;
+            x6[l] = start + 6 * step; x7[l] = start + 7 * step; x8[l] = start + 8 * step;
+            x9[l] = start + 9 * step; x10[l] = start + 10 * step; x11[l] = start + 11 * step;
+            m[l] = m_value; a[l] = a_value;
+        }
+        double start = thread_seconds();
+        for (long i = 0; i < iterations; i++) {
+            x0 = x0 * m + a; x1 = x1 * m + a; x2 = x2 * m + a; x3 = x3 * m + a;
+            x4 = x4 * m + a; x5 = x5 * m + a; x6 = x6 * m + a; x7 = x7 * m + a;
+            x8 = x8 * m + a; x9 = x9 * m + a; x10 = x10 * m + a; x11 = x11 * m + a;
+        }
+        double seconds = thread_seconds() - start;
+        mm_vec s = x0 + x1 + x2 + x3 + x4 + x5 + x6 + x7 + x8 + x9 + x10 + x11;
+        float total = 0.0f;
+        for (int l = 0; l < MM_LANES; l++) total += s[l];
+        /* The sum keeps the chains alive; it is never 0, so it never changes the figure. */
+        double flops = 2.0 * 12 * MM_LANES * (double)iterations * (total != 0.0f);
+        per_thread[omp_get_thread_num()] = seconds > 0 ? flops / seconds / 1e9 : 0.0;
+    }
+}
+
+double mm_clock_mhz(long n) {
+    double start = thread_seconds();
+    long x = 0;
+    for (long i = 0; i < n; i++) {
+#if defined(__x86_64__)
+        __asm__ volatile("add $1, %0\n\tadd $1, %0\n\tadd $1, %0\n\tadd $1, %0" : "+r"(x));
+#elif defined(__aarch64__)
+        __asm__ volatile("add %0, %0, #1\n\tadd %0, %0, #1\n\tadd %0, %0, #1\n\t"
+                         "add %0, %0, #1" : "+r"(x));
+#else
+        return 0.0;
+#endif
+    }
+    double seconds = thread_seconds() - start;
+    return seconds > 0 ? 4.0 * (double)n / seconds / 1e6 : 0.0;
+}
+"""
+
+_CDEF = """
+int mm_fma_lanes(void);
+void mm_fma_probe(int threads, long iterations, float start, float step, float m_value,
+                  float a_value, double *per_thread);
+double mm_clock_mhz(long n);
+"""
+
+#: -ffp-contract=fast turns x * m + a into one FMA instruction (-std=c11 would forbid it).
+FLAGS = ["-O2", "-fopenmp", "-ffp-contract=fast"] + (
+    ["-march=native"] if platform.machine() in ("x86_64", "AMD64") else ["-mcpu=native"])
+
+
+def thread_counts(cores: int) -> list[int]:
+    """The thread counts probed: every one up to 8 cores, then powers of two and all cores."""
+    if cores <= 8:
+        return list(range(1, cores + 1))
+    return sorted({*(2**i for i in range(cores.bit_length()) if 2**i <= cores), cores})
+
+
+def _measure() -> dict:
+    """Compile and run both probes (about a second); raises when there is no C compiler."""
+    from cffi import FFI
+
+    ffi = FFI()
+    ffi.cdef(_CDEF)
+    ffi.set_source("_mmsuite_cpu_probe", _SOURCE, extra_compile_args=FLAGS,
+                   extra_link_args=["-fopenmp"])
+    cores = os.cpu_count() or 1
+    with tempfile.TemporaryDirectory(prefix="mmsuite-probe-") as tmp:
+        ffi.compile(tmpdir=tmp)
+        sys.path.insert(0, tmp)
+        try:
+            module = importlib.import_module("_mmsuite_cpu_probe")
+        finally:
+            sys.path.remove(tmp)
+        sys.modules.pop("_mmsuite_cpu_probe", None)
+        lib = module.lib
+        per_thread = ffi.new("double[]", cores)
+        fma: dict[str, float] = {}
+        for threads in thread_counts(cores):
+            best = 0.0
+            for _ in range(REPEATS):
+                lib.mm_fma_probe(threads, FMA_ITERATIONS, 1.0, 0.01, 0.9999, 1e-4, per_thread)
+                best = max(best, sum(per_thread[i] for i in range(threads)))
+            fma[str(threads)] = round(best, 2)
+        clock = max(lib.mm_clock_mhz(20_000_000) for _ in range(5))
+        lanes = lib.mm_fma_lanes()
+    return {"fma_gflops": fma, "lanes": lanes, "chains": CHAINS,
+            "clock_mhz": round(clock) if clock > 0 else None, "flags": " ".join(FLAGS)}
+
+
+def cache_dir() -> Path:
+    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(base) / "mmsuite" / "cpu-probe"
+
+
+def _cpu_identity() -> str:
+    """Family, model and stepping (virtual machines often name every CPU "AMD EPYC")."""
+    try:
+        lines = Path("/proc/cpuinfo").read_text().splitlines()
+    except OSError:
+        return platform.processor()
+    wanted = ("vendor_id", "cpu family", "model", "stepping", "CPU implementer", "CPU part")
+    found = {}
+    for line in lines:
+        key, _, value = line.partition(":")
+        if key.strip() in wanted and key.strip() not in found:
+            found[key.strip()] = value.strip()
+    return " ".join(f"{k}={v}" for k, v in found.items())
+
+
+def machine_key() -> str:
+    """What must stay the same for cached figures to hold: host, CPU model, flags, cores."""
+    text = "|".join([platform.node(), cpu_model(), _cpu_identity(),
+                     " ".join(sorted(cpu_flags())), str(os.cpu_count()), str(PROBE_VERSION)])
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+def load_or_measure(folder: Path | None = None) -> dict | None:
+    """The probes' figures for this machine, from the cache or measured now (and cached).
+
+    None when they cannot be measured (no C compiler); ``cached`` says where they came
+    from. A cache that cannot be written only costs the next run another second.
+    """
+    path = (folder or cache_dir()) / f"{machine_key()}.json"
+    try:
+        figures = json.loads(path.read_text())
+        if figures.get("version") == PROBE_VERSION and figures.get("fma_gflops"):
+            return {**figures, "cached": True}
+    except (OSError, ValueError):
+        pass
+    try:
+        figures = _measure()
+    except Exception:  # no compiler, no cffi backend: the CPU peak falls back to the table
+        return None
+    figures = {"version": PROBE_VERSION, "cpu": cpu_model(), "host": platform.node(),
+               "cores": os.cpu_count(), **figures}
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps(figures, indent=1) + "\n")
+    except OSError:
+        pass
+    return {**figures, "cached": False}
+
+
+@cache
+def figures() -> dict | None:
+    """:func:`load_or_measure` once per process."""
+    return load_or_measure()
