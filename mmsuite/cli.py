@@ -13,6 +13,7 @@ from rich.console import Console
 from . import __version__, results
 from .commands import COMMANDS
 from .commands.common import UsageError
+from .extras import MissingExtra
 
 __all__ = ["UsageError", "build_parser", "main"]
 
@@ -79,7 +80,7 @@ def main(argv: list[str] | None = None) -> int:
         parser = build_parser()
         args = parser.parse_args(_attach_values(parser, sys.argv[1:] if argv is None else argv))
         return COMMANDS[args.command].run(args, console)
-    except (UsageError, results.ResultsError) as exc:
+    except (UsageError, results.ResultsError, MissingExtra) as exc:
         print(f"mmsuite: error: {exc}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:

@@ -292,7 +292,8 @@ def summary(result: Comparison, threshold: float) -> str:
     return f"{counts} (threshold {threshold:.0%}) -- {gate}"
 
 
-def _missing_lines(result: Comparison) -> list[str]:
+def missing_lines(result: Comparison) -> list[str]:
+    """One line per kernel x problem found in one file only."""
     lines = []
     for side, keys in (("BASE", result.only_base), ("NEW", result.only_new)):
         for kernel, problem, device in keys:
@@ -322,7 +323,7 @@ def render_rich(result: Comparison, threshold: float, console) -> None:
         console.print(table)
     console.print("change: NEW/BASE - 1; p: two-sided Mann-Whitney U on the samples; "
                   "n and noise (1.4826*MAD/median, %): BASE/NEW", style="dim")
-    for line in _missing_lines(result) + result.notes:
+    for line in missing_lines(result) + result.notes:
         console.print(line, style="dim")
     console.print(summary_line(result.verdict_rows()))
     console.print(summary(result, threshold))
@@ -338,7 +339,7 @@ def render_markdown(result: Comparison, threshold: float) -> str:
            "BASE/NEW.", "",
            line(HEADERS), line(["---"] * 2 + ["---:"] * 6 + ["---"])]
     out += [line(cells(row)) for row in result.rows]
-    extra = _missing_lines(result) + result.notes
+    extra = missing_lines(result) + result.notes
     if extra:
         out += [""] + [f"- {text}" for text in extra]
     out += ["", summary_line(result.verdict_rows()), "",

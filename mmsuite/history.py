@@ -26,6 +26,8 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NamedTuple
 
+from .extras import MissingExtra
+
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
 
@@ -120,13 +122,12 @@ def _date(ms: Any) -> datetime:
     return datetime.fromtimestamp(float(ms or 0) / 1000.0, tz=timezone.utc)
 
 
-def _asv_results():
-    """asv's own results reader (the ``bench`` extra)."""
+def asv_reader():
+    """asv's own results reader (the ``bench`` extra); MissingExtra where asv is absent."""
     try:
         from asv import results as asv_results
     except ImportError as exc:
-        raise ModuleNotFoundError("reading asv results needs asv: pip install "
-                                  "'mmsuite[bench]'") from exc
+        raise MissingExtra("reading asv results", "asv", "bench") from exc
     return asv_results
 
 
@@ -152,7 +153,7 @@ def load_history(results_dir: str | Path, machine: str | None = None,
     root = Path(results_dir)
     if not root.is_dir():
         raise FileNotFoundError(f"no asv results directory at {root}; run `asv run` first")
-    asv_results = _asv_results()
+    asv_results = asv_reader()
     meta = _benchmarks_meta(root)
     history: History = {}
     folder = root / machine if machine is not None else root

@@ -425,11 +425,8 @@ def _baseline_blocks(baseline: Path, runs: list[Run]) -> list[Block]:
                                  f"{run.path.name} (NEW) against {baseline.name} (BASE): "
                                  + compare.summary(result, compare.DEFAULT_THRESHOLD),
                                  [_verdict_style(row.verdict) for row in result.rows]))
-        for side, keys in (("BASE", result.only_base), ("NEW", result.only_new)):
-            for kernel, problem in keys:
-                blocks.append(Para(f"only in {side}: {kernel} @ {problem}"))
-        for note in result.notes:
-            blocks.append(Para(note))
+        for line in compare.missing_lines(result) + result.notes:
+            blocks.append(Para(line))
     return blocks
 
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import importlib.util
+
 import pytest
 
 from mmsuite import Problem, kernels
@@ -19,6 +21,15 @@ ODD_SHAPES = [
     (64, 64, 64),
     (256, 128, 96),
 ]
+
+
+def needs(module: str, extra: str) -> pytest.MarkDecorator:
+    """Skip, with the reason, a test that needs an optional extra which is not installed."""
+    return pytest.mark.skipif(importlib.util.find_spec(module) is None,
+                              reason=f"{module} is not installed: pip install -e '.[{extra}]'")
+
+
+needs_asv = needs("asv", "bench")
 
 
 def kernel_ids(backend: str | None = None) -> list:

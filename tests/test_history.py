@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import math
+import sys
 from datetime import datetime, timezone
 from pathlib import Path
 
@@ -21,6 +22,7 @@ from mmsuite.history import (
     select,
     summary,
 )
+from tests.conftest import needs_asv
 
 KERNEL_MS = "sgemm_cpu.CpuKernels.track_kernel_ms"
 H2D_MS = "sgemm_cuda.CudaKernels.track_h2d_ms"
@@ -94,6 +96,7 @@ def results_dir(tmp_path: Path) -> Path:
     return root
 
 
+@needs_asv
 def test_load_history_orders_each_series_by_commit_date(results_dir: Path) -> None:
     history = load_history(results_dir)
     blas = history[SeriesKey(KERNEL_MS, ("cpu.blas", "256"), "box", ENV)]
@@ -106,6 +109,7 @@ def test_load_history_orders_each_series_by_commit_date(results_dir: Path) -> No
     assert blas.unit == "ms"
 
 
+@needs_asv
 def test_failed_and_skipped_results_are_not_points(results_dir: Path) -> None:
     history = load_history(results_dir)
     naive256 = history[SeriesKey(KERNEL_MS, ("cpu.seq_naive", "256"), "box", ENV)]
@@ -116,6 +120,7 @@ def test_failed_and_skipped_results_are_not_points(results_dir: Path) -> None:
     assert naive512.failed == []
 
 
+@needs_asv
 def test_other_versions_are_dropped_unless_asked(results_dir: Path) -> None:
     plain = load_history(results_dir)[SeriesKey(PLAIN, (), "box", ENV)]
     assert plain.values == [4.0, 5.0]
@@ -124,6 +129,7 @@ def test_other_versions_are_dropped_unless_asked(results_dir: Path) -> None:
     assert everything.values == [4.0, 999.0, 5.0]
 
 
+@needs_asv
 def test_machines_are_kept_apart(results_dir: Path) -> None:
     history = load_history(results_dir)
     gpu = history[SeriesKey(H2D_MS, ("cuda.cublas", "1024"), "gpu", "existing-py_python3")]
@@ -136,6 +142,7 @@ def test_machines_are_kept_apart(results_dir: Path) -> None:
     assert kernel_ids(history, metric="h2d_ms") == ["cuda.cublas"]
 
 
+@needs_asv
 def test_a_time_benchmark_reads_as_milliseconds_of_the_same_metric(tmp_path: Path) -> None:
     """asv's time_ benchmarks record seconds; history shows them as the ms series they
     continue (time_kernel -> kernel_ms)."""
@@ -156,6 +163,7 @@ def test_missing_results_dir_is_a_clear_error(tmp_path: Path) -> None:
         load_history(tmp_path / "nowhere")
 
 
+@needs_asv
 def test_plot_history_writes_a_png(results_dir: Path, tmp_path: Path) -> None:
     history = load_history(results_dir)
     out = plot_history(history, ["cpu.blas", "cpu.seq_naive"], tmp_path / "plots" / "h.png")
@@ -164,18 +172,21 @@ def test_plot_history_writes_a_png(results_dir: Path, tmp_path: Path) -> None:
     assert len(data) > 5000
 
 
+@needs_asv
 def test_plot_history_of_a_single_commit(results_dir: Path, tmp_path: Path) -> None:
     history = load_history(results_dir)
     out = plot_history(history, ["cuda.cublas"], tmp_path / "gpu.png", metric="h2d_ms")
     assert out.read_bytes()[:4] == b"\x89PNG"
 
 
+@needs_asv
 def test_plot_history_without_data_raises(results_dir: Path, tmp_path: Path) -> None:
     with pytest.raises(ValueError, match="no kernel_ms history"):
         plot_history(load_history(results_dir), ["cuda.99_none"], tmp_path / "x.png")
     assert not (tmp_path / "x.png").exists()
 
 
+@needs_asv
 def test_summary_names_dates_values_and_failed_commits(results_dir: Path) -> None:
     history = load_history(results_dir)
     text = summary(history, ["cpu.seq_naive"], "kernel_ms")
@@ -186,6 +197,7 @@ def test_summary_names_dates_values_and_failed_commits(results_dir: Path) -> Non
     assert "failed" not in lines[1]
 
 
+@needs_asv
 def test_metrics_and_machines(results_dir: Path) -> None:
     history = load_history(results_dir)
     assert metrics(history) == ["h2d_ms", "kernel_ms", "plain"]
@@ -194,12 +206,14 @@ def test_metrics_and_machines(results_dir: Path) -> None:
     assert load_history(results_dir, machine="nobody") == {}
 
 
+@needs_asv
 def test_plot_history_marks_failed_commits(results_dir: Path, tmp_path: Path) -> None:
     history = load_history(results_dir)
     out = plot_history(history, ["cpu.seq_naive"], tmp_path / "failed.png")
     assert out.read_bytes()[:4] == b"\x89PNG"
 
 
+@needs_asv
 def test_history_command_takes_metric_and_machine(results_dir: Path, tmp_path: Path,
                                                   capsys: pytest.CaptureFixture) -> None:
     out = tmp_path / "h2d.png"
@@ -212,3 +226,13 @@ def test_history_command_takes_metric_and_machine(results_dir: Path, tmp_path: P
     assert "no gflops history; recorded: h2d_ms, kernel_ms, plain" in capsys.readouterr().err
     assert main(["history", "--results-dir", str(results_dir), "--machine", "tpu"]) == 2
     assert "machines: box, gpu" in capsys.readouterr().err
+
+
+def test_history_without_the_bench_extra_is_one_line_naming_it(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture) -> None:
+    monkeypatch.setitem(sys.modules, "asv", None)  # as if asv were not installed
+    assert main(["history", "--results-dir", str(tmp_path)]) == 2
+    err = capsys.readouterr().err
+    assert err.splitlines() == [
+        "mmsuite: error: reading asv results needs asv, which is not installed: "
+        "pip install 'mmsuite[bench]'"]

@@ -13,6 +13,7 @@ import json
 import re
 import shutil
 import subprocess
+import sys
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
@@ -21,6 +22,7 @@ import pytest
 from mmsuite import report_html
 from mmsuite.cli import main
 from mmsuite.report import problem_label
+from tests.conftest import needs_asv
 
 FIXTURES = Path(__file__).parent / "fixtures"
 CPU = FIXTURES / "report_cpu_opencl.json"
@@ -133,14 +135,37 @@ def test_newer_file_wins_for_the_same_machine_kernel_and_problem(tmp_path: Path)
     assert len(records) == len(_records(CPU))
 
 
-def test_baseline_adds_compare_verdicts(tmp_path: Path) -> None:
-    report_html.build([CPU], tmp_path, baseline=CPU)
-    markdown = (tmp_path / "report.md").read_text()
-    assert "## Against the baseline report_cpu_opencl.json" in markdown
+def _variant(path: Path, created: str, packed_ms: float, drop: tuple[str, int] | None = None
+             ) -> Path:
+    """The CPU fixture with cpu.omp_packed's timings at 64^3 set to ten samples around
+    ``packed_ms``, and the row ``drop`` (kernel, m) left out."""
+    document = json.loads(CPU.read_text())
+    document["results"] = [r for r in document["results"]
+                           if (r["kernel"], r["problem"]["m"]) != drop]
+    for record in document["results"]:
+        if (record["kernel"], record["problem"]["m"]) == ("cpu.omp_packed", 64):
+            samples = [packed_ms * (1 + i / 1000) for i in range(10)]
+            record["kernel_ms"].update(samples=samples, median=samples[5], noise=None)
+    document["environment"]["created"] = created
+    out = path / f"{created[:4]}.json"
+    out.write_text(json.dumps(document))
+    return out
+
+
+def test_baseline_adds_compare_verdicts_and_one_sided_rows(tmp_path: Path) -> None:
+    """BASE and NEW differ: a kernel x problem in one file only is listed as such, and the
+    kernel twice as slow in NEW is ``slower``."""
+    base = _variant(tmp_path, "2025-01-01T00:00:00+00:00", 1.0)
+    new = _variant(tmp_path, "2026-01-01T00:00:00+00:00", 2.0, drop=("cpu.seq_ikj", 64))
+    report_html.build([new], tmp_path / "out", baseline=base)
+    markdown = (tmp_path / "out" / "report.md").read_text()
+    assert "## Against the baseline 2025.json" in markdown
     assert "| verdict |" in markdown
-    assert "| cpu.omp_packed |" in markdown
+    assert re.search(r"\| cpu\.omp_packed \| 64x64x64 \|.*\| slower \|", markdown)
+    assert "only in BASE: cpu.seq_ikj @ 64x64x64" in markdown
 
 
+@needs_asv
 def test_asv_history_through_asv_results(tmp_path: Path) -> None:
     from tests.test_history import C1, C2, D1, D2, _benchmarks_json, _result_file, _write
 
@@ -167,6 +192,16 @@ def test_report_command_writes_the_directory(tmp_path: Path,
     assert main(["report", str(CPU), "--out", str(tmp_path / "r"),
                  "--baseline", str(tmp_path / "missing.json")]) == 2
     assert "no such result file" in capsys.readouterr().err
+
+
+def test_report_asv_without_the_bench_extra_is_one_line_naming_it(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture) -> None:
+    monkeypatch.setitem(sys.modules, "asv", None)  # as if asv were not installed
+    assert main(["report", str(CPU), "--out", str(tmp_path / "r"), "--asv", str(tmp_path)]) == 2
+    assert capsys.readouterr().err.splitlines() == [
+        "mmsuite: error: reading asv results needs asv, which is not installed: "
+        "pip install 'mmsuite[bench]'"]
+    assert not (tmp_path / "r" / "index.html").exists()
 
 
 def test_run_report_writes_results_and_report(tmp_path: Path,

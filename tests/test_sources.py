@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from mmsuite.sources import expand_includes, read_source
 
 
@@ -31,3 +33,15 @@ def test_rungs_21_and_23_share_one_mac_loop() -> None:
 def test_read_source_inlines_the_shared_headers() -> None:
     assert "mm_store" in read_source("cuda/07_blocktile_2d.cu")  # from common.cuh
     assert '#include "common.h"' not in read_source("cl/01_naive.cl")
+
+
+def test_the_wheel_lists_every_package_of_mmsuite() -> None:
+    """setuptools packs only the packages pyproject.toml lists: one left out is missing from
+    the wheel (and from asv's installs) while an editable checkout works."""
+    tomllib = pytest.importorskip("tomllib", reason="tomllib comes with Python 3.11")
+    root = Path(__file__).parent.parent
+    pyproject = tomllib.loads((root / "pyproject.toml").read_text())
+    listed = set(pyproject["tool"]["setuptools"]["packages"])
+    on_disk = {".".join(init.parent.relative_to(root).parts)
+               for init in (root / "mmsuite").rglob("__init__.py")}
+    assert on_disk - listed == set()

@@ -60,6 +60,7 @@ def asv_damage(results_dir: Path, machine: str | None = None) -> list[str]:
 def run(args: argparse.Namespace, console: Console) -> int:
     from .. import history
 
+    history.asv_reader()  # without the bench extra: one line naming it, before any work
     if not args.results_dir.is_dir():
         raise UsageError(f"no asv results at {args.results_dir}; run `asv run` first")
     check_output_file("--out", args.out)

@@ -36,8 +36,12 @@ def run(args: argparse.Namespace, console: Console) -> int:
     records = [r for path in args.results for r in results.load(path)["results"]]
     if args.baseline is not None:
         results.load(args.baseline)  # a bad baseline fails here, in one line
-    if args.asv is not None and not args.asv.is_dir():
-        raise UsageError(f"no asv results at {args.asv}")
+    if args.asv is not None:
+        from .. import history
+
+        history.asv_reader()  # without the bench extra: one line naming it, before any work
+        if not args.asv.is_dir():
+            raise UsageError(f"no asv results at {args.asv}")
     if args.markdown:
         print(report.render_markdown(records))
     elif not args.out:
