@@ -358,6 +358,18 @@ def test_run_samples_by_the_stopping_rule_unless_repeats_is_given(tmp_path) -> N
     assert len(record["kernel_ms"]["samples"]) == 4 and record["sampling"]["name"] == "fixed"
 
 
+def test_default_rule_gives_cpu_rows_the_cpu_noise_target(tmp_path) -> None:
+    from mmsuite.measure import CLI_SAMPLING
+
+    out = tmp_path / "default.json"
+    assert main(["run", "--kernel", "cpu.seq_ikj", "--shape", "17x9x5", "--json", str(out)]) == 0
+    document = json.loads(out.read_text())
+    assert document["settings"]["sampling"]["cpu_noise_target"] == CLI_SAMPLING.cpu_noise_target
+    (row,) = document["results"]
+    assert row["sampling"]["noise_target"] == CLI_SAMPLING.cpu_noise_target
+    assert len(row["kernel_ms"]["samples"]) >= CLI_SAMPLING.verdict_samples
+
+
 @pytest.mark.parametrize("argv", [["--max-noise", "-1"], ["--max-time", "0"],
                                   ["--min-time", "nan"], ["--min-time", "5", "--max-time", "1"],
                                   ["--l2", "lukewarm"]])

@@ -244,6 +244,67 @@ def test_each_turn_starts_with_an_untimed_warm_up_that_outlasts_spinning_threads
     assert _runs(log) == [("rung", 4 + 4), ("ref", 4 + 4), ("rung", 4 + 4), ("ref", 4 + 4)]
 
 
+def test_a_slow_rung_waits_out_the_floor_idle_between_turns(monkeypatch) -> None:
+    """A rung whose one sample outlasts the warm-up floor needs no launch to warm its caches
+    after the reference's turn: it sleeps the floor (the reference's threads stop spinning)
+    instead of spending a whole slow launch on it."""
+    from mmsuite import measure
+
+    clock, log = FakeClock(), []
+    naps: list[float] = []
+
+    def nap(seconds: float) -> None:
+        naps.append(seconds)
+        clock.now += seconds
+
+    monkeypatch.setattr(measure.time, "sleep", nap)
+    rung = FakeSession([500.0, 600.0, 700.0] * 4, clock, step=0.5, name="rung", log=log)
+    ref = FakeSession([10.0], clock, step=0.01, name="ref", log=log)
+    rung.warmup_floor_s = ref.warmup_floor_s = 0.15
+    rule = Sampling(min_samples=5, min_seconds=0.0, max_seconds=None, max_samples=5,
+                    block_seconds=0.5)
+    result = sample_session(rung, rule, warmup=1, partner=ref, clock=clock)
+    assert len(result.kernel_ms) == 5 and len(result.reference_ms) == 5
+    # one warm-up launch before the first turn, none between turns: 1 + 5 launches
+    assert sum(n for name, n in _runs(log) if name == "rung") == 6
+    assert naps == [0.15] * 4
+
+
+def test_the_time_cap_waits_for_the_samples_a_verdict_needs() -> None:
+    clock = FakeClock()
+    slow = FakeSession([400.0, 500.0, 450.0], clock, step=0.4)
+    rule = Sampling(min_samples=5, min_seconds=0.1, max_seconds=0.5, verdict_samples=5)
+    result = sample_session(slow, rule, warmup=0, clock=clock)
+    assert result.stopped_by == "max_seconds" and len(result.kernel_ms) == 5
+    # A fast kernel still stops at the cap, with many more samples.
+    fast = FakeSession([1.0, 1.2, 1.4] * 1000, FakeClock(), step=0.01)
+    result = sample_session(fast, rule, warmup=0, clock=fast.clock)
+    assert result.stopped_by == "max_seconds" and len(result.kernel_ms) == pytest.approx(50, abs=1)
+
+
+def test_a_cpu_device_takes_its_own_noise_target() -> None:
+    rule = Sampling(noise_target=0.005, cpu_noise_target=0.02, max_seconds=1.0)
+    assert rule.for_device("CPU").noise_target == 0.02
+    assert rule.for_device("GPU") is rule
+    assert Sampling(noise_target=0.005).for_device("CPU").noise_target == 0.005
+    # 1% noise: steady for a CPU's wall clock, noisy for a GPU's device clock.
+    times = list(np.exp(np.random.default_rng(0).normal(0.0, 0.01, 200)))
+    for kind, noisy in (("CPU", False), ("GPU", True)):
+        clock = FakeClock()
+        result = sample_session(FakeSession(times, clock), rule.for_device(kind), 0,
+                                clock=clock)
+        assert result.noisy is noisy, kind
+
+
+def test_the_command_line_rule_is_quick_and_keeps_a_verdict() -> None:
+    from mmsuite.compare import MIN_SAMPLES
+    from mmsuite.measure import CLI_SAMPLING
+
+    assert CLI_SAMPLING.verdict_samples == CLI_SAMPLING.min_samples == MIN_SAMPLES
+    assert CLI_SAMPLING.noise_target == 0.005 and CLI_SAMPLING.cpu_noise_target == 0.02
+    assert CLI_SAMPLING.max_seconds <= 1.0
+
+
 def test_default_rule_is_nvbench() -> None:
     rule = DEFAULT_SAMPLING
     assert (rule.min_samples, rule.min_seconds, rule.noise_target, rule.max_seconds) == (

@@ -52,13 +52,15 @@ def add_parser(sub) -> argparse.ArgumentParser:
     meas.add_argument("--min-time", type=non_negative_float, default=CLI_SAMPLING.min_seconds,
                       metavar="S", help="stopping rule: at least S seconds of samples "
                                         "(default %(default)s)")
-    meas.add_argument("--max-noise", type=non_negative_float,
-                      default=100 * CLI_SAMPLING.noise_target, metavar="PCT",
-                      help="stopping rule: until the robust noise is below PCT %% "
-                           "(default %(default)s); rows left above it are marked noisy")
+    meas.add_argument("--max-noise", type=non_negative_float, metavar="PCT",
+                      help="stopping rule: until the robust noise is below PCT %% on every "
+                           f"device (default {100 * CLI_SAMPLING.noise_target:g} on GPUs, "
+                           f"{100 * CLI_SAMPLING.cpu_noise_target:g} on CPUs, what a quiet "
+                           "machine reaches); rows left above it are marked noisy (!)")
     meas.add_argument("--max-time", type=positive_float, default=CLI_SAMPLING.max_seconds,
-                      metavar="S", help="stopping rule: at most S seconds of samples per kernel "
-                                        "(default %(default)s; NVBench uses 15)")
+                      metavar="S", help="stopping rule: at most S seconds of samples per kernel, "
+                                        f"once it has {CLI_SAMPLING.verdict_samples} (what "
+                                        "compare needs; default %(default)s; NVBench uses 15)")
     meas.add_argument("--l2", choices=L2_POLICIES, default="warm",
                       help="warm: inputs stay cached between samples, as in a loop; cold: "
                            "the last-level cache is scrubbed before each sample")
@@ -181,9 +183,14 @@ def run(args: argparse.Namespace, console: Console) -> int:
     kernels = select_kernels(args.backend, args.kernel)
     options = RunOptions(threads=args.threads, cl_device=args.cl_device, pinned=args.pinned,
                          profile=args.profile, l2=args.l2)
+    targets = {"noise_target": CLI_SAMPLING.noise_target,
+               "cpu_noise_target": CLI_SAMPLING.cpu_noise_target} if args.max_noise is None \
+        else {"noise_target": args.max_noise / 100}
     sampling = None if args.repeats else Sampling(
-        min_samples=args.min_samples, min_seconds=args.min_time,
-        noise_target=args.max_noise / 100, max_seconds=args.max_time, name="cli")
+        min_samples=args.min_samples, min_seconds=args.min_time, max_seconds=args.max_time,
+        verdict_samples=min(args.min_samples, CLI_SAMPLING.verdict_samples),
+        block_seconds=CLI_SAMPLING.block_seconds, name="cli",
+        **targets)
     if sampling is not None and args.min_time > args.max_time:
         raise UsageError(f"--min-time {args.min_time} is above --max-time {args.max_time}")
     check_selectors(kernels, options)
