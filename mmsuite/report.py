@@ -167,7 +167,7 @@ def flops_scale(best_gflops: float) -> tuple[float, str]:
 def _columns(rows: list[dict], wide: bool = True) -> tuple[list[Column], float]:
     """The columns worth showing for these rows, and the FLOP/s unit (1 or 1000 GFLOP/s).
 
-    The compact set (``wide=False``) is what fits 100 columns: times, throughput, noise and
+    The compact set (``wide=False``) is what fits 80 columns: times, throughput, noise and
     the three ratios; reasons go to footnotes."""
     scale, unit = flops_scale(max((r["gflops"] or 0.0 for r in rows), default=0.0))
     has_peak = any(r["pct_peak"] is not None for r in rows)
@@ -226,14 +226,22 @@ def _status(row: dict) -> str:
     return row["status"] if not row["reason"] else f"{row['status']}: {row['reason']}"
 
 
+#: Status words of the compact table (the note under it gives the whole word and why).
+_SHORT_STATUS = {"unavailable": "n/a"}
+
+
 def _cells(row: dict, cols: list[Column], scale: float,
-           notes: dict[str, int] | None = None) -> list[str]:
-    """The row's cells; with ``notes`` the status names a footnote instead of its reason."""
+           notes: dict[str, int] | None = None, short: bool = False) -> list[str]:
+    """The row's cells; with ``notes`` the status names a footnote instead of its reason
+    (``short``: a short status word, the footnote starting with the whole one)."""
     cells = []
     for c in cols:
         if c.key == "status":
             if notes is None or not row["reason"]:
                 cells.append(_status(row))
+            elif short:
+                note = notes.setdefault(_status(row), len(notes) + 1)
+                cells.append(f"{_SHORT_STATUS.get(row['status'], row['status'])} [{note}]")
             else:
                 cells.append(f"{row['status']} [{notes.setdefault(row['reason'], len(notes) + 1)}]")
         elif c.key == "noise":
@@ -251,26 +259,50 @@ def _caption(rows: list[dict], wide: bool = True) -> str:
     interleaved = ("; % ref of CPU rungs: against OpenBLAS samples taken alternately with "
                    "the rung's" if any(r.get("ref_interleaved") for r in rows) else "")
     if not wide:
-        return ("ms: median kernel time; " + noise + "; x parent: speedup over the parent "
-                "rung; % ref: reference (" + (", ".join(refs) or "-") + ") time over this "
-                "kernel's; % peak: of the device's FP32 peak" + interleaved)
+        interleaved = ("; % ref of CPU rungs: against OpenBLAS samples taken in turns with the "
+                       "rung's" if any(r.get("ref_interleaved") for r in rows) else "")
+        return ("ms: median kernel time; noise: 1.4826*MAD/median, ! above the device's "
+                "target; x parent: speedup over the parent rung; % ref: reference ("
+                + (", ".join(refs) or "-") + ") time over this kernel's; % peak: of the "
+                "device's FP32 peak" + interleaved)
     return ("x base: speedup over " + (", ".join(bases) or "-") + "; x parent: over the parent "
             "rung; % ref: reference kernel time (" + (", ".join(refs) or "-") + ") over this "
             "kernel's; spread: (max-min)/median of the kernel time; " + noise + interleaved)
 
 
-def _fit(cols: list[Column], body: list[list[str]],
-         width: int) -> tuple[list[Column], list[list[str]]]:
-    """Drop columns with no figure at all ("-" in every row) when the table is wider than
-    the terminal; the rest keep their widest cell."""
-    def needed(keep: list[int]) -> int:
-        return sum(max([len(cols[i].title)] + [len(b[i]) for b in body]) for i in keep) \
-            + 3 * (len(keep) - 1)
+def _column_width(col: Column, cells: list[str]) -> int:
+    """The widest cell, or the title's longest word where the title is wider ("x parent"
+    over "15.3x" takes two lines; a word is never cut)."""
+    widest = max([len(c) for c in cells], default=0)
+    return max(widest, max(len(word) for word in col.title.split()))
 
-    keep = list(range(len(cols)))
-    if needed(keep) > width:
-        keep = [i for i in keep if any(b[i] != "-" for b in body)]
-    return [cols[i] for i in keep], [[b[i] for i in keep] for b in body]
+
+def _folded_title(title: str, width: int) -> str:
+    """The title on as many lines as ``width`` needs, broken between words."""
+    lines: list[str] = []
+    for word in title.split():
+        if lines and len(lines[-1]) + 1 + len(word) <= width:
+            lines[-1] += " " + word
+        else:
+            lines.append(word)
+    return "\n".join(lines)
+
+
+def _table_width(cols: list[Column], body: list[list[str]], gap: int) -> int:
+    """Width of a compact table: its columns and ``gap`` spaces between them."""
+    return sum(_column_width(c, [b[i] for b in body]) for i, c in enumerate(cols)) \
+        + gap * (len(cols) - 1)
+
+
+def _fit(cols: list[Column], body: list[list[str]],
+         width: int) -> tuple[list[Column], list[list[str]], int]:
+    """The columns and the gap between them for a terminal ``width`` wide: two spaces where
+    they fit, else one; narrower still, columns with no figure ("-" in every row) go."""
+    for gap in (2, 1):
+        if _table_width(cols, body, gap) <= width:
+            return cols, body, gap
+    keep = [i for i in range(len(cols)) if any(b[i] != "-" for b in body)]
+    return [cols[i] for i in keep], [[b[i] for i in keep] for b in body], 1
 
 
 _STYLE = {"ok": None, "failed": "red", "error": "red", "invalid": "red", "unavailable": "dim"}
@@ -280,11 +312,11 @@ def render_rich(records: list[dict], console=None, wide: bool = False,
                 title_suffix: str = "") -> None:
     """Print one ladder table per problem to the terminal.
 
-    The default table fits 100 columns: kernel ids never wrap and reasons are footnotes
-    under the table; ``wide`` prints every column with reasons inline."""
-    from rich import box
+    The default table fits 80 columns: kernel ids never wrap, a column title wider than
+    its figures takes two lines, statuses are short words whose reasons are footnotes
+    under the table, and the legend wraps at word boundaries; ``wide`` prints every
+    column with reasons inline."""
     from rich.console import Console
-    from rich.table import Table
 
     console = console or Console(markup=False)
     for group in group_by_problem(records).values():
@@ -292,24 +324,53 @@ def render_rich(records: list[dict], console=None, wide: bool = False,
         cols, scale = _columns(rows, wide)
         title = problem_label(group[0]) + title_suffix
         notes: dict[str, int] | None = None if wide else {}
-        body = [_cells(row, cols, scale, notes) for row in rows]
-        if not wide:
-            cols, body = _fit(cols, body, console.width)
-        table = Table(title=title, caption=_caption(rows, wide), title_justify="left",
-                      caption_justify="left", box=box.HEAVY_HEAD if wide else box.SIMPLE_HEAD,
-                      show_edge=wide, pad_edge=wide)
-        for i, c in enumerate(cols):
-            # Figures and ids are never cut: columns shrink only down to their widest cell.
-            widest = max([len(c.title)] + [len(cells[i]) for cells in body])
-            if c.key in ("adds", "status") and wide:
-                table.add_column(c.title, justify=c.justify, overflow="fold", max_width=48)
-            else:
-                table.add_column(c.title, justify=c.justify, no_wrap=True, min_width=widest)
-        for row, cells in zip(rows, body):
-            table.add_row(*cells, style=_STYLE.get(row["status"]))
-        console.print(table)
+        body = [_cells(row, cols, scale, notes, short=not wide) for row in rows]
+        if wide:
+            _print_wide(console, title, _caption(rows, wide), cols, rows, body)
+        else:
+            _print_compact(console, title, _caption(rows, wide), cols, rows, body)
         for reason, number in (notes or {}).items():
             console.print(f"[{number}] {reason}")
+
+
+def _print_compact(console, title: str, caption: str, cols: list[Column], rows: list[dict],
+                   body: list[list[str]]) -> None:
+    from rich import box
+    from rich.table import Table
+
+    cols, body, gap = _fit(cols, body, console.width)
+    table = Table(title=title, title_justify="left", box=box.SIMPLE_HEAD, show_edge=False,
+                  pad_edge=False, padding=(0, gap - 1, 0, 0), collapse_padding=True)
+    for i, c in enumerate(cols):
+        # Figures and ids are never cut: a column is as wide as its widest cell.
+        width = _column_width(c, [cells[i] for cells in body])
+        table.add_column(_folded_title(c.title, width), justify=c.justify, no_wrap=True,
+                         width=width)
+    for row, cells in zip(rows, body):
+        table.add_row(*cells, style=_STYLE.get(row["status"]))
+    console.print(table)
+    # The legend wraps at word boundaries, at the table's width or the terminal's.
+    width = min(console.width, max(_table_width(cols, body, gap), 60))
+    console.print(caption, style="dim", width=width)
+
+
+def _print_wide(console, title: str, caption: str, cols: list[Column], rows: list[dict],
+                body: list[list[str]]) -> None:
+    from rich import box
+    from rich.table import Table
+
+    table = Table(title=title, caption=caption, title_justify="left", caption_justify="left",
+                  box=box.HEAVY_HEAD)
+    for i, c in enumerate(cols):
+        # Figures and ids are never cut: columns shrink only down to their widest cell.
+        widest = max([len(c.title)] + [len(cells[i]) for cells in body])
+        if c.key in ("adds", "status"):
+            table.add_column(c.title, justify=c.justify, overflow="fold", max_width=48)
+        else:
+            table.add_column(c.title, justify=c.justify, no_wrap=True, min_width=widest)
+    for row, cells in zip(rows, body):
+        table.add_row(*cells, style=_STYLE.get(row["status"]))
+    console.print(table)
 
 
 def ladder_table(records: list[dict], wide: bool = True

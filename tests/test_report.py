@@ -93,16 +93,47 @@ def _printed(records: list[dict], width: int, wide: bool = False) -> str:
     return console.export_text()
 
 
-def test_default_table_fits_100_columns_and_never_wraps_ids() -> None:
+H100_FIXTURE = Path(__file__).parent / "fixtures" / "report_h100_synthetic.json"
+
+
+def test_default_table_fits_80_columns_and_never_folds_ids() -> None:
+    for fixture in (FIXTURE, H100_FIXTURE):
+        records = json.loads(fixture.read_text())["results"]
+        lines = _printed(records, 80).splitlines()
+        assert max(len(line.rstrip()) for line in lines) <= 80, fixture.name
+        for record in records:  # every id whole, on its row
+            assert any(line.startswith(record["kernel"] + " ") for line in lines)
+        # The legend wraps between words: put back together, it is the whole caption.
+        legend_start = next(i for i, line in enumerate(lines) if line.startswith("ms: median"))
+        legend = " ".join(line.strip() for line in lines[legend_start:legend_start + 6])
+        assert "% peak: of the device's FP32 peak" in legend
+
+
+def test_the_80_column_layout() -> None:
+    """The layout pinned: titles wider than their figures fold between words, two spaces
+    between columns, short status words."""
     records = json.loads(FIXTURE.read_text())["results"]
-    text = _printed(records, 100)
-    lines = text.splitlines()
-    assert max(len(line.rstrip()) for line in lines) <= 100
-    for record in records:
-        assert any(line.startswith(record["kernel"] + " ") for line in lines)
+    lines = _printed(records, 80).splitlines()
+    assert [line.rstrip() for line in lines[:5]] == [
+        "64x64x64 (row-major)",
+        "                                                 x     %     %",
+        "kernel                  ms  GFLOP/s  noise  parent   ref  peak  status",
+        "─" * 70,
+        "cpu.blas             0.008    68.79  7.0%!       -  100%   14%  ok",
+    ]
+    assert lines[16].rstrip() == ("ms: median kernel time; noise: 1.4826*MAD/median, ! above "
+                                  "the device's")
+
+
+def test_a_narrow_terminal_closes_the_gaps_first() -> None:
+    records = json.loads(H100_FIXTURE.read_text())["results"]
+    records = [r for r in records if r["problem"] == records[0]["problem"]]
+    at_80 = _printed(records, 80).splitlines()
+    narrow = max(len(line.rstrip()) for line in at_80 if line.startswith("cuda.")) - 3
+    lines = _printed(records, narrow).splitlines()
     header = next(line for line in lines if line.startswith("kernel"))
-    assert header.split() == ["kernel", "ms", "GFLOP/s", "noise", "x", "parent", "%", "ref",
-                              "%", "peak", "status"]
+    assert "ms TFLOP/s noise parent" in " ".join(header.split()) and "  TFLOP/s" not in header
+    assert all(len(line.rstrip()) <= narrow for line in lines if line.startswith("cuda."))
 
 
 def test_long_reasons_become_footnotes_and_wide_keeps_them_inline() -> None:
@@ -112,10 +143,10 @@ def test_long_reasons_become_footnotes_and_wide_keeps_them_inline() -> None:
                _record("opencl.naive", "opencl", None, None, status="unavailable")]
     for record in records[1:]:
         record["reason"] = reason
-    lines = _printed(records, 100).splitlines()
+    lines = _printed(records, 80).splitlines()
     assert [line.split()[-2:] for line in lines if line.startswith("opencl.")] == \
-        [["unavailable", "[1]"]] * 2  # one note for one reason
-    assert f"[1] {reason}" in " ".join(line.strip() for line in lines)
+        [["n/a", "[1]"]] * 2  # one note for one reason
+    assert f"[1] unavailable: {reason}" in " ".join(line.strip() for line in lines)
     assert "unavailable: pyclblast" in _printed(records, 250, wide=True)
 
 

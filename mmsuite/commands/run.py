@@ -90,7 +90,7 @@ def add_parser(sub) -> argparse.ArgumentParser:
     out.add_argument("--report", type=Path, metavar="DIR",
                      help="write the HTML/Markdown/CSV report here (and results.json)")
     out.add_argument("--wide", action="store_true",
-                     help="print every column (the default table fits 100 columns)")
+                     help="print every column, reasons inline (the default table fits 80 columns)")
 
     return p
 
