@@ -72,7 +72,8 @@ def sweep(kernels: Iterable[Kernel], problems: Iterable[Problem], *, options: Ru
           on_row: Callable[[Row], None] | None = None, resume: Iterable[dict] = (),
           devices: Sequence[int] | None = None, timeout: float | None = None,
           isolated: Collection[str] = ISOLATED, job: workers.JobFn = workers.measure_job,
-          **run_kwargs) -> list[Row]:
+          on_start: Callable[[Kernel, Problem], None] | None = None,
+          on_plan: Callable[[int], None] | None = None, **run_kwargs) -> list[Row]:
     """Run every kernel on every problem and return the rows in ladder order.
 
     ``run_kwargs`` go to ``mmsuite.measure.run`` (``repeats``, ``warmup``, ...).
@@ -80,7 +81,10 @@ def sweep(kernels: Iterable[Kernel], problems: Iterable[Problem], *, options: Ru
     invalid) is taken from it instead of run again. ``devices``: the GPUs the
     isolated backends' kernels are spread over (default: device 0). ``timeout``:
     seconds per isolated job (default ``workers.default_timeout``). ``job`` is
-    the function a job runs (tests plant crashing ones).
+    the function a job runs (tests plant crashing ones). For a progress display:
+    ``on_plan(n)`` is called once with the number of pairs that will run (neither
+    unavailable nor resumed), before any starts, and ``on_start(kernel, problem)`` as
+    each of them starts.
     """
     kernels, problems = list(kernels), list(problems)
     done = {row_key(r["kernel"], r["problem"]): r for r in resume
@@ -117,6 +121,13 @@ def sweep(kernels: Iterable[Kernel], problems: Iterable[Problem], *, options: Ru
                 else:
                     host_jobs.append(item)
 
+    if on_plan is not None:
+        on_plan(len(host_jobs) + len(gpu_cl_jobs) + len(device_jobs))
+
+    def started(item: workers.Job, device: int | None = None) -> None:
+        if on_start is not None:
+            on_start(kernels[item.index % len(kernels)], item.problem)
+
     def record_result(item: workers.Job, device: int | None, result: workers.Result) -> None:
         status, reason, record = result
         kernel = kernels[item.index % len(kernels)]
@@ -128,6 +139,7 @@ def sweep(kernels: Iterable[Kernel], problems: Iterable[Problem], *, options: Ru
         lane = workers.HostLane()
         try:
             for item in host_jobs:
+                started(item)
                 result = lane.run(job, item.kernel_id, item.problem, options, run_kwargs)
                 record_result(item, None, result)
         finally:
@@ -135,8 +147,8 @@ def sweep(kernels: Iterable[Kernel], problems: Iterable[Problem], *, options: Ru
             workers.clear_cache()
     if gpu_cl_jobs:  # one worker, no device binding: --cl-device already names the GPU
         workers.run_on_devices(gpu_cl_jobs, [None], options, run_kwargs, timeout, record_result,
-                               job=job)
+                               job=job, on_start=started)
     if device_jobs:
         workers.run_on_devices(device_jobs, list(devices) if devices else [0], options,
-                               run_kwargs, timeout, record_result, job=job)
+                               run_kwargs, timeout, record_result, job=job, on_start=started)
     return [row for row in slots if row is not None]

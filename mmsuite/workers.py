@@ -329,11 +329,13 @@ class Job:
 def run_on_devices(jobs: Iterable[Job], devices: list[int | None], options: RunOptions,
                    run_kwargs: dict, timeout: float | None,
                    on_result: Callable[[Job, int | None, Result], None],
-                   job: JobFn = measure_job) -> None:
+                   job: JobFn = measure_job,
+                   on_start: Callable[[Job, int | None], None] | None = None) -> None:
     """Run ``jobs`` on one worker per device; each device takes the next job as it is free.
 
-    ``on_result(job, device, result)`` is called (from a device's thread) as each
-    finishes; ``timeout`` None means ``default_timeout`` of each problem.
+    ``on_start(job, device)`` and ``on_result(job, device, result)`` are called (from a
+    device's thread) as each starts and finishes; ``timeout`` None means
+    ``default_timeout`` of each problem.
     Ctrl-C kills every worker and propagates.
     """
     pending: queue.Queue = queue.Queue()
@@ -354,6 +356,8 @@ def run_on_devices(jobs: Iterable[Job], devices: list[int | None], options: RunO
                 except queue.Empty:
                     return
                 limit = timeout if timeout is not None else default_timeout(item.problem)
+                if on_start is not None:
+                    on_start(item, worker.device)
                 result = worker.run(item.kernel_id, item.problem, options, run_kwargs, limit)
                 if stop.is_set():
                     return  # interrupted: this result is not reported

@@ -97,6 +97,24 @@ def test_resume_skips_what_is_already_measured() -> None:
     assert rows[0].to_record() is first[0].to_record()
 
 
+def test_progress_hooks_plan_only_the_pairs_that_run_and_see_each_start() -> None:
+    """on_plan counts neither unavailable nor resumed pairs; on_start precedes each row."""
+    problem = Problem(6, 5, 4)
+    first = sweep(_kernels("cpu.blas"), [problem], options=RunOptions(), **QUICK)
+    unavailable = next(k for k in catalogue.kernels() if not k.available)
+    events: list[tuple] = []
+    rows = sweep(_kernels("cpu.blas", "cpu.seq_naive", "cpu.seq_ikj") + [unavailable],
+                 [problem], options=RunOptions(), resume=[r.to_record() for r in first],
+                 on_plan=lambda n: events.append(("plan", n)),
+                 on_start=lambda k, p: events.append(("start", k.id)),
+                 on_row=lambda r: events.append(("row", r.kernel.id)), **QUICK)
+    assert len(rows) == 4
+    plan = events.index(("plan", 2))
+    assert {e for e in events[:plan]} == {("row", "cpu.blas"), ("row", unavailable.id)}
+    assert events[plan + 1:] == [("start", "cpu.seq_naive"), ("row", "cpu.seq_naive"),
+                                 ("start", "cpu.seq_ikj"), ("row", "cpu.seq_ikj")]
+
+
 def test_resume_reruns_errors_and_other_problems() -> None:
     error = {"kernel": "cpu.blas", "status": "error", "reason": "timed out",
              "problem": Problem(4, 4, 4).to_dict()}

@@ -4,7 +4,6 @@ table and save the results."""
 from __future__ import annotations
 
 import argparse
-import contextlib
 import signal
 import sys
 from collections import defaultdict
@@ -12,7 +11,6 @@ from dataclasses import asdict
 from pathlib import Path
 
 from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from .. import environment, load, peak, report, results, workers
 from ..backends import RunOptions, unavailable_reason
@@ -37,6 +35,7 @@ from .common import (
     select_kernels,
     threads,
 )
+from .progress import RunProgress
 
 
 def add_parser(sub) -> argparse.ArgumentParser:
@@ -207,7 +206,7 @@ def run(args: argparse.Namespace, console: Console) -> int:
     _check_outputs(args)
 
     order = [f"{k.id} @ {p.shape_label}" for p in problems for k in kernels]
-    total, done = len(order), 0
+    total = len(order)
     settings = {"repeats": args.repeats, "sampling": asdict(sampling) if sampling else None,
                 "l2": args.l2, "warmup": args.warmup, "threads": args.threads,
                 "cl_device": args.cl_device, "pinned": args.pinned, "profile": args.profile,
@@ -215,28 +214,13 @@ def run(args: argparse.Namespace, console: Console) -> int:
                 "problems": [p.to_dict() for p in problems]}
     journal = results.Journal(results.journal_path(args.json), settings) if args.json else None
     finished: list[Row] = []
-    err = Console(stderr=True, markup=False)
-    progress = (Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
-                         TimeElapsedColumn(), console=err, transient=True)
-                if err.is_terminal else None)
-    with progress or contextlib.nullcontext():
-        task = progress.add_task(order[0] if order else "", total=total) if progress else None
+    with RunProgress(total) as progress:
 
         def on_row(row: Row) -> None:
-            nonlocal done
             finished.append(row)
             if journal is not None:
                 journal.append(row.to_record())  # saved as it finishes
-            done += 1
-            if progress is not None:  # rows finish out of order: show the last one
-                progress.update(task, advance=1,
-                                description=f"{row.kernel.id} @ {row.problem.shape_label}")
-                return
-            # Logs get one line per kernel, as it finishes.
-            median = (row.to_record().get("kernel_ms") or {}).get("median")
-            timing = f" {median:.3f} ms" if isinstance(median, float) else ""
-            print(f"[{done}/{total}] {row.kernel.id} @ {row.problem.shape_label}: "
-                  f"{row.status}{timing}", file=sys.stderr, flush=True)
+            progress.finish(row)
 
         interrupted = 0
         previous = signal.signal(signal.SIGTERM, _on_sigterm)
@@ -244,7 +228,7 @@ def run(args: argparse.Namespace, console: Console) -> int:
             rows = sweep(kernels, problems, repeats=args.repeats, sampling=sampling,
                          warmup=args.warmup,
                          options=options, on_row=on_row, resume=resumed, devices=devices,
-                         timeout=args.timeout)
+                         timeout=args.timeout, on_start=progress.start, on_plan=progress.plan)
         except (KeyboardInterrupt, Terminated) as exc:
             # Keep every finished row, in ladder order, and save them like a full run.
             interrupted = 143 if isinstance(exc, Terminated) else 130
