@@ -29,6 +29,31 @@ def test_list_shows_every_kernel_and_reasons(capsys: pytest.CaptureFixture) -> N
     assert "presets:" in out
 
 
+def test_list_is_one_line_a_kernel_with_each_reason_once(
+        monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture) -> None:
+    monkeypatch.setenv("COLUMNS", "80")
+    reasons = {"cuda": "no GPU here (a long reason " + "y" * 120 + ")", "opencl": ""}
+    monkeypatch.setattr(listing, "unavailable_reason",
+                        lambda kernel, options: reasons.get(kernel.backend, ""))
+    assert main(["list"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert max(len(line.rstrip()) for line in lines) <= 80
+    for kernel in catalogue.kernels():  # its id whole, at the start of exactly one line
+        assert sum(line.startswith(kernel.id + " ") for line in lines) == 1, kernel.id
+    cuda = len(catalogue.kernels("cuda"))
+    assert sum("no GPU here" in line for line in lines) == 1
+    assert any(line.startswith(f"unavailable here ({cuda}): no GPU here") for line in lines)
+    assert len(lines) < len(catalogue.kernels()) + 20
+
+
+def test_list_long_shows_every_field(monkeypatch: pytest.MonkeyPatch,
+                                     capsys: pytest.CaptureFixture) -> None:
+    monkeypatch.setenv("COLUMNS", "250")
+    assert main(["list", "--long", "--backend", "cpu"]) == 0
+    out = capsys.readouterr().out
+    assert "csrc/01_seq_naive.c" in out and "document 001" in out and "available" in out
+
+
 def test_list_keeps_kernel_ids_whole_when_a_reason_is_long(
         monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture) -> None:
     monkeypatch.setenv("COLUMNS", "100")

@@ -14,10 +14,16 @@ from .common import check_selectors
 
 
 def add_parser(sub) -> argparse.ArgumentParser:
-    p = sub.add_parser("list", help="show every kernel and why unavailable ones are")
-    p.add_argument("--backend", action="append", choices=catalogue.BACKENDS)
-    p.add_argument("--cl-device", help="OpenCL device: index or name substring")
-
+    p = sub.add_parser("list", help="show every kernel and why unavailable ones are",
+                       description="One line a kernel: id, rung and what it adds over its "
+                       "parent; kernels that cannot run here are grouped under their reason.")
+    p.add_argument("--backend", action="append", choices=catalogue.BACKENDS,
+                   help="only this backend (repeatable)")
+    p.add_argument("--cl-device", help="OpenCL device whose availability is shown: index or "
+                   "name substring (default: PYOPENCL_CTX, else the first device)")
+    p.add_argument("--long", action="store_true",
+                   help="every field of every kernel: parent, the document it comes from, "
+                   "source file, precision, sizes, and each reason in full")
     return p
 
 
@@ -26,27 +32,57 @@ def run(args: argparse.Namespace, console: Console) -> int:
     if args.cl_device is not None:  # PYOPENCL_CTX alone only decides the listed reasons
         check_selectors([k for k in catalogue.kernels()
                           if not args.backend or k.backend in args.backend], options)
-
-    table = Table(title="mmsuite kernels (ladder order)", title_justify="left")
-    for title in ("kernel", "rung", "parent", "seed", "precision", "adds", "sizes",
-                  "available"):
-        # Kernel ids stay whole, so that they can be copied and searched for; the
-        # prose columns fold around them.
-        table.add_column(title, overflow="fold", no_wrap=title == "kernel")
-    for kernel in catalogue.kernels():
-        if args.backend and kernel.backend not in args.backend:
-            continue
-        reason = unavailable_reason(kernel, options)
-        sizes = "any" if kernel.constraints == catalogue.ANY_SIZE else kernel.constraints
-        table.add_row(kernel.id, str(kernel.rung), kernel.parent or "-", kernel.seed,
-                      kernel.precision, kernel.adds, sizes,
-                      "yes" if not reason else f"no: {reason}",
-                      style="dim" if reason else None)
-    console.print(table)
+    chosen = [(k, unavailable_reason(k, options)) for k in catalogue.kernels()
+              if not args.backend or k.backend in args.backend]
+    if args.long:
+        _print_long(console, chosen)
+    else:
+        _print_compact(console, chosen)
     if not args.backend or "cuda" in args.backend:
         console.print(gpu_peaks_line())
     console.print("presets: " + "; ".join(f"{k} = {v}" for k, v in PRESET_HELP.items()))
     return 0
+
+
+def _print_compact(console: Console, chosen: list[tuple[catalogue.Kernel, str]]) -> None:
+    """One line a kernel, ids whole and "adds" cut to the line; the kernels that cannot run
+    here come after, grouped under their reason, printed once."""
+    id_width = max(len(k.id) for k, _ in chosen)
+    groups: dict[str, list[catalogue.Kernel]] = {}
+    for kernel, reason in chosen:
+        groups.setdefault(reason, []).append(kernel)
+    console.print("mmsuite kernels, ladder order (--long for every field)")
+    for reason, kernels in sorted(groups.items(), key=lambda item: item[0] != ""):
+        heading = "available here:" if not reason else \
+            f"unavailable here ({len(kernels)}): {reason}"
+        table = Table(title=heading, title_justify="left", box=None, show_header=False,
+                      pad_edge=False, padding=(0, 2, 0, 0),
+                      title_style="bold" if not reason else "dim", expand=True)
+        table.add_column("kernel", no_wrap=True, min_width=id_width, max_width=id_width)
+        table.add_column("rung", no_wrap=True, justify="right", min_width=2, max_width=2)
+        table.add_column("adds", no_wrap=True, overflow="ellipsis", ratio=1)
+        for kernel in kernels:
+            table.add_row(kernel.id, str(kernel.rung), kernel.adds,
+                          style="dim" if reason else None)
+        console.print(table)
+
+
+def _print_long(console: Console, chosen: list[tuple[catalogue.Kernel, str]]) -> None:
+    table = Table(title="mmsuite kernels (ladder order)", title_justify="left")
+    for title in ("kernel", "rung", "parent", "from", "file", "precision", "adds", "sizes",
+                  "available"):
+        # Kernel ids stay whole, so that they can be copied and searched for; the
+        # prose columns fold around them.
+        table.add_column(title, overflow="fold", no_wrap=title == "kernel")
+    for kernel, reason in chosen:
+        sizes = "any" if kernel.constraints == catalogue.ANY_SIZE else kernel.constraints
+        origin = kernel.seed if kernel.seed in ("reference", "beyond") else \
+            f"document {kernel.seed}"
+        table.add_row(kernel.id, str(kernel.rung), kernel.parent or "-", origin,
+                      kernel.source or "-", kernel.precision, kernel.adds, sizes,
+                      "yes" if not reason else f"no: {reason}",
+                      style="dim" if reason else None)
+    console.print(table)
 
 
 def gpu_peaks_line() -> str:
