@@ -7,6 +7,7 @@ import argparse
 import os
 import sys
 import traceback
+from pathlib import Path
 
 from rich.console import Console
 
@@ -72,10 +73,34 @@ def _attach_values(parser: argparse.ArgumentParser, argv: list[str]) -> list[str
     return out
 
 
+def _named_paths(args: argparse.Namespace | None) -> list[Path]:
+    """The files and folders the user named (or took by default) on the command line."""
+    paths: list[Path] = []
+    for value in vars(args or argparse.Namespace()).values():
+        for item in value if isinstance(value, list) else [value]:
+            if isinstance(item, Path):
+                paths.append(item.absolute())
+    return paths
+
+
+def _users_file(exc: OSError, args: argparse.Namespace | None) -> bool:
+    """Whether ``exc`` is about a path the user named or one inside a folder the user named
+    (``--out DIR``'s index.html); a failure on any other file is mmsuite's, with a traceback."""
+    named = _named_paths(args)
+    for filename in (exc.filename, exc.filename2):
+        if filename is None or isinstance(filename, int):
+            continue
+        path = Path(os.fsdecode(filename)).absolute()
+        if any(path == p or p in path.parents for p in named):
+            return True
+    return False
+
+
 def main(argv: list[str] | None = None) -> int:
     """Exit status: 0 ok, 1 a kernel failed (or a bug: with its traceback), 2 bad input,
     130/143 interrupted by Ctrl-C/SIGTERM (finished rows saved)."""
     console = _console()
+    args = None
     try:
         parser = build_parser()
         args = parser.parse_args(_attach_values(parser, sys.argv[1:] if argv is None else argv))
@@ -87,7 +112,7 @@ def main(argv: list[str] | None = None) -> int:
         print("mmsuite: interrupted", file=sys.stderr)
         return 130
     except Exception as exc:
-        if isinstance(exc, OSError) and exc.filename is not None:
+        if isinstance(exc, OSError) and _users_file(exc, args):
             # A file the user named cannot be read or written (missing, permissions, disk full).
             print(f"mmsuite: error: {exc.filename}: {exc.strerror or exc}", file=sys.stderr)
             return 2

@@ -39,6 +39,11 @@ ARG_NAMES = frozenset(GEMM_ARGS + ("batch", "work"))
 MAX_STATIC_SMEM = 48 * 1024
 
 
+class LaunchLimit(ValueError):
+    """The problem needs a launch beyond the device's limits (CUDA's grid y/z at 65535): the
+    rung cannot run it, which is no bug."""
+
+
 def _ceil_div(a: int, b: int) -> int:
     return -(-a // b)
 
@@ -117,7 +122,7 @@ class CudaLaunch:
         dim_x, dim_y = (call.m, call.n) if walk == "rows" else (call.n, call.m)
         grid = (_ceil_div(dim_x, tile[0]), _ceil_div(dim_y, tile[1]), call.batch * self.split_k)
         if grid[1] > 65535 or grid[2] > 65535:
-            raise ValueError(f"grid {grid} exceeds CUDA's y/z limit of 65535")
+            raise LaunchLimit(f"grid {grid} exceeds CUDA's y/z limit of 65535")
         return grid
 
     def plan(self, call: GemmCall, layout: str) -> CudaPlan:

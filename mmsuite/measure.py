@@ -36,7 +36,13 @@ from dataclasses import asdict, dataclass, field, replace
 import numpy as np
 
 from . import catalogue, verify
-from .backends import KernelUnavailable, RunOptions, get_backend, unavailable_reason
+from .backends import (
+    KernelFailed,
+    KernelUnavailable,
+    RunOptions,
+    get_backend,
+    unavailable_reason,
+)
 from .backends.base import Backend, Session, Timer
 from .catalogue import Kernel
 from .identity import code_identity
@@ -227,7 +233,7 @@ def _sample(session: Session, timer: Timer, cold: bool, launches: int = 1) -> fl
         ms = timer.elapsed_ms()
         if ms is not None:
             return ms / launches
-    raise RuntimeError(f"{session.kernel.id}: the timer refused {MAX_RETAKES} samples in a row")
+    raise KernelFailed(f"{session.kernel.id}: the timer refused {MAX_RETAKES} samples in a row")
 
 
 def _launches_per_sample(session: Session, timer: Timer, cold: bool) -> int:

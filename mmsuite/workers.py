@@ -25,8 +25,10 @@ import faulthandler
 import os
 import queue
 import signal
+import sys
 import tempfile
 import threading
+import traceback
 from collections.abc import Callable, Iterable
 from concurrent.futures import Future, ProcessPoolExecutor
 from concurrent.futures import TimeoutError as FutureTimeout
@@ -37,7 +39,8 @@ from pathlib import Path
 from typing import Any
 
 from . import catalogue
-from .backends import KernelUnavailable, RunOptions
+from .backends import KernelUnavailable, RunOptions, get_backend, is_kernel_failure
+from .launch import LaunchLimit
 from .measure import reference_for, run
 from .problem import Problem
 
@@ -134,6 +137,10 @@ _CACHE: dict[str, Any] = {}  # the last problem's inputs and reference, per proc
 def measure_job(kernel_id: str, problem: Problem, options: RunOptions, run_kwargs: dict) -> Result:
     """Measure one kernel on one problem; never raises (a failure is an ``error`` result).
 
+    A kernel's failure (``backends.is_kernel_failure``) is a row with its reason. Any other
+    exception is a bug in mmsuite: its row says so, and its traceback goes to standard
+    error (a worker's is the parent's), so that it is never taken for the kernel's fault.
+
     The inputs and their float64 reference are kept for the next kernel on the
     same problem; the reference is computed on the kernel's device in a worker
     and on the host in this process.
@@ -154,8 +161,26 @@ def measure_job(kernel_id: str, problem: Problem, options: RunOptions, run_kwarg
         return record["status"], record.get("reason", ""), record
     except KernelUnavailable as exc:  # found only now, e.g. the problem exceeds a device limit
         return "unavailable", str(exc), None
-    except Exception as exc:  # a broken kernel must not end the sweep
-        return "error", f"{type(exc).__name__}: {exc}".strip(), None
+    except Exception as exc:  # neither a broken kernel nor a bug may end the sweep
+        what = f"{type(exc).__name__}: {exc}".strip()
+        if _is_kernel_failure(exc, kernel_id, options):
+            return "error", what, None
+        print(f"mmsuite: a bug while measuring {kernel_id} on {problem.shape_label}:",
+              file=sys.stderr)
+        traceback.print_exc(file=sys.stderr)
+        return "error", f"internal error (a bug in mmsuite; traceback on stderr): {what}", None
+
+
+def _is_kernel_failure(exc: Exception, kernel_id: str, options: RunOptions) -> bool:
+    """Whether ``exc``, raised measuring ``kernel_id``, is the kernel's failure (its row's
+    reason is all there is to say) rather than a bug in mmsuite."""
+    if isinstance(exc, LaunchLimit):
+        return True
+    try:
+        runtime_packages = get_backend(catalogue.get(kernel_id).backend, options).runtime_packages
+    except Exception:  # no adapter to ask: only the typed failures count
+        runtime_packages = ()
+    return is_kernel_failure(exc, runtime_packages)
 
 
 def clear_cache() -> None:

@@ -15,7 +15,7 @@ import pytest
 from mmsuite import catalogue, results, workers
 from mmsuite.backends import KernelUnavailable
 from mmsuite.cli import main
-from mmsuite.commands import listing
+from mmsuite.commands import COMMANDS, listing
 from mmsuite.commands import run as run_command
 
 CPU_QUICK = ["run", "--backend", "cpu", "--shape", "37x29x41", "--repeats", "2", "--warmup", "0"]
@@ -134,6 +134,29 @@ def test_bad_arguments_give_one_line_and_nonzero_exit(argv, message, capsys) -> 
     assert main(argv) == 2
     err = capsys.readouterr().err.strip()
     assert err.startswith("mmsuite: error:") and message in err and "\n" not in err
+
+
+def test_a_file_the_user_named_is_one_line_but_an_internal_io_failure_a_traceback(
+        tmp_path, monkeypatch, capsys) -> None:
+    def read_named_file(args, console):
+        return (args.results[0]).read_text()
+
+    def write_inside_named_folder(args, console):
+        return (args.out / "figures" / "a.svg").write_text("")
+
+    def read_internal_file(args, console):  # mmsuite's own file, not one the user named
+        return (tmp_path / "mmsuite-internal" / "table.json").read_text()
+
+    argv = ["report", str(tmp_path / "r.json"), "--out", str(tmp_path / "out")]
+    for job in (read_named_file, write_inside_named_folder):
+        monkeypatch.setattr(COMMANDS["report"], "run", job)
+        assert main(argv) == 2
+        assert capsys.readouterr().err.startswith(f"mmsuite: error: {tmp_path}")
+    monkeypatch.setattr(COMMANDS["report"], "run", read_internal_file)
+    assert main(argv) == 1
+    err = capsys.readouterr().err
+    assert "Traceback (most recent call last)" in err and "read_internal_file" in err
+    assert "internal error: this is a bug" in err
 
 
 def test_a_json_path_in_a_missing_folder_creates_nothing(capsys) -> None:

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from mmsuite import Problem, catalogue, verify, workers
-from mmsuite.backends import KernelUnavailable, RunOptions
+from mmsuite.backends import KernelFailed, KernelUnavailable, RunOptions
 from mmsuite.sweep import row_key, sweep
 
 QUICK = {"repeats": 1, "warmup": 0}
@@ -32,23 +32,24 @@ def test_a_raising_kernel_becomes_an_error_row_and_the_sweep_goes_on(monkeypatch
 
     def run(kernel_id, *args, **kwargs):
         if kernel_id == "cpu.seq_naive":
-            raise RuntimeError("launch failed: illegal address")
+            raise KernelFailed("launch failed: illegal address")
         return real_run(kernel_id, *args, **kwargs)
 
     monkeypatch.setattr(workers, "run", run)
     rows = sweep(_kernels("cpu.seq_naive", "cpu.blas"), [Problem(4, 4, 4)], options=RunOptions(),
                  **QUICK)
     assert [r.status for r in rows] == ["error", "ok"]
-    assert rows[0].reason == "RuntimeError: launch failed: illegal address"
+    assert rows[0].reason == "KernelFailed: launch failed: illegal address"
 
 
-def test_measure_job_turns_exceptions_into_error_results(monkeypatch) -> None:
+def test_measure_job_turns_a_kernel_failure_into_an_error_result(monkeypatch, capfd) -> None:
     def explode(*args, **kwargs):
-        raise RuntimeError("kernel exploded")
+        raise KernelFailed("kernel exploded")
 
     monkeypatch.setattr(workers, "run", explode)
     status, reason, record = workers.measure_job("cpu.blas", Problem(4, 4, 4), RunOptions(), {})
-    assert (status, record) == ("error", None) and reason == "RuntimeError: kernel exploded"
+    assert (status, record) == ("error", None) and reason == "KernelFailed: kernel exploded"
+    assert capfd.readouterr().err == ""  # the kernel's fault: the reason is all there is
 
 
 def test_a_kernel_found_unavailable_at_run_time_is_an_unavailable_row(monkeypatch) -> None:

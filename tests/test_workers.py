@@ -10,14 +10,15 @@ import functools
 import os
 import sys
 import time
+from types import SimpleNamespace
 
 import pytest
 
 from mmsuite import Problem, catalogue, workers
 from mmsuite import sweep as sweep_module
-from mmsuite.backends import RunOptions
+from mmsuite.backends import KernelFailed, RunOptions, is_kernel_failure
 from mmsuite.catalogue import Kernel
-from mmsuite.launch import CudaLaunch
+from mmsuite.launch import CudaLaunch, LaunchLimit
 from mmsuite.sweep import sweep
 
 QUICK = {"repeats": 1, "warmup": 0}
@@ -33,7 +34,13 @@ def planted_job(plan: dict, kernel_id, problem, options, run_kwargs):
         time.sleep(3600)
     if action == "exit":
         os._exit(3)
+    if action == "bug":  # mmsuite's engine raises what no kernel failure raises
+        workers.run = _engine_bug
     return workers.measure_job(kernel_id, problem, options, run_kwargs)
+
+
+def _engine_bug(*args, **kwargs):
+    return {}["an engine bug"]
 
 
 SMALL = Problem(9, 7, 5)
@@ -60,6 +67,38 @@ def test_a_job_past_its_timeout_is_killed_and_the_sweep_goes_on() -> None:
     rows = _isolated_sweep({"cpu.blas": "hang"}, timeout=5)
     assert [r.status for r in rows] == ["error", "ok", "ok", "ok"]
     assert rows[0].reason == "timed out after 5 s; its worker was killed"
+
+
+def test_a_bug_in_mmsuite_is_a_row_that_keeps_its_traceback(capfd) -> None:
+    """A worker's bug: the row names it a bug, and the traceback reaches standard error."""
+    rows = _isolated_sweep({"cpu.seq_tiled": "bug"})
+    assert [r.status for r in rows] == ["ok", "ok", "ok", "error"]
+    assert rows[3].reason == ("internal error (a bug in mmsuite; traceback on stderr): "
+                              "KeyError: 'an engine bug'")
+    err = capfd.readouterr().err
+    assert "mmsuite: a bug while measuring cpu.seq_tiled on 9x7x5:" in err
+    assert "Traceback (most recent call last)" in err and "in _engine_bug" in err
+
+
+def test_a_bug_in_this_process_keeps_its_traceback_too(monkeypatch, capfd) -> None:
+    monkeypatch.setattr(workers, "run", _engine_bug)
+    status, reason, _ = workers.measure_job("cpu.blas", SMALL, RunOptions(), {})
+    assert status == "error" and reason.startswith("internal error (a bug in mmsuite")
+    assert "in _engine_bug" in capfd.readouterr().err
+
+
+def test_device_runtime_errors_and_launch_limits_are_the_kernels_failures() -> None:
+    class CompileError(Exception):  # as the device's runtime package defines its errors
+        __module__ = "pyopencl._cl"
+
+    assert is_kernel_failure(CompileError("build failed"), ("pyopencl",))
+    assert not is_kernel_failure(CompileError("build failed"), ("cupy",))
+    assert is_kernel_failure(KernelFailed("timer refused"), ())
+    assert is_kernel_failure(MemoryError("4 GiB"), ())
+    assert not is_kernel_failure(TypeError("bad argument"), ("pyopencl",))
+    too_many_matrices = SimpleNamespace(m=1, n=1, k=1, batch=70000)
+    with pytest.raises(LaunchLimit, match="65535"):
+        CudaLaunch(block=(16, 16)).grid(too_many_matrices, "row")
 
 
 def test_rows_record_their_device_and_keep_ladder_order() -> None:

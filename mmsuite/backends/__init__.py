@@ -5,10 +5,18 @@ from __future__ import annotations
 import importlib
 from functools import cache
 
-from .base import Backend, KernelSpec, KernelUnavailable, RunOptions, Session
+from .base import (
+    Backend,
+    KernelFailed,
+    KernelSpec,
+    KernelUnavailable,
+    RunOptions,
+    Session,
+    is_kernel_failure,
+)
 
-__all__ = ["Backend", "KernelSpec", "KernelUnavailable", "RunOptions", "Session", "get_backend",
-           "unavailable_reason"]
+__all__ = ["Backend", "KernelFailed", "KernelSpec", "KernelUnavailable", "RunOptions", "Session",
+           "get_backend", "is_kernel_failure", "unavailable_reason"]
 
 _ADAPTERS = {
     "cpu": "mmsuite.backends.cpu:CpuBackend",

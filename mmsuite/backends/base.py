@@ -81,6 +81,21 @@ class KernelUnavailable(RuntimeError):
     """The kernel cannot run here; the message is the reason."""
 
 
+class KernelFailed(RuntimeError):
+    """The kernel failed as kernels fail: its compiler refused it, a launch or its execution
+    faulted, its timer could not vouch for a sample. A row of status error, no bug of
+    mmsuite's; the message says what happened (Kernel Tuner types its expected failures
+    so, and lets everything else through as a bug)."""
+
+
+def is_kernel_failure(exc: BaseException, runtime_packages: tuple[str, ...]) -> bool:
+    """Whether ``exc`` is a kernel's failure rather than a bug in mmsuite: a KernelFailed, a
+    memory shortage, or an error raised by the device's own runtime (CuPy, pyopencl)."""
+    if isinstance(exc, (KernelFailed, MemoryError)):
+        return True
+    return type(exc).__module__.split(".", 1)[0] in runtime_packages
+
+
 class Timer(ABC):
     """Times the launches enqueued between ``start()`` and ``stop()`` with the device's clock.
 
@@ -191,6 +206,9 @@ class Backend(ABC):
     # A host backend's rungs share the cores with everything else: the engine then
     # alternates their samples with the backend's reference library (measure.py).
     interleaves_reference: bool = False
+    # The packages (driver, compiler, runtime library) whose exceptions report that a
+    # kernel failed on this backend's device; any other exception is a bug in mmsuite.
+    runtime_packages: tuple[str, ...] = ()
 
     def __init__(self, options: RunOptions) -> None:
         self.options = options

@@ -57,7 +57,7 @@ import numpy as np
 
 from ..launch import MAX_STATIC_SMEM, CudaLaunch, CudaPlan
 from ..sources import read_source, source_path
-from .base import Backend, RunOptions, Session
+from .base import Backend, RunOptions, Session, is_kernel_failure
 from .cuda_session import CudaLaunchError, CudaSession, cublas_steps, kernel_steps
 
 if TYPE_CHECKING:
@@ -109,6 +109,7 @@ def launch_of(kernel: KernelSpec) -> CudaLaunch:
 
 class CudaBackend(Backend):
     name = "cuda"
+    runtime_packages = ("cupy", "cupy_backends")
 
     def __init__(self, options: RunOptions) -> None:
         super().__init__(options)
@@ -212,8 +213,9 @@ class CudaBackend(Backend):
                 session.steps = kernel_steps(session, plan, self.function, self.options.profile)
         except Exception as exc:
             session.close()
-            if isinstance(exc, CudaLaunchError):
-                raise
+            if isinstance(exc, CudaLaunchError) or not is_kernel_failure(exc,
+                                                                          self.runtime_packages):
+                raise  # a bug of mmsuite's keeps its own type and traceback
             raise CudaLaunchError(f"{what}: {type(exc).__name__}: {exc}") from exc
         session.info["pinned"] = self.options.pinned
         return session

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from . import cuda_timing
-from .base import Session, Timer
+from .base import KernelFailed, Session, Timer
 
 if TYPE_CHECKING:
     from ..launch import CudaPlan
@@ -23,7 +23,7 @@ if TYPE_CHECKING:
     from .base import KernelSpec
 
 
-class CudaLaunchError(RuntimeError):
+class CudaLaunchError(KernelFailed):
     """A kernel launch or its execution failed; the message holds CUDA's error text."""
 
 

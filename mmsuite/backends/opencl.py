@@ -78,6 +78,7 @@ def build_program(context: Any, source: str, options: Sequence[str]) -> Any:
 # -------------------------------------------------------------------------- adapter
 class OpenCLBackend(Backend):
     name = "opencl"
+    runtime_packages = ("pyopencl", "pyclblast")
 
     def __init__(self, options: RunOptions) -> None:
         super().__init__(options)

@@ -60,10 +60,10 @@ def asv_damage(results_dir: Path, machine: str | None = None) -> list[str]:
 def run(args: argparse.Namespace, console: Console) -> int:
     from .. import history
 
-    history.asv_reader()  # without the bench extra: one line naming it, before any work
     if not args.results_dir.is_dir():
         raise UsageError(f"no asv results at {args.results_dir}; run `asv run` first")
     check_output_file("--out", args.out)
+    history.asv_reader()  # without the bench extra: one line naming it, before any work
     for problem in asv_damage(args.results_dir, args.machine):  # asv would skip them silently
         if problem.startswith(str(args.results_dir / "benchmarks.json")):
             raise UsageError(problem)  # the descriptions of every benchmark: nothing to plot
