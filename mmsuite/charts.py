@@ -95,6 +95,35 @@ def _log_ticks(ax, axis: str, lo: float, hi: float) -> None:
     target.set_minor_formatter(NullFormatter())
 
 
+#: A label's character as a share of the ladder chart's axis width (8.5 pt on a 10 in
+#: figure at its narrowest), to leave room for the labels right of the bars.
+_CHAR_SHARE = 0.0068
+
+
+def _label_places(lo: float, data_hi: float, labels: list[tuple[int, float, float, str]]
+                  ) -> tuple[float, list[bool]]:
+    """The upper end of a log axis from ``lo`` that holds ``data_hi`` and every bar's label,
+    and for each label whether it sits inside its bar (where the bar is long enough) or
+    right of it: the axis is fitted to the data, with room for the text and no more."""
+    def share(text: str) -> float:
+        return min(0.8, _CHAR_SHARE * (len(text) + 2))
+
+    inside = [True] * len(labels)
+    while True:
+        need = math.log(data_hi * 1.15)
+        for (_, _, start, text), within in zip(labels, inside):
+            if not within:  # log(hi) - log(start) >= share * (log(hi) - log(lo))
+                need = max(need, (math.log(start) - share(text) * math.log(lo))
+                           / (1 - share(text)))
+        span = need - math.log(lo)
+        moved = False
+        for i, (_, end, _, text) in enumerate(labels):
+            if inside[i] and math.log(end / lo) < (share(text) + 0.03) * span:
+                inside[i], moved = False, True
+        if not moved:
+            return math.exp(need), inside
+
+
 # ---------------------------------------------------------------- the ladder
 def ladder_chart(group: list[dict], title: str = "", context: list[dict] | None = None
                  ) -> Figure:
@@ -119,9 +148,7 @@ def ladder_chart(group: list[dict], title: str = "", context: list[dict] | None 
     values = [r["gflops"] / scale for r in group
               if r["status"] == "ok" and _finite(r.get("gflops")) and r["gflops"] > 0]
     lo = min(values) / 3 if values else 0.1
-    ranges = [_throughput_range(r) for r in group if r["status"] == "ok"]
-    fastest = [hi_ / scale for _, hi_ in filter(None, ranges)]
-    hi = max(values + fastest + [(_peak(group) or 0) / scale]) * 4 if values else 10.0
+    labels: list[tuple[int, float, float, str]] = []  # (row, bar end, label start, text)
     y = list(range(len(records)))[::-1]
     for pos, record in zip(y, records):
         row = rows[record["kernel"]]
@@ -150,9 +177,7 @@ def ladder_chart(group: list[dict], title: str = "", context: list[dict] | None 
             ratios.append("noisy")
         label = _fmt_value(value) + (f" ({', '.join(ratios)})" if ratios else "")
         right = err[1] / scale if err else value
-        # A white box keeps the label readable where it crosses the reference line.
-        ax.text(right * 1.08, pos, label, va="center", fontsize=8.5,
-                bbox={"facecolor": "white", "edgecolor": "none", "pad": 1.0, "alpha": 0.85})
+        labels.append((pos, value, right * 1.08, label))
     for ref in refs:
         row = rows[ref["kernel"]]
         if ref["status"] == "ok" and row["gflops"]:
@@ -164,10 +189,27 @@ def ladder_chart(group: list[dict], title: str = "", context: list[dict] | None 
         else:
             ax.plot([], [], linestyle="none", marker="X", color="#7f7f7f",
                     label=f"{ref['kernel']} (reference): {ref['status']}")
+    refs_drawn = [rows[r["kernel"]]["gflops"] / scale for r in refs
+                  if r["status"] == "ok" and rows[r["kernel"]]["gflops"]]
+    bar_ends = [start / 1.08 for _, _, start, _ in labels]  # error bars included
+    data_hi = max(values + refs_drawn + bar_ends, default=10.0)
+    hi, inside = _label_places(lo, data_hi, labels)
     peak = _peak(group)
+    if peak and peak / scale <= 2 * hi:  # a peak near the data is worth a little more axis
+        hi, inside = _label_places(lo, max(data_hi, peak / scale), labels)
+    for (pos, _, start, label), within in zip(labels, inside):
+        # A white box keeps the label readable where it crosses a line or an error bar;
+        # a label that fits in its bar sits at the bar's foot, the others right of it.
+        ax.text(lo * 1.08 if within else start, pos, label, va="center", fontsize=8.5,
+                bbox={"facecolor": "white", "edgecolor": "none", "pad": 1.0, "alpha": 0.85})
     if peak:
-        ax.axvline(peak / scale, color="#444444", linestyle=":", lw=1.5,
-                   label=f"FP32 peak: {_fmt_value(peak / scale)} {unit}")
+        text = f"FP32 peak: {_fmt_value(peak / scale)} {unit}"
+        if peak / scale <= hi:
+            ax.axvline(peak / scale, color="#444444", linestyle=":", lw=1.5, label=text)
+        else:  # the axis fits the data: a far peak is named, not drawn
+            ratio = peak / scale / max(values, default=1.0)
+            ax.plot([], [], linestyle="none",
+                    label=f"{text} (off the axis: {_fmt_value(ratio)}x the fastest bar)")
     backends = sorted({r["backend"] for r in records}, key=list(BACKEND_COLOURS).index
                       if all(r["backend"] in BACKEND_COLOURS for r in records) else str)
     if len(backends) > 1:  # a legend of the bars' colours
@@ -175,8 +217,8 @@ def ladder_chart(group: list[dict], title: str = "", context: list[dict] | None 
             ax.barh([0], [0], color=BACKEND_COLOURS.get(backend, "#7f7f7f"),
                     label=BACKEND_NAMES.get(backend, backend))
     ax.set_xscale("log")
-    ax.set_xlim(lo, hi * 3)  # room for the labels to the right of the bars
-    _log_ticks(ax, "x", lo, hi * 3)
+    ax.set_xlim(lo, hi)
+    _log_ticks(ax, "x", lo, hi)
     ax.set_yticks(y)
     ax.set_yticklabels([r["kernel"] for r in records], fontsize=9)
     ax.set_ylim(-0.7, len(records) - 0.3)
@@ -280,7 +322,10 @@ def _shape(problem: dict) -> str:
 
 # ---------------------------------------------------------------- transfers
 def has_transfers(record: dict) -> bool:
-    """Whether the record timed host-device copies (device backends)."""
+    """Whether the record timed host-device copies (device backends). OpenCL on a CPU
+    (PoCL) copies within host memory: microseconds that say nothing of a bus."""
+    if str((record.get("info") or {}).get("device_type", "")).upper() == "CPU":
+        return False
     return record.get("status") == "ok" and bool((record.get("h2d_ms") or {}).get("samples"))
 
 
@@ -388,12 +433,18 @@ def summary_chart(records: list[dict], title: str = "") -> Figure | None:
                 noisy = bool(record.get("noisy"))
                 ax.bar(x, value, width=width * 0.92, color=colour, alpha=0.55 if noisy else 1.0,
                        hatch="///" if noisy else None, edgecolor="black" if noisy else colour)
-                text = record["kernel"].split(".", 1)[-1] + (" (noisy)" if noisy else "")
+                # The name runs up inside the bar, the speedup sits above it: neither can
+                # reach a neighbour, however many bars stand side by side.
+                ax.text(x, 0.02, record["kernel"].split(".", 1)[-1], rotation=90,
+                        ha="center", va="bottom", fontsize=7.5,
+                        transform=ax.get_xaxis_transform(),
+                        bbox={"facecolor": "white", "edgecolor": "none", "pad": 0.8,
+                              "alpha": 0.75})
                 if seq is not None and slot != "seq":
-                    text += "\n" + _times(seq["kernel_ms"]["median"]
-                                           / record["kernel_ms"]["median"])
-                top = max(value, ref["gflops"] / scale if ref is not None else 0.0)
-                ax.text(x, top * 1.12, text, ha="center", va="bottom", fontsize=7.5)
+                    top = max(value, ref["gflops"] / scale if ref is not None else 0.0)
+                    ax.text(x, top * 1.12, _times(seq["kernel_ms"]["median"]
+                                                  / record["kernel_ms"]["median"]),
+                            ha="center", va="bottom", fontsize=7.5)
             else:
                 ax.text(x, 0, "none ok", ha="center", va="bottom", fontsize=7, rotation=90,
                         color="#7f7f7f", transform=ax.get_xaxis_transform())

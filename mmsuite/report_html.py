@@ -589,6 +589,7 @@ margin-top: 2em; }
 table { border-collapse: collapse; margin: .8em 0; font-size: .85em; }
 th, td { border: 1px solid #ddd; padding: .25em .55em; vertical-align: top; }
 th { background: #f3f3f3; } td.r { text-align: right; font-variant-numeric: tabular-nums; }
+td.r, td:first-child { white-space: nowrap; }  /* 1.2e-07 and kernel ids stay whole */
 tr.failed td, tr.error td, tr.invalid td { color: #b00020; }
 tr.unavailable td { color: #888; } tr.noisy td { background: #fff8e1; }
 caption { caption-side: bottom; text-align: left; color: #555; font-size: .9em;

@@ -281,18 +281,30 @@ def test_results_keep_the_users_umask(tmp_path, capsys) -> None:
     finally:
         os.umask(old)
     assert stat.S_IMODE(path.stat().st_mode) == 0o644
-    assert stat.S_IMODE(results.journal_path(path).stat().st_mode) == 0o644
 
 
-def test_rows_are_journaled_beside_the_json(tmp_path, capsys) -> None:
+def test_the_journal_goes_once_the_results_are_saved_and_stays_when_saving_fails(
+        tmp_path, capsys, monkeypatch) -> None:
     path, document = _saved_run(tmp_path, capsys)
-    journal = results.load_rows(results.journal_path(path))
+    assert not results.journal_path(path).exists()
+    failing = tmp_path / "failing.json"
+
+    def disk_full(*args, **kwargs) -> None:
+        raise OSError(28, "No space left on device", str(failing))
+
+    monkeypatch.setattr(results, "save", disk_full)
+    assert main(CPU_QUICK + ["--kernel", "cpu.seq_*", "--json", str(failing)]) == 2
+    assert "No space left on device" in capsys.readouterr().err
+    journal = results.load_rows(results.journal_path(failing))
     assert [r["kernel"] for r in journal] == [r["kernel"] for r in document["results"]]
 
 
 def test_resume_reads_the_journal_of_a_killed_run(tmp_path, capsys) -> None:
     path, document = _saved_run(tmp_path, capsys)
-    path.unlink()  # as if killed before the final file was written
+    # As if killed before the final file was written: the journal alone holds the rows.
+    path.unlink()
+    results.Journal(results.journal_path(path), document["settings"],
+                    document["results"]).close()
     first = document["results"][0]
     assert main(CPU_QUICK + ["--kernel", "cpu.seq_*", "--resume", str(path)]) == 0
     again = results.load(path)["results"]
@@ -362,7 +374,7 @@ def test_a_signal_mid_run_keeps_every_finished_row_and_resume_completes_it(
     saved = document["results"]
     assert document["settings"]["interrupted"] == signal.Signals(signum).name
     assert 1 <= len(saved) < 3 and all(r["status"] == "ok" for r in saved)
-    assert [r["kernel"] for r in saved] == [r["kernel"] for r in results.load_rows(journal)]
+    assert not journal.exists()  # the saved file holds every finished row
 
     resumed = subprocess.run([sys.executable, "-m", "mmsuite.cli", *SLOW, "--resume", str(path)],
                              capture_output=True, text=True, timeout=300)
@@ -437,3 +449,22 @@ def test_a_result_above_peak_makes_the_run_fail(monkeypatch: pytest.MonkeyPatch,
     monkeypatch.setattr(peak, "annotate", flag_all)
     assert main(CPU_QUICK[:1] + ["--kernel", "cpu.seq_ikj", *CPU_QUICK[3:]]) == 1
     assert "invalid" in capsys.readouterr().out
+
+
+def test_every_option_has_plain_text_help() -> None:
+    """--help is read in a terminal: every argument says what it is, without reStructuredText
+    markup."""
+    import argparse
+
+    from mmsuite.cli import build_parser
+
+    (commands,) = [a for a in build_parser()._actions
+                   if isinstance(a, argparse._SubParsersAction)]
+    for name, parser in commands.choices.items():
+        texts = [parser.description or ""]
+        for action in parser._actions:
+            if isinstance(action, argparse._HelpAction):
+                continue
+            assert action.help, f"mmsuite {name} {action.option_strings or action.dest}"
+            texts.append(action.help)
+        assert not any("``" in text or ":func:" in text for text in texts), name

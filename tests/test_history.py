@@ -222,6 +222,12 @@ def test_history_command_takes_metric_and_machine(results_dir: Path, tmp_path: P
     printed = capsys.readouterr().out
     assert "cuda.cublas [gpu] size=1024: 1 commits 2026-11-22" in printed
     assert out.read_bytes()[:4] == b"\x89PNG"
+    # Without --out: the summary only, no file anywhere.
+    here = sorted(Path.cwd().iterdir())
+    assert main(["history", "--results-dir", str(results_dir), "--machine", "gpu",
+                 "--metric", "h2d_ms"]) == 0
+    assert "add --out FILE.png to draw it" in capsys.readouterr().out
+    assert sorted(Path.cwd().iterdir()) == here
     assert main(["history", "--results-dir", str(results_dir), "--metric", "gflops"]) == 2
     assert "no gflops history; recorded: h2d_ms, kernel_ms, plain" in capsys.readouterr().err
     assert main(["history", "--results-dir", str(results_dir), "--machine", "tpu"]) == 2

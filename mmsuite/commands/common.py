@@ -172,11 +172,16 @@ def add_problem_arguments(p: argparse.ArgumentParser) -> None:
                       help="a size sweep of square problems, e.g. 128,256,512")
     prob.add_argument("--shapes", metavar="MxNxK,...",
                       help="a sweep of (non-square) shapes, e.g. 4096x128x4096,128x128x65536")
-    prob.add_argument("--batch", type=positive_int, default=1)
-    prob.add_argument("--layout", choices=LAYOUTS, default="row")
-    prob.add_argument("--alpha", type=float32, default=1.0)
-    prob.add_argument("--beta", type=float32, default=0.0)
-    prob.add_argument("--seed", type=non_negative_int, default=0)
+    prob.add_argument("--batch", type=positive_int, default=1,
+                      help="independent products of the same shape (default 1)")
+    prob.add_argument("--layout", choices=LAYOUTS, default="row",
+                      help="storage order of A, B and C (default row)")
+    prob.add_argument("--alpha", type=float32, default=1.0,
+                      help="C = alpha*A*B + beta*C: alpha (default 1)")
+    prob.add_argument("--beta", type=float32, default=0.0,
+                      help="C = alpha*A*B + beta*C: beta (default 0)")
+    prob.add_argument("--seed", type=non_negative_int, default=0,
+                      help="random seed of the inputs (default 0)")
     prob.add_argument("--preset", choices=list(PRESETS),
                       help="; ".join(f"{k}: {v}" for k, v in PRESET_HELP.items()))
 

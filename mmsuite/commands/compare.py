@@ -28,8 +28,9 @@ def add_parser(sub) -> argparse.ArgumentParser:
                        "of medians and a Mann-Whitney U test on the samples. Exit 1 when "
                        "something is slower than the threshold or broke, 0 otherwise, 2 for "
                        "bad input.")
-    p.add_argument("base", type=Path, metavar="BASE.json")
-    p.add_argument("new", type=Path, metavar="NEW.json")
+    p.add_argument("base", type=Path, metavar="BASE.json",
+                   help="results of the run compared against (mmsuite run --json)")
+    p.add_argument("new", type=Path, metavar="NEW.json", help="results of the newer run")
     p.add_argument("--threshold", type=_fraction, default=DEFAULT_THRESHOLD,
                    help="smallest change that counts, as a fraction (default 0.05: 5%%)")
     p.add_argument("--alpha", type=_fraction, default=DEFAULT_ALPHA,

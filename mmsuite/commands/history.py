@@ -14,13 +14,19 @@ from .common import UsageError, check_output_file
 
 
 def add_parser(sub) -> argparse.ArgumentParser:
-    p = sub.add_parser("history", help="plot kernels' history from asv results")
-    p.add_argument("--results-dir", type=Path, default=Path(".asv/results"))
-    p.add_argument("--kernel", action="append", metavar="GLOB", default=None)
+    p = sub.add_parser("history", help="summarise (and plot) kernels' history from asv results",
+                       description="One line per kernel, machine and size: commits, first "
+                       "and last value, failed commits. --out FILE.png also draws it.")
+    p.add_argument("--results-dir", type=Path, default=Path(".asv/results"),
+                   help="asv's results folder (default .asv/results)")
+    p.add_argument("--kernel", action="append", metavar="GLOB", default=None,
+                   help="only kernels whose id matches GLOB, e.g. 'cpu.*' (repeatable)")
     p.add_argument("--metric", default="kernel_ms",
-                        help="what to draw: kernel_ms (default), h2d_ms, d2h_ms, gflops, ...")
+                   help="what to show: kernel_ms (default), h2d_ms or d2h_ms, the suites' "
+                   "time_kernel, time_h2d and time_d2h benchmarks")
     p.add_argument("--machine", help="only this asv machine name")
-    p.add_argument("--out", type=Path, default=Path("history.png"))
+    p.add_argument("--out", type=Path, metavar="FILE.png",
+                   help="also draw the history to this PNG (nothing is written without it)")
     return p
 
 
@@ -84,6 +90,9 @@ def run(args: argparse.Namespace, console: Console) -> int:
     if not ids:
         raise UsageError("no kernel history matches; see the asv results directory")
     console.print(history.summary(series, ids, args.metric), soft_wrap=True)
+    if args.out is None:
+        console.print("add --out FILE.png to draw it", style="dim")
+        return 0
     history.plot_history(series, ids, args.out, metric=args.metric)
     console.print(f"history of {len(ids)} kernels written to {args.out}")
     return 0

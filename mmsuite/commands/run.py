@@ -63,7 +63,8 @@ def add_parser(sub) -> argparse.ArgumentParser:
     meas.add_argument("--l2", choices=L2_POLICIES, default="warm",
                       help="warm: inputs stay cached between samples, as in a loop; cold: "
                            "the last-level cache is scrubbed before each sample")
-    meas.add_argument("--warmup", type=non_negative_int, default=DEFAULT_WARMUP)
+    meas.add_argument("--warmup", type=non_negative_int, default=DEFAULT_WARMUP,
+                      help="untimed launches before the samples (default %(default)s)")
     meas.add_argument("--threads", type=threads,
                       help="OpenMP threads for the CPU ladder (default: all cores; at most "
                            f"{THREADS_PER_CORE_CAP} per core)")
@@ -259,6 +260,9 @@ def run(args: argparse.Namespace, console: Console) -> int:
         print(f"mmsuite: warning: {warning}", file=sys.stderr)
     if args.json:
         results.save(args.json, records, env, settings)
+        # The journal only guarded the rows until this file held them; a save that
+        # failed raised above and left it for --resume.
+        results.journal_path(args.json).unlink(missing_ok=True)
         console.print(f"results written to {args.json}")
     if args.markdown:
         args.markdown.write_text(report.render_markdown(shown_records)

@@ -27,8 +27,10 @@ def add_parser(sub) -> argparse.ArgumentParser:
     p.add_argument("kernel", help=f"the rung to tune: {', '.join(TUNABLE)}")
     p.add_argument("--shape", action="append", required=True, metavar="MxNxK",
                    help="a problem to tune for (repeatable)")
-    p.add_argument("--batch", type=int, default=1)
-    p.add_argument("--layout", choices=("row", "col"), default="row")
+    p.add_argument("--batch", type=int, default=1,
+                   help="independent products of the same shape (default 1)")
+    p.add_argument("--layout", choices=("row", "col"), default="row",
+                   help="storage order of A, B and C (default row)")
     p.add_argument("--candidates", type=int, default=DEFAULT_CANDIDATES,
                    help="candidates Kernel Tuner compiles, verifies and times per problem "
                         f"(default {DEFAULT_CANDIDATES})")
