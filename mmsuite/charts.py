@@ -19,7 +19,8 @@ from matplotlib.figure import Figure
 from matplotlib.ticker import FixedLocator, FuncFormatter, NullFormatter, NullLocator
 
 from .catalogue import BASELINE_ID, BY_ID
-from .report import flops_scale, group_by_problem, problem_label, table_rows
+from .problem import label_of
+from .report import flops_scale, group_by_problem, table_rows
 
 BACKEND_COLOURS = {"cpu": "#1f77b4", "opencl": "#2ca02c", "cuda": "#d62728"}
 BACKEND_NAMES = {"cpu": "C (sequential and OpenMP)", "opencl": "OpenCL", "cuda": "CUDA"}
@@ -225,7 +226,7 @@ def ladder_chart(group: list[dict], title: str = "", context: list[dict] | None 
     ax.set_xlabel(f"{unit}, kernel only (median; error bar: slowest to fastest sample; "
                   f"base: {', '.join(bases) or '-'})")
     ax.grid(axis="x", alpha=0.3)
-    ax.set_title(title or problem_label(group[0]), fontsize=11, loc="left")
+    ax.set_title(title or label_of(group[0]["problem"]), fontsize=11, loc="left")
     if ax.get_legend_handles_labels()[0]:
         fig.legend(loc="outside lower center", ncols=3, fontsize=8, frameon=False)
     return fig
@@ -301,7 +302,7 @@ def sweep_chart(records: list[dict], title: str = "") -> Figure | None:
         ax.set_xlabel("problem (M x N x K), in order of FLOPs")
     ax.xaxis.set_major_locator(FixedLocator(xs))
     ax.xaxis.set_minor_locator(NullLocator())
-    labels = [str(dict(p)["m"]) if square else _shape(dict(p)) for p in problems]
+    labels = [str(dict(p)["m"]) if square else label_of(dict(p)) for p in problems]
     ax.set_xticks(xs, labels, rotation=0 if square else 20)
     ax.set_ylabel(f"{unit}, kernel only (median)")
     ax.grid(alpha=0.3)
@@ -313,11 +314,6 @@ def sweep_chart(records: list[dict], title: str = "") -> Figure | None:
         ax.set_title(title or "throughput against size", fontsize=11, loc="left")
     ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0))
     return fig
-
-
-def _shape(problem: dict) -> str:
-    label = f"{problem['m']}x{problem['n']}x{problem['k']}"
-    return f"{problem['batch']}*{label}" if problem["batch"] > 1 else label
 
 
 # ---------------------------------------------------------------- transfers
@@ -368,7 +364,7 @@ def transfer_chart(group: list[dict], title: str = "") -> Figure | None:
     ax.grid(axis="x", alpha=0.3)
     ax.legend(fontsize=8, loc="lower right")
     note = f" ({len(left_out)} kernels without a valid time not shown)" if left_out else ""
-    ax.set_title((title or problem_label(group[0])) + note, fontsize=11, loc="left")
+    ax.set_title((title or label_of(group[0]["problem"])) + note, fontsize=11, loc="left")
     if bx is not None:
         kinds = [k for k in ("pageable", "pinned") if isinstance(pinned.get(k), dict)]
         for j, (key, colour) in enumerate((("h2d_gbps", "#ff7f0e"), ("d2h_gbps", "#9467bd"))):
@@ -457,7 +453,7 @@ def summary_chart(records: list[dict], title: str = "") -> Figure | None:
     lo, hi = min(values) / 2, max(values) * 4
     ax.set_ylim(lo, hi)
     _log_ticks(ax, "y", lo, hi)
-    ax.set_xticks(range(len(groups)), [_shape(g[0]["problem"]) for g in groups])
+    ax.set_xticks(range(len(groups)), [label_of(g[0]["problem"]) for g in groups])
     ax.set_ylabel(f"{unit}, kernel only (median)")
     handles = [ax.bar([0], [0], color="#bbbbbb", label=f"{BASELINE_ID} (sequential C)")]
     handles += [ax.bar([0], [0], color=BACKEND_COLOURS[b],
@@ -526,7 +522,7 @@ def plot(records: list[dict], out_dir: Path) -> list[Path]:
     (``summary.png``), drawn as in the HTML report. Returns the paths written."""
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
-    figures = [(ladder_chart(group, title=problem_label(group[0])), f"ladder_{i}")
+    figures = [(ladder_chart(group, title=label_of(group[0]["problem"])), f"ladder_{i}")
                for i, group in enumerate(group_by_problem(records).values())]
     figures += [(sweep_chart(records), "sweep"), (summary_chart(records), "summary")]
     written = []

@@ -37,6 +37,7 @@ import numpy as np
 
 from . import results
 from .load import CHANGED_SHARE, others_share
+from .problem import label_of
 from .stats import mann_whitney_u, robust_noise
 from .verdicts import VERDICTS, VerdictRow, summary_line
 
@@ -170,20 +171,6 @@ def judge(base: Side, new: Side, threshold: float = DEFAULT_THRESHOLD,
     return "same", f"difference within {threshold:.0%}", ratio, p
 
 
-def _problem_label(problem: dict) -> str:
-    label = f"{problem.get('m')}x{problem.get('n')}x{problem.get('k')}"
-    if problem.get("batch", 1) != 1:
-        label = f"{problem['batch']}x {label}"
-    extras = []
-    if problem.get("layout", "row") != "row":
-        extras.append(f"{problem['layout']}-major")
-    if problem.get("alpha", 1.0) != 1.0 or problem.get("beta", 0.0) != 0.0:
-        extras.append(f"a={problem.get('alpha'):g} b={problem.get('beta'):g}")
-    if problem.get("seed", 0) != 0:
-        extras.append(f"seed {problem['seed']}")
-    return label + (f" ({', '.join(extras)})" if extras else "")
-
-
 Key = tuple[str, str, str]
 
 
@@ -192,7 +179,7 @@ def _key(record: dict) -> Key:
 
     A GPU index is shown with the problem; a device named by a label (OpenCL) is
     only shown for rows found on one side."""
-    label = _problem_label(record.get("problem") or {})
+    label = label_of(record["problem"])
     device = record.get("device")
     if isinstance(device, int) and not isinstance(device, bool):
         label += f" @ device {device}"

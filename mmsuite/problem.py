@@ -11,6 +11,7 @@ import numpy as np
 LAYOUTS = ("row", "col")
 FLOAT32_MAX = float(np.finfo(np.float32).max)
 INT32_MAX = 2**31 - 1
+PROBLEM_FIELDS = ("m", "n", "k", "batch", "layout", "alpha", "beta", "seed")
 
 
 @dataclass(frozen=True)
@@ -69,8 +70,20 @@ class Problem:
 
     @property
     def shape_label(self) -> str:
+        """The problem as every table, figure and message names it: ``MxNxK``, ``batch B of
+        MxNxK``, then what differs from the defaults in brackets (column-major, alpha and
+        beta, the input seed)."""
         label = f"{self.m}x{self.n}x{self.k}"
-        return f"{self.batch}*{label}" if self.batch > 1 else label
+        if self.batch > 1:
+            label = f"batch {self.batch} of {label}"
+        extras = []
+        if self.layout != "row":
+            extras.append(f"{self.layout}-major")
+        if (self.alpha, self.beta) != (1.0, 0.0):
+            extras.append(f"alpha={self.alpha:g} beta={self.beta:g}")
+        if self.seed != 0:
+            extras.append(f"seed {self.seed}")
+        return label + (f" ({', '.join(extras)})" if extras else "")
 
     def logical_shape(self, operand: str) -> tuple[int, ...]:
         rows, cols = {"A": (self.m, self.k), "B": (self.k, self.n), "C": (self.m, self.n)}[operand]
@@ -92,9 +105,6 @@ class Problem:
         a, b, c = (self.batch * x for x in (self.m * self.k, self.k * self.n, self.m * self.n))
         return 12 * (a + b + c) + 24 * c
 
-    def with_seed(self, seed: int) -> Problem:
-        return Problem(self.m, self.n, self.k, self.batch, self.layout, self.alpha, self.beta, seed)
-
     # ----------------------------------------------------------------- inputs
     def inputs(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """Float32 host arrays (A, B, C0), uniform in [-1, 1] without zeros, fixed by the seed."""
@@ -107,11 +117,21 @@ class Problem:
         values[values == 0.0] = np.float32(0.5)
         return to_layout(values, self.layout)
 
+    @classmethod
+    def from_dict(cls, fields: dict) -> Problem:
+        """The problem a result record's ``problem`` field holds (``to_dict``'s inverse)."""
+        return cls(**{name: fields[name] for name in PROBLEM_FIELDS if name in fields})
+
     def to_dict(self) -> dict:
         return {
             "m": self.m, "n": self.n, "k": self.k, "batch": self.batch, "layout": self.layout,
             "alpha": self.alpha, "beta": self.beta, "seed": self.seed,
         }
+
+
+def label_of(fields: dict) -> str:
+    """The ``shape_label`` of the problem a result record's ``problem`` field holds."""
+    return Problem.from_dict(fields).shape_label
 
 
 def to_layout(array: np.ndarray, layout: str) -> np.ndarray:

@@ -13,6 +13,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from .catalogue import BASELINE_ID, CATALOGUE, reference_of
+from .problem import label_of
 
 _ORDER = {k.id: i for i, k in enumerate(CATALOGUE)}
 
@@ -27,17 +28,6 @@ class Column:
 def _problem_key(record: dict) -> tuple:
     p = record["problem"]
     return (p["m"], p["n"], p["k"], p["batch"], p["layout"], p["alpha"], p["beta"])
-
-
-def problem_label(record: dict) -> str:
-    p = record["problem"]
-    label = f"{p['m']}x{p['n']}x{p['k']}"
-    if p["batch"] > 1:
-        label = f"batch {p['batch']} of {label}"
-    extras = [p["layout"] + "-major"]
-    if p["alpha"] != 1.0 or p["beta"] != 0.0:
-        extras.append(f"alpha={p['alpha']:g} beta={p['beta']:g}")
-    return f"{label} ({', '.join(extras)})"
 
 
 def group_by_problem(records: Iterable[dict]) -> dict[tuple, list[dict]]:
@@ -322,7 +312,7 @@ def render_rich(records: list[dict], console=None, wide: bool = False,
     for group in group_by_problem(records).values():
         rows = table_rows(group)
         cols, scale = _columns(rows, wide)
-        title = problem_label(group[0]) + title_suffix
+        title = label_of(group[0]["problem"]) + title_suffix
         notes: dict[str, int] | None = None if wide else {}
         body = [_cells(row, cols, scale, notes, short=not wide) for row in rows]
         if wide:
@@ -392,7 +382,7 @@ def render_markdown(records: list[dict]) -> str:
     for group in group_by_problem(records).values():
         rows = table_rows(group)
         cols, scale = _columns(rows)
-        lines = [f"**{problem_label(group[0])}**", "",
+        lines = [f"**{label_of(group[0]['problem'])}**", "",
                  "| " + " | ".join(c.title for c in cols) + " |",
                  "|" + "|".join("---" if c.justify == "left" else "---:" for c in cols) + "|"]
         lines += ["| " + " | ".join(c.replace("\n", " ").replace("|", "\\|")

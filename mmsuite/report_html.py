@@ -22,7 +22,8 @@ from typing import TYPE_CHECKING
 
 from . import charts, results
 from .catalogue import BY_ID
-from .report import flops_scale, fmt, group_by_problem, ladder_table, problem_label, table_rows
+from .problem import label_of
+from .report import flops_scale, fmt, group_by_problem, ladder_table, table_rows
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -362,7 +363,7 @@ def _ladder_blocks(records: list[dict], figures: _Figures, machine: str,
     blocks: list[Block] = []
     for group in sorted(group_by_problem(records).values(),
                         key=lambda g: charts.size_key(g[0]["problem"])):
-        label = problem_label(group[0])
+        label = label_of(group[0]["problem"])
         blocks.append(Heading(3, label + (f" on {machine}" if several_machines else "")))
         headers, justify, cells, caption, notes = ladder_table(group)
         blocks.append(TableBlock(headers, cells, justify, caption,
@@ -475,7 +476,8 @@ def best_rows(records: list[dict]) -> tuple[list[list[str]], str]:
                 continue
             row = derived[rung["kernel"]]
             ms = row["kernel_ms"]
-            out.append([problem_label(group[0]), backend, rung["kernel"], fmt("kernel_ms", ms),
+            out.append([label_of(group[0]["problem"]), backend, rung["kernel"],
+                        fmt("kernel_ms", ms),
                         fmt("gflops", row["gflops"], scale),
                         fmt("x_base", base_ms / ms if base_ms and ms else None),
                         fmt("pct_ref", row["pct_ref"]), row["ref"] or "-"])
@@ -552,7 +554,7 @@ def report_blocks(runs: list[Run], records: list[dict], figures: _Figures,
             for group in group_by_problem([r for r in records if r["backend"] == backend]
                                           ).values():
                 per_machine = _by_machine(group)
-                label = problem_label(group[0])
+                label = label_of(group[0]["problem"])
                 block = figures.add(charts.machines_chart(per_machine,
                                                           title=f"{backend}, {label}"),
                                     _slug("machines", backend, label),

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from mmsuite import PRESETS, Problem, preset
-from mmsuite.problem import parse_shape
+from mmsuite.problem import label_of, parse_shape
 
 
 def test_inputs_have_logical_shapes_and_float32() -> None:
@@ -105,3 +105,16 @@ def test_host_bytes_covers_inputs_and_the_float64_reference() -> None:
     float64_reference = 2 * 8 * 2 * 100 * 200  # the product and the scaled sum
     assert p.host_bytes >= 3 * float32_inputs + float64_reference
     assert Problem(20000, 20000, 20000).host_bytes > 16 * 2**30
+
+
+def test_one_label_names_the_problem_and_what_differs_from_the_defaults() -> None:
+    assert Problem(35, 79, 19).shape_label == "35x79x19"
+    assert Problem(8, 8, 8, batch=3, layout="col").shape_label == "batch 3 of 8x8x8 (col-major)"
+    assert Problem(2, 3, 4, alpha=2.0, beta=0.5, seed=7).shape_label == \
+        "2x3x4 (alpha=2 beta=0.5, seed 7)"
+
+
+def test_a_record_problem_reads_back_as_the_problem() -> None:
+    problem = Problem(5, 6, 7, batch=2, layout="col", alpha=0.5, beta=1.0, seed=3)
+    assert Problem.from_dict(problem.to_dict()) == problem
+    assert label_of({"m": 4, "n": 4, "k": 4, "batch": 1}) == "4x4x4"

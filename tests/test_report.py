@@ -115,7 +115,7 @@ def test_the_80_column_layout() -> None:
     records = json.loads(FIXTURE.read_text())["results"]
     lines = _printed(records, 80).splitlines()
     assert [line.rstrip() for line in lines[:5]] == [
-        "64x64x64 (row-major)",
+        "64x64x64",
         "                                                 x     %     %",
         "kernel                  ms  GFLOP/s  noise  parent   ref  peak  status",
         "─" * 70,

@@ -21,7 +21,7 @@ import pytest
 
 from mmsuite import report_html
 from mmsuite.cli import main
-from mmsuite.report import problem_label
+from mmsuite.problem import label_of
 from tests.conftest import needs_asv
 
 FIXTURES = Path(__file__).parent / "fixtures"
@@ -46,7 +46,8 @@ def test_report_names_every_kernel_and_problem(tmp_path: Path) -> None:
     markdown = (tmp_path / "report.md").read_text()
     for record in _records(CPU):
         assert record["kernel"] in page and record["kernel"] in markdown
-        assert problem_label(record) in page and problem_label(record) in markdown
+        label = label_of(record["problem"])
+        assert label in page and label in markdown
     assert "Where it ran" in markdown and "AMD EPYC" in markdown  # the environment header
 
 
@@ -117,8 +118,8 @@ def test_machines_side_by_side(tmp_path: Path) -> None:
     copy.write_text(json.dumps(other))
     report_html.build([CPU, copy], tmp_path / "out")
     figures = {p.stem for p in (tmp_path / "out" / "figures").glob("*.svg")}
-    assert "machines-cpu-64x64x64-row-major" in figures
-    assert "machines-opencl-128x128x128-row-major" in figures
+    assert "machines-cpu-64x64x64" in figures
+    assert "machines-opencl-128x128x128" in figures
 
 
 def test_newer_file_wins_for_the_same_machine_kernel_and_problem(tmp_path: Path) -> None:
@@ -260,15 +261,15 @@ def test_a_run_under_load_is_flagged(tmp_path: Path) -> None:
 
 def test_best_of_each_backend_table(merged: Path) -> None:
     markdown = (merged / "report.md").read_text()
-    assert ("| 4096x4096x4096 (row-major) | cuda | cuda.20_tuned | 2.975 | 46.19 | 28931x | 89% "
+    assert ("| 4096x4096x4096 | cuda | cuda.20_tuned | 2.975 | 46.19 | 28931x | 89% "
             "| cuda.cublas |") in markdown
-    assert "| 4096x4096x4096 (row-major) | cpu | cpu.seq_naive | 86084.0 | 0.0016 | 1.00x |" \
+    assert "| 4096x4096x4096 | cpu | cpu.seq_naive | 86084.0 | 0.0016 | 1.00x |" \
         in markdown
 
 
 def test_report_without_out_prints_tables_per_machine(capsys: pytest.CaptureFixture) -> None:
     assert main(["report", str(CPU), str(H100)]) == 0
     out = capsys.readouterr().out
-    assert "4096x4096x4096 (row-major) on NVIDIA H100 80GB HBM3" in out
-    assert "64x64x64 (row-major) on AMD EPYC (2 cores)" in out
+    assert "4096x4096x4096 on NVIDIA H100 80GB HBM3" in out
+    assert "64x64x64 on AMD EPYC (2 cores)" in out
     assert max(len(line) for line in out.splitlines()) <= 100
