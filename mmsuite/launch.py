@@ -44,7 +44,8 @@ class LaunchLimit(ValueError):
     rung cannot run it, which is no bug."""
 
 
-def _ceil_div(a: int, b: int) -> int:
+def ceil_div(a: int, b: int) -> int:
+    """a / b rounded up, for positive integers: tiles, blocks and work-groups that cover a size."""
     return -(-a // b)
 
 
@@ -120,7 +121,7 @@ class CudaLaunch:
         tile = self.tile or (block[0], block[1])
         walk = self.grid_x or ("rows" if layout == "col" else "cols")
         dim_x, dim_y = (call.m, call.n) if walk == "rows" else (call.n, call.m)
-        grid = (_ceil_div(dim_x, tile[0]), _ceil_div(dim_y, tile[1]), call.batch * self.split_k)
+        grid = (ceil_div(dim_x, tile[0]), ceil_div(dim_y, tile[1]), call.batch * self.split_k)
         if grid[1] > 65535 or grid[2] > 65535:
             raise LaunchLimit(f"grid {grid} exceeds CUDA's y/z limit of 65535")
         return grid
@@ -150,8 +151,8 @@ class ClGeometry:
         return self.local[0] * self.local[1]
 
     def global_size(self, m: int, n: int, batch: int) -> tuple[int, int, int]:
-        groups_x = -(-n // self.block[0])
-        groups_y = -(-m // self.block[1])
+        groups_x = ceil_div(n, self.block[0])
+        groups_y = ceil_div(m, self.block[1])
         return (groups_x * self.local[0], groups_y * self.local[1], batch)
 
     def with_define(self, name: str, value: int) -> ClGeometry:

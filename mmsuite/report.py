@@ -7,13 +7,14 @@ renders the same table as the run that made it.
 from __future__ import annotations
 
 import math
-import statistics
 from collections import defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass
 
 from .catalogue import BASELINE_ID, CATALOGUE, reference_of
 from .problem import label_of
+from .results import MEASURED
+from .stats import robust_noise
 
 _ORDER = {k.id: i for i, k in enumerate(CATALOGUE)}
 
@@ -75,25 +76,15 @@ def _ratio(numer: float | None, denom: float | None) -> float | None:
     return numer / denom
 
 
-# Statuses whose time is a measurement of a correct kernel; an "invalid" row (above the
-# device's peak) is a measurement error and is never compared with anything.
-_TIMED = ("ok", "failed", "invalid")
 
-
-def robust_noise(stats: dict | None) -> float | None:
-    """Relative noise of a phase: the recorded figure, else 1.4826 * MAD / median of its
-    samples (older files carry samples only); None with fewer than three samples."""
+def phase_noise(stats: dict | None) -> float | None:
+    """Relative noise of a phase: the recorded figure, else ``stats.robust_noise`` of its
+    samples (older files carry samples only)."""
     if not stats:
         return None
     if stats.get("noise") is not None:
         return float(stats["noise"])
-    samples = [s for s in stats.get("samples") or [] if s is not None]
-    if len(samples) < 3:
-        return None
-    median = statistics.median(samples)
-    if median <= 0:
-        return None
-    return 1.4826 * statistics.median(abs(s - median) for s in samples) / median
+    return robust_noise([s for s in stats.get("samples") or [] if s is not None])
 
 
 def pct_peak(record: dict) -> float | None:
@@ -113,7 +104,7 @@ def table_rows(records: list[dict]) -> list[dict]:
     for r in records:
         row = {"kernel": r["kernel"], "adds": r["adds"], "status": r["status"],
                "reason": r.get("reason", "")}
-        ms = _median(r, "kernel_ms") if r["status"] in _TIMED else None
+        ms = _median(r, "kernel_ms") if r["status"] in MEASURED else None
         # Only a verified, plausible time is a throughput or a speedup; a failed or invalid
         # row keeps its time (and % peak, which says why it is invalid) but no ratio.
         valid = ms and r["status"] == "ok"
@@ -123,7 +114,7 @@ def table_rows(records: list[dict]) -> list[dict]:
         row["h2d_ms"] = _median(r, "h2d_ms") if ms else None
         row["d2h_ms"] = _median(r, "d2h_ms") if ms else None
         row["spread"] = r["kernel_ms"].get("spread") if ms else None
-        row["noise"] = robust_noise(r.get("kernel_ms")) if ms else None
+        row["noise"] = phase_noise(r.get("kernel_ms")) if ms else None
         row["noisy"] = bool(r.get("noisy")) if ms else False
         row["pct_peak"] = pct_peak(r) if valid or r["status"] == "invalid" else None
         row["max_rel_err"] = r.get("max_rel_err")

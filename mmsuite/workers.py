@@ -323,23 +323,12 @@ class Worker:
 
 def cuda_device_facts(devices: Iterable[int]) -> list[dict]:
     """What a result records about each GPU a sweep ran on (``environment.backends.cuda.
-    devices``): the index a row's ``device`` names, name, SMs, SM clock, compute capability."""
+    devices``): the index a row's ``device`` names, name, SMs, clocks, compute capability."""
     import cupy
 
-    runtime, facts = cupy.cuda.runtime, []
-    for index in devices:
-        device = cupy.cuda.Device(index)
-        props = runtime.getDeviceProperties(index)
-        name = props.get("name", b"?")
-        entry = {"index": index, "gpu": name.decode() if isinstance(name, bytes) else str(name),
-                 "compute_capability": device.compute_capability,
-                 "pci_bus_id": device.pci_bus_id,
-                 "sm_count": int(props.get("multiProcessorCount", 0)),
-                 "memory_gib": round(props.get("totalGlobalMem", 0) / 2**30, 1)}
-        # cudaDevAttrClockRate (13), in kHz: CUDA 13 dropped clockRate from the properties.
-        entry["sm_clock_mhz"] = runtime.deviceGetAttribute(13, index) // 1000
-        facts.append(entry)
-    return facts
+    from .backends.cuda import GpuFacts
+
+    return [GpuFacts.read(cupy, index).to_dict() for index in devices]
 
 
 @dataclass(frozen=True)

@@ -50,6 +50,7 @@ from __future__ import annotations
 import importlib
 import os
 import sys
+from dataclasses import asdict, dataclass
 from functools import cached_property
 from typing import TYPE_CHECKING, Any
 
@@ -100,6 +101,48 @@ def _import_cupy():
         return None
     _cupy = cupy
     return cupy
+
+
+# cudaDeviceAttr numbers: the clocks left cudaDeviceProp in CUDA 13; these queries keep them (kHz).
+_ATTR_SM_CLOCK_KHZ = 13
+_ATTR_MEMORY_CLOCK_KHZ = 36
+
+
+@dataclass(frozen=True)
+class GpuFacts:
+    """What CUDA's runtime says about one GPU: the one reader for the adapter's environment
+    and for the devices a sweep ran on."""
+
+    index: int
+    gpu: str
+    compute_capability: str
+    pci_bus_id: str
+    sm_count: int
+    memory_gib: float
+    l2_bytes: int
+    sm_clock_mhz: int | None
+    memory_clock_mhz: int | None
+
+    @classmethod
+    def read(cls, cupy: Any, index: int) -> GpuFacts:
+        runtime = cupy.cuda.runtime
+        device = cupy.cuda.Device(index)
+        props = runtime.getDeviceProperties(index)
+        name = props.get("name", b"?")
+        clocks = []
+        for attr in (_ATTR_SM_CLOCK_KHZ, _ATTR_MEMORY_CLOCK_KHZ):
+            try:
+                clocks.append(runtime.deviceGetAttribute(attr, index) // 1000 or None)
+            except Exception:  # an old driver without the attribute: the clock is unknown
+                clocks.append(None)
+        return cls(index, name.decode() if isinstance(name, bytes) else str(name),
+                   str(device.compute_capability), str(device.pci_bus_id),
+                   int(props.get("multiProcessorCount", 0)),
+                   round(props.get("totalGlobalMem", 0) / 2**30, 1),
+                   int(props.get("l2CacheSize", 0)), *clocks)
+
+    def to_dict(self) -> dict:
+        return asdict(self)
 
 
 def launch_of(kernel: KernelSpec) -> CudaLaunch:
@@ -225,16 +268,10 @@ class CudaBackend(Backend):
     def _env(self) -> dict:
         cp = self._cupy
         runtime = cp.cuda.runtime
-        dev = cp.cuda.Device()
-        props = runtime.getDeviceProperties(dev.id)
-        name = props.get("name", b"?")
-        env = {
-            "gpu": name.decode() if isinstance(name, bytes) else str(name),
-            "compute_capability": dev.compute_capability,
-            "pci_bus_id": dev.pci_bus_id,
-            "sm_count": int(props.get("multiProcessorCount", 0)),
-            "memory_gib": round(props.get("totalGlobalMem", 0) / 2**30, 1),
-            "l2_bytes": int(props.get("l2CacheSize", 0)),
+        facts = GpuFacts.read(cp, cp.cuda.Device().id)
+        env = {key: value for key, value in facts.to_dict().items()
+               if key != "index" and value is not None}
+        env.update({
             "driver": runtime.driverGetVersion(),
             "cuda_runtime": runtime.runtimeGetVersion(),
             "cupy": cp.__version__,
@@ -243,13 +280,7 @@ class CudaBackend(Backend):
             "cupy_tf32": _tf32_found.get("CUPY_TF32"),
             # True when CuPy was imported before this adapter could set the TF32 variables.
             "cupy_imported_early": _cupy_preimported,
-        }
-        # clockRate left cudaDeviceProp in CUDA 13; the attribute query still has it (kHz).
-        for key, attr in (("sm_clock_mhz", 13), ("memory_clock_mhz", 36)):
-            try:
-                env[key] = runtime.deviceGetAttribute(attr, dev.id) // 1000
-            except Exception:
-                pass
+        })
         try:
             env["nvrtc"] = ".".join(map(str, cp.cuda.nvrtc.getVersion()))
         except Exception:
