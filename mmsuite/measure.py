@@ -561,6 +561,7 @@ class KernelSampler:
             self.session.launch()
             self.session.synchronize()
             _, verdict = _checked(self.session.output(), problem, inputs, options, kernel)
+            self.verdict = verdict  # how far from float64, for a harness's record
             if not verdict.ok:
                 raise VerificationFailed(
                     f"{kernel.id} failed verification on {problem.shape_label}: {verdict.reason}")

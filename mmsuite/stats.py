@@ -182,6 +182,15 @@ def paired_ratio(base: list[float] | np.ndarray, head: list[float] | np.ndarray,
     return PairedRatio(math.exp(estimate), low, high, p_value, n, confidence)
 
 
+def min_paired_rounds(confidence: float) -> int:
+    """The fewest rounds whose signed-rank interval is bounded at ``confidence``: 6 at
+    95%, 8 at 99% (all 2^n sign patterns but the two extremes must carry 1 - confidence)."""
+    n = 1
+    while _signed_rank_rank(n, 1.0 - confidence) < 1:
+        n += 1
+    return n
+
+
 def _signed_rank_rank(n: int, alpha: float) -> int:
     """The k of the Wilcoxon interval [W(k), W(N+1-k)] over the N sorted Walsh averages:
     the largest k with P(W+ <= k-1) <= alpha/2, so that the interval covers the centre

@@ -114,6 +114,10 @@ def test_too_few_rounds_leave_the_interval_open() -> None:
     assert stats.paired_ratio([1.0] * 8, [1.1] * 8, confidence=0.99).bounded
 
 
+def test_fewest_rounds_for_an_interval() -> None:
+    assert stats.min_paired_rounds(0.95) == 6 and stats.min_paired_rounds(0.99) == 8
+
+
 def test_paired_ratio_refuses_unpaired_or_nonpositive_times() -> None:
     with pytest.raises(ValueError):
         stats.paired_ratio([1.0, 2.0], [1.0])

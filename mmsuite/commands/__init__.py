@@ -8,13 +8,14 @@ from __future__ import annotations
 
 from types import ModuleType
 
-from . import compare, history, listing, report, run, tune
+from . import compare, continuous, history, listing, report, run, tune
 
 COMMANDS: dict[str, ModuleType] = {
     "list": listing,
     "run": run,
     "report": report,
     "compare": compare,
+    "continuous": continuous,
     "tune": tune,
     "history": history,
 }

@@ -98,6 +98,17 @@ def device_list(text: str) -> str | list[int]:
 
 
 
+def fraction(text: str) -> float:
+    """An argparse type: a number strictly between 0 and 1."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
+    if not 0 < value < 1:
+        raise argparse.ArgumentTypeError(f"expected a fraction between 0 and 1, got {value:g}")
+    return value
+
+
 def check_output_folder(option: str, folder: Path | None) -> None:
     """A folder the user named for output: created now if missing, its parents never."""
     if folder is None:

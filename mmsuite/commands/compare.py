@@ -8,17 +8,7 @@ from pathlib import Path
 
 from ..compare import DEFAULT_ALPHA, DEFAULT_THRESHOLD, compare, render_markdown, render_rich
 from ..verdicts import write_junit, write_verdict_json
-from .common import UsageError, check_output_file
-
-
-def _fraction(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
-    if not 0 < value < 1:
-        raise argparse.ArgumentTypeError(f"expected a fraction between 0 and 1, got {value:g}")
-    return value
+from .common import UsageError, check_output_file, fraction
 
 
 def add_parser(sub) -> argparse.ArgumentParser:
@@ -31,9 +21,9 @@ def add_parser(sub) -> argparse.ArgumentParser:
     p.add_argument("base", type=Path, metavar="BASE.json",
                    help="results of the run compared against (mmsuite run --json)")
     p.add_argument("new", type=Path, metavar="NEW.json", help="results of the newer run")
-    p.add_argument("--threshold", type=_fraction, default=DEFAULT_THRESHOLD,
+    p.add_argument("--threshold", type=fraction, default=DEFAULT_THRESHOLD,
                    help="smallest change that counts, as a fraction (default 0.05: 5%%)")
-    p.add_argument("--alpha", type=_fraction, default=DEFAULT_ALPHA,
+    p.add_argument("--alpha", type=fraction, default=DEFAULT_ALPHA,
                    help="significance level of the U test (default 0.01)")
     p.add_argument("--markdown", type=Path, metavar="FILE",
                    help="also write the comparison as Markdown (for a pull request)")

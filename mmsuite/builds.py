@@ -1,0 +1,144 @@
+"""Revisions of a git repository, each built once into its own install folder.
+
+``continuous`` measures two revisions side by side. Each is exported from git (``git
+archive``: the committed tree, never the working tree's edits) and installed with pip
+into ``<cache>/<commit>/site``, where a worker process imports it ahead of anything
+else. Dependencies are not installed again: the worker runs this interpreter, whose
+environment already has them, so a build costs one compile of the C ladder. A finished
+build is marked by ``built.json`` and reused on the next call; a lock makes concurrent
+calls wait for one build instead of racing.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tarfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+
+class RevisionError(ValueError):
+    """A revision that does not name a commit of the repository (bad input)."""
+
+
+class BuildError(RuntimeError):
+    """A revision that does not build; the message names it and the log."""
+
+
+@dataclass(frozen=True)
+class Build:
+    """One revision, installed: ``site`` goes first on a worker's import path."""
+
+    revision: str  # as the user wrote it
+    commit: str  # full hash
+    root: Path
+
+    @property
+    def site(self) -> Path:
+        return self.root / "site"
+
+    @property
+    def short(self) -> str:
+        return self.commit[:10]
+
+
+def default_cache() -> Path:
+    base = os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache"
+    return Path(base) / "mmsuite" / "builds"
+
+
+def _git(repo: Path, *args: str) -> str:
+    done = subprocess.run(["git", "-C", str(repo), *args], capture_output=True, text=True)
+    if done.returncode != 0:
+        raise RevisionError(done.stderr.strip().splitlines()[-1] if done.stderr.strip()
+                            else f"git {' '.join(args)} failed")
+    return done.stdout.strip()
+
+
+def resolve(repo: Path, revision: str) -> str:
+    """The full commit hash ``revision`` names in ``repo``; RevisionError if none."""
+    if shutil.which("git") is None:
+        raise RevisionError("git is not installed")
+    try:
+        _git(repo, "rev-parse", "--git-dir")
+    except RevisionError:
+        raise RevisionError(f"{repo} is not a git repository (give --repo)") from None
+    try:
+        return _git(repo, "rev-parse", "--verify", "--quiet", f"{revision}^{{commit}}")
+    except RevisionError:
+        raise RevisionError(f"unknown revision {revision!r} in {repo}") from None
+
+
+def uncommitted_changes(repo: Path) -> list[str]:
+    """Paths with uncommitted changes that would be built if committed (not ignored)."""
+    out = _git(repo, "status", "--porcelain", "--untracked-files=no")
+    return [line[3:] for line in out.splitlines() if line.strip()]
+
+
+def build(repo: Path, revision: str, cache: Path, log=None) -> Build:
+    """The revision's build, made now unless the cache has it. ``log(text)`` hears of a
+    build that starts and how long it took."""
+    commit = resolve(repo, revision)
+    root = cache / commit
+    result = Build(revision, commit, root)
+    stamp = root / "built.json"
+    root.mkdir(parents=True, exist_ok=True)
+    with open(root / ".lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # a concurrent call builds, this one waits
+        if stamp.is_file():
+            return result
+        started = time.monotonic()
+        if log:
+            log(f"building {revision} ({commit[:10]}) into {root}")
+        for part in ("src", "site"):
+            shutil.rmtree(root / part, ignore_errors=True)
+        _export(repo, commit, root / "src")
+        _install(root, revision, commit)
+        stamp.write_text(json.dumps({"commit": commit, "seconds":
+                                     round(time.monotonic() - started, 1)}) + "\n")
+        if log:
+            log(f"built {revision} in {time.monotonic() - started:.0f} s")
+    return result
+
+
+def _export(repo: Path, commit: str, target: Path) -> None:
+    target.mkdir(parents=True)
+    archive = subprocess.Popen(["git", "-C", str(repo), "archive", "--format=tar", commit],
+                               stdout=subprocess.PIPE)
+    with tarfile.open(fileobj=archive.stdout, mode="r|") as tar:
+        if hasattr(tarfile, "data_filter"):  # Python >= 3.10.12: refuse odd members
+            tar.extractall(target, filter="data")
+        else:
+            tar.extractall(target)
+    if archive.wait() != 0:
+        raise BuildError(f"git archive {commit[:10]} failed")
+
+
+def _install(root: Path, revision: str, commit: str) -> None:
+    """pip install the exported tree into ``site`` without its dependencies (this
+    interpreter has them). First without a build environment, with the setuptools and
+    cffi at hand, which needs no package index (offline GPU hosts); where those are too
+    old for the project's metadata, in pip's isolated build environment."""
+    log_path = root / "build.log"
+    base = [sys.executable, "-m", "pip", "install", "--no-deps", "--no-compile",
+            "--disable-pip-version-check", "--target", str(root / "site"), str(root / "src")]
+    with open(log_path, "w") as log:
+        for extra in (["--no-build-isolation", "--no-index"], []):
+            command = base[:4] + extra + base[4:]
+            log.write(f"$ {' '.join(command)}\n")
+            log.flush()
+            if subprocess.run(command, stdout=log, stderr=subprocess.STDOUT).returncode == 0:
+                return
+            shutil.rmtree(root / "site", ignore_errors=True)
+    lines = [ln for ln in log_path.read_text().splitlines()
+             if ln.strip() and not ln.startswith(("WARNING", "hint:", "note:"))]
+    errors = [ln.strip() for ln in lines if "error" in ln.lower()]
+    last = (errors or lines or ["no output"])[-1]
+    raise BuildError(f"{revision} ({commit[:10]}) failed to build: {last} "
+                     f"(full log: {log_path})")

@@ -1,0 +1,231 @@
+"""``mmsuite continuous BASE HEAD``: build two revisions, measure every selected kernel x
+problem in both, alternately, and judge each row from the paired rounds (the CI gate).
+
+Exit status: 1 when a row is slower beyond the threshold or broke (with ``--strict``,
+also when one stayed unsure), 0 otherwise, 2 for bad input (an unknown revision, a
+revision that fails to build), 130 when interrupted (finished rows kept and saved).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from rich.console import Console
+from rich.table import Table
+
+from .. import builds, continuous, environment, results, verdicts
+from ..backends import RunOptions, unavailable_reason
+from ..backends.base import L2_POLICIES
+from ..continuous import ORDERS, Pair, Settings
+from .common import (
+    UsageError,
+    add_problem_arguments,
+    add_selection_arguments,
+    check_output_file,
+    check_selectors,
+    fraction,
+    positive_float,
+    problems_from_args,
+    select_kernels,
+    threads,
+)
+
+
+def add_parser(sub) -> argparse.ArgumentParser:
+    defaults = Settings()
+    p = sub.add_parser(
+        "continuous", help="measure two git revisions side by side; exit 1 on a slowdown",
+        description="Build BASE and HEAD (git revisions) once each, measure every selected "
+        "kernel x problem in both, in alternating rounds of random order, and judge each "
+        "row by the interval of the per-round ratio HEAD/BASE. Exit 1 on a slower or "
+        "broken row (--strict: also unsure), 0 otherwise, 2 for bad input.")
+    p.add_argument("base", metavar="BASE", help="the revision to compare against, e.g. main")
+    p.add_argument("head", metavar="HEAD", help="the revision under test, e.g. HEAD")
+    p.add_argument("--repo", type=Path, default=Path("."),
+                   help="the git repository the revisions are in (default: here)")
+    add_selection_arguments(p)
+    add_problem_arguments(p)
+    gate = p.add_argument_group("verdict")
+    gate.add_argument("--threshold", type=fraction, default=defaults.threshold,
+                      help="smallest change that counts, as a fraction (default 0.05: 5%%)")
+    gate.add_argument("--confidence", type=fraction, default=defaults.confidence,
+                      help="of the interval on HEAD/BASE (default 0.99)")
+    gate.add_argument("--max-time", type=positive_float, default=defaults.max_seconds,
+                      metavar="S", help="seconds of rounds per row at most, both sides "
+                      "together; undecided rows take rounds until then (default %(default)s)")
+    gate.add_argument("--round-time", type=positive_float, default=defaults.round_seconds,
+                      metavar="S", help="each side's turn in a round, at least one sample "
+                      "(default %(default)s)")
+    gate.add_argument("--order", choices=ORDERS, default=defaults.order,
+                      help="which side goes first in each round: random (default) or abba")
+    gate.add_argument("--judge-identical", action="store_true",
+                      help="judge rows whose code is identical on both sides by their times "
+                      "too (by default they are 'same (identical code)')")
+    gate.add_argument("--strict", action="store_true",
+                      help="fail (exit 1) when a row stays unsure, too")
+    meas = p.add_argument_group("measurement")
+    meas.add_argument("--threads", type=threads, help="OpenMP threads (default: all cores)")
+    meas.add_argument("--cl-device", help="OpenCL device: index or name substring")
+    meas.add_argument("--l2", choices=L2_POLICIES, default="warm",
+                      help="warm (default) or cold last-level cache before each sample")
+    out = p.add_argument_group("output")
+    out.add_argument("--cache-dir", type=Path, default=None, metavar="DIR",
+                     help=f"where builds are kept, one per commit (default "
+                     f"{builds.default_cache()})")
+    out.add_argument("--json", type=Path, metavar="FILE",
+                     help="write HEAD's rows here and BASE's beside it (FILE's name with "
+                     ".base before .json); compare and report read both")
+    out.add_argument("--verdict-json", type=Path, metavar="FILE",
+                     help="write every verdict as JSON")
+    out.add_argument("--junit", type=Path, metavar="FILE",
+                     help="write the verdicts as JUnit XML for a CI test report")
+    return p
+
+
+def base_path(path: Path) -> Path:
+    """Where BASE's rows go beside ``--json``: ``x.json`` -> ``x.base.json``."""
+    return path.with_name(path.stem + ".base" + (path.suffix or ".json"))
+
+
+def _log(text: str) -> None:
+    print(f"mmsuite: {text}", file=sys.stderr, flush=True)
+
+
+def run(args: argparse.Namespace, console: Console) -> int:
+    problems = problems_from_args(args)
+    kernels = select_kernels(args.backend, args.kernel)
+    options = RunOptions(threads=args.threads, cl_device=args.cl_device, l2=args.l2)
+    check_selectors(kernels, options)
+    for option, path in (("--json", args.json), ("--verdict-json", args.verdict_json),
+                         ("--junit", args.junit)):
+        check_output_file(option, path)
+    if args.json is not None:
+        check_output_file("--json's BASE file", base_path(args.json))
+    runnable = [k for k in kernels if not unavailable_reason(k, options)]
+    if not runnable:
+        raise UsageError("nothing selected can run here; see `mmsuite list`")
+    skipped = len(kernels) - len(runnable)
+    settings = Settings(threshold=args.threshold, confidence=args.confidence,
+                        max_seconds=args.max_time, round_seconds=args.round_time,
+                        order=args.order, judge_identical=args.judge_identical)
+
+    cache = args.cache_dir or builds.default_cache()
+    built = {}
+    for side, revision in (("BASE", args.base), ("HEAD", args.head)):
+        try:
+            builds.resolve(args.repo, revision)
+        except builds.RevisionError as exc:
+            raise UsageError(f"{side}: {exc}") from None
+    dirty = builds.uncommitted_changes(args.repo)
+    if dirty:
+        _log(f"warning: {len(dirty)} files with uncommitted changes ({dirty[0]}, ...) are "
+             f"not measured: each side is its committed revision")
+    for side, revision in (("BASE", args.base), ("HEAD", args.head)):
+        try:
+            built[side] = builds.build(args.repo, revision, cache, log=_log)
+        except builds.BuildError as exc:
+            raise UsageError(f"{side}: {exc}") from None
+    base, head = built["BASE"], built["HEAD"]
+    _log(f"BASE {base.revision} = {base.short}, HEAD {head.revision} = {head.short}; "
+         f"{len(runnable) * len(problems)} rows ({skipped} unavailable kernels left out), "
+         f"at most {settings.max_seconds:g} s each")
+
+    worker_options = {"threads": options.threads, "cl_device": options.cl_device,
+                      "l2": options.l2}
+    gate = continuous.Gate(base, head, worker_options, settings, logs=head.root)
+    pairs: list[Pair] = []
+    todo = [Pair(k, p) for p in problems for k in runnable]
+    interrupted = False
+    try:
+        for index, pair in enumerate(todo, 1):
+            gate.measure(pair, progress=None)
+            pairs.append(pair)
+            _log(f"[{index}/{len(todo)}] {pair.kernel.id} @ {pair.problem.shape_label}: "
+                 f"{_verdict_text(pair)} {continuous.ratio_text(pair)} "
+                 f"[{continuous.interval_text(pair)}] ({pair.seconds:.1f} s)")
+    except KeyboardInterrupt:
+        interrupted = True
+        if todo[len(pairs)].base.rounds:  # the row under way keeps its finished rounds
+            pairs.append(todo[len(pairs)])
+    finally:
+        gate.close()
+
+    render(pairs, settings, console)
+    rows = [p.verdict_row() for p in pairs]
+    console.print(verdicts.summary_line(rows), highlight=False)
+    _save(args, pairs, base, head, settings, options, console)
+    if interrupted:
+        _log(f"interrupted after {len(pairs)} of {len(todo)} rows; their finished rounds "
+             f"are judged and saved above")
+        return 130
+    return continuous.exit_status(pairs, args.strict)
+
+
+def _verdict_text(pair: Pair) -> str:
+    if pair.verdict == "same" and pair.reason == "identical code":
+        return "same (identical code)"
+    return pair.verdict
+
+
+def render(pairs: list[Pair], settings: Settings, console: Console) -> None:
+    """One table (kernel, problem, BASE ms, HEAD ms, ratio, interval, verdict), the reason
+    of every row that is not plainly same, and a count of the unsure ones."""
+    table = Table(title=f"HEAD / BASE, {settings.confidence:.0%} interval, threshold "
+                  f"{settings.threshold:.0%}", title_justify="left")
+    for name, justify in (("kernel", "left"), ("problem", "left"), ("BASE ms", "right"),
+                          ("HEAD ms", "right"), ("ratio", "right"), ("interval", "right"),
+                          ("verdict", "left")):
+        table.add_column(name, justify=justify, no_wrap=name in ("kernel", "problem"))
+    notes = []
+    for pair in pairs:
+        marker = ""
+        if pair.verdict != "same" or pair.reason != "identical code" and not \
+                pair.reason.startswith("whole interval within"):
+            notes.append(f"{pair.kernel.id} @ {pair.problem.shape_label}: {pair.reason}")
+            marker = f" [{len(notes)}]"
+        table.add_row(pair.kernel.id, pair.problem.shape_label, _ms(pair.base.median_ms),
+                      _ms(pair.head.median_ms), continuous.ratio_text(pair),
+                      continuous.interval_text(pair), _verdict_text(pair) + marker)
+    console.print(table)
+    for number, note in enumerate(notes, 1):
+        console.print(f"[{number}] {note}", highlight=False)
+    unsure = [p for p in pairs if p.verdict == "unsure"]
+    if unsure:
+        console.print(f"{len(unsure)} of {len(pairs)} rows stayed unsure (see their reasons "
+                      f"above); --strict makes that fail the gate", highlight=False)
+
+
+def _ms(value: float | None) -> str:
+    return "-" if value is None else f"{value:.4g}"
+
+
+def _save(args: argparse.Namespace, pairs: list[Pair], base: builds.Build,
+          head: builds.Build, settings: Settings, options: RunOptions,
+          console: Console) -> None:
+    if args.json is not None:
+        env = environment.collect(sorted({p.kernel.backend for p in pairs}), options)
+        common = {"continuous": {"base": base.commit, "head": head.commit,
+                                 "threshold": settings.threshold,
+                                 "confidence": settings.confidence,
+                                 "max_seconds": settings.max_seconds,
+                                 "round_seconds": settings.round_seconds,
+                                 "order": settings.order},
+                  "problems": [p.to_dict() for p in dict.fromkeys(q.problem for q in pairs)]}
+        for path, side, build in ((base_path(args.json), "base", base),
+                                  (args.json, "head", head)):
+            records = [continuous.side_record(p, side, build) for p in pairs]
+            results.save(path, records, env, {**common, "revision": build.revision})
+        console.print(f"results written to {args.json} (HEAD) and {base_path(args.json)} "
+                      f"(BASE)", highlight=False)
+    rows = [p.verdict_row() for p in pairs]
+    extra = {"base": base.commit, "head": head.commit, "confidence": settings.confidence}
+    if args.verdict_json is not None:
+        verdicts.write_verdict_json(args.verdict_json, rows, threshold=settings.threshold,
+                                    extra=extra)
+        console.print(f"verdicts written to {args.verdict_json}", highlight=False)
+    if args.junit is not None:
+        verdicts.write_junit(args.junit, rows, suite="mmsuite continuous",
+                             threshold=settings.threshold)
+        console.print(f"JUnit XML written to {args.junit}", highlight=False)

@@ -1,0 +1,379 @@
+"""``mmsuite continuous BASE HEAD``: did HEAD make a kernel slower than BASE, measured
+side by side?
+
+Two runs taken minutes apart see different neighbours, and no statistic on two sample
+sets can tell that from a change of the code. So both revisions are measured in the
+same window: each is built once (:mod:`mmsuite.builds`), each gets a worker process
+(:mod:`mmsuite.continuous_worker`) that prepares and verifies the kernel, and then the
+two take turns: in every round each side takes ``round_seconds`` of samples, in an
+order drawn at random per round, so that drift and a neighbour's bursts hit both sides
+alike. A round's time is the median of its samples; the verdict comes from the
+per-round ratios HEAD / BASE (:func:`mmsuite.stats.paired_ratio`: a Hodges-Lehmann
+estimate and the exact signed-rank interval at ``confidence``):
+
+- ``slower`` / ``faster``: the whole interval lies beyond ``1 + threshold`` (below
+  ``1 / (1 + threshold)``);
+- ``same``: the whole interval lies within them; ``same (identical code)``: both sides
+  ran byte-identical code (:mod:`mmsuite.identity`), whatever the times say;
+- ``unsure``: the interval straddles a bound after ``max_seconds`` of rounds, with what
+  would settle it; ``broken``: the kernel passed in BASE and fails or errs in HEAD.
+
+Rows stop as soon as they are decided; undecided ones take rounds until their time is
+spent, as NVBench's stopping criterion does for noise.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import random
+import select
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from . import continuous_worker, identity, load
+from .builds import Build
+from .catalogue import Kernel
+from .load import DISTORTING_SHARE
+from .problem import Problem
+from .stats import PairedRatio, min_paired_rounds, paired_ratio
+from .verdicts import VerdictRow
+from .workers import default_timeout
+
+SIDES = ("base", "head")
+ORDERS = ("random", "abba")
+
+
+@dataclass(frozen=True)
+class Settings:
+    """How rows are measured and judged."""
+
+    threshold: float = 0.05  # the smallest change that counts, as a fraction
+    confidence: float = 0.99  # of the interval on HEAD / BASE
+    round_seconds: float = 0.05  # each side's turn in a round (at least one sample)
+    max_seconds: float = 6.0  # per row, both sides' turns together
+    max_rounds: int = 400
+    order: str = "random"  # which side goes first in a round: "random" or "abba"
+    judge_identical: bool = False  # judge identical code by its times too
+    seed: int = 0  # of the random order
+
+    @property
+    def min_rounds(self) -> int:
+        """The fewest rounds that bound the interval at ``confidence``."""
+        return min_paired_rounds(self.confidence)
+
+
+class WorkerLost(RuntimeError):
+    """A side's worker died or stopped answering; the message says how."""
+
+
+class SideWorker:
+    """One revision's worker process, spoken to in JSON lines."""
+
+    def __init__(self, build: Build, log_path: Path) -> None:
+        self.build = build
+        self._log = open(log_path, "a")
+        here = Path(continuous_worker.__file__)
+        env = dict(os.environ)
+        env.pop("PYTHONSTARTUP", None)
+        self.process = subprocess.Popen(
+            [sys.executable, "-c", continuous_worker.BOOT, str(build.site), str(here),
+             identity.__file__, load.__file__],
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self._log, text=True,
+            cwd=build.root, env=env, start_new_session=True)  # Ctrl-C is the driver's
+
+    def request(self, message: dict, timeout: float) -> dict:
+        try:
+            self.process.stdin.write(json.dumps(message) + "\n")
+            self.process.stdin.flush()
+        except BrokenPipeError:
+            raise WorkerLost(self._death()) from None
+        ready, _, _ = select.select([self.process.stdout], [], [], timeout)
+        if not ready:
+            self.kill()
+            raise WorkerLost(f"no answer in {timeout:.0f} s (killed)")
+        line = self.process.stdout.readline()
+        if not line:
+            raise WorkerLost(self._death())
+        return json.loads(line)
+
+    def _death(self) -> str:
+        code = self.process.wait()
+        if code < 0:
+            return f"worker died of {signal.Signals(-code).name} (see {self._log.name})"
+        return f"worker exited with status {code} (see {self._log.name})"
+
+    def kill(self) -> None:
+        if self.process.poll() is None:
+            self.process.kill()
+        self.process.wait()
+
+    def close(self) -> None:
+        if self.process.poll() is None:
+            try:
+                self.process.stdin.close()
+                self.process.wait(timeout=10)
+            except (OSError, subprocess.TimeoutExpired):
+                self.kill()
+        self._log.close()
+
+
+@dataclass
+class Side:
+    """What one revision gave for a row."""
+
+    status: str = "pending"  # ok, failed, error, unavailable, missing
+    reason: str = ""
+    rounds: list[float] = field(default_factory=list)  # median of each turn, ms
+    samples: list[list[float]] = field(default_factory=list)
+    shares: list[float] = field(default_factory=list)  # others' share of the CPU per turn
+    code: dict = field(default_factory=dict)
+    max_rel_err: float | None = None
+    info: dict = field(default_factory=dict)
+
+    @property
+    def median_ms(self) -> float | None:
+        return float(np.median(self.rounds)) if self.rounds else None
+
+
+@dataclass
+class Pair:
+    """One kernel x problem measured on both sides, and its verdict."""
+
+    kernel: Kernel
+    problem: Problem
+    base: Side = field(default_factory=Side)
+    head: Side = field(default_factory=Side)
+    estimate: PairedRatio | None = None
+    verdict: str = "unsure"
+    reason: str = ""
+    seconds: float = 0.0
+    interrupted: bool = False
+
+    @property
+    def identical(self) -> bool:
+        base, head = self.base.code.get("hash"), self.head.code.get("hash")
+        return base is not None and base == head
+
+    @property
+    def busy_share(self) -> float | None:
+        shares = self.base.shares + self.head.shares
+        return float(np.mean(shares)) if shares else None
+
+    def verdict_row(self) -> VerdictRow:
+        ratio = self.estimate.ratio if self.estimate is not None else None
+        return VerdictRow(self.kernel.id, self.problem.shape_label, self.verdict, ratio,
+                          self.reason)
+
+
+def decide(pair: Pair, settings: Settings) -> tuple[str, str]:
+    """The verdict of a pair and why, from its statuses, code identity and rounds."""
+    base, head = pair.base, pair.head
+    if base.status == "ok" and head.status in ("failed", "error"):
+        return "broken", f"{head.status} in HEAD: {head.reason}"
+    if "missing" in (base.status, head.status):
+        where = "BASE" if base.status == "missing" else "HEAD"
+        return "unsure", f"not in {where}: nothing to compare"
+    if base.status != "ok" or head.status != "ok":
+        sides = [f"{s.status} in {name}: {s.reason}" for name, s in
+                 (("BASE", base), ("HEAD", head)) if s.status != "ok"]
+        return "unsure", "; ".join(sides)
+    if pair.identical and not settings.judge_identical:
+        return "same", "identical code"
+    estimate = pair.estimate
+    if estimate is None or not estimate.bounded:
+        n = estimate.rounds if estimate else 0
+        return "unsure", (f"{n} rounds, too few for a {settings.confidence:.0%} interval "
+                          f"(needs {settings.min_rounds}): raise --max-time")
+    up, down = 1.0 + settings.threshold, 1.0 / (1.0 + settings.threshold)
+    if estimate.low > up:
+        return "slower", f"whole interval above +{settings.threshold:.0%}"
+    if estimate.high < down:
+        return "faster", f"whole interval below -{settings.threshold:.0%}"
+    if down <= estimate.low and estimate.high <= up:
+        return "same", f"whole interval within ±{settings.threshold:.0%}" + (
+            " (identical code)" if pair.identical else "")
+    why = f"interval straddles ±{settings.threshold:.0%} after {estimate.rounds} rounds"
+    share = pair.busy_share
+    if share is not None and share > DISTORTING_SHARE:
+        return "unsure", (f"{why} on a busy machine (other processes used {share:.0%} of "
+                          f"the CPU): more --max-time, or a quieter machine")
+    return "unsure", f"{why}: more --max-time, or a quieter machine"
+
+
+Progress = Callable[[Pair, str], None]
+
+
+class Gate:
+    """Measures pairs with one worker per side, replaced when it dies."""
+
+    def __init__(self, base: Build, head: Build, options: dict, settings: Settings,
+                 logs: Path) -> None:
+        self.builds = {"base": base, "head": head}
+        self.options, self.settings, self.logs = options, settings, logs
+        self.workers: dict[str, SideWorker | None] = {"base": None, "head": None}
+        self.rng = random.Random(settings.seed)
+
+    def _worker(self, side: str) -> SideWorker:
+        if self.workers[side] is None:
+            self.workers[side] = SideWorker(self.builds[side], self.logs / f"{side}.log")
+        return self.workers[side]
+
+    def _request(self, side: str, message: dict, timeout: float) -> dict:
+        try:
+            return self._worker(side).request(message, timeout)
+        except WorkerLost:
+            worker, self.workers[side] = self.workers[side], None
+            worker.close()
+            raise
+
+    def close(self) -> None:
+        for side, worker in self.workers.items():
+            if worker is not None:
+                worker.close()
+                self.workers[side] = None
+
+    def _open(self, pair: Pair, side: str, timeout: float) -> None:
+        target: Side = getattr(pair, side)
+        try:
+            answer = self._request(side, {"op": "open", "kernel": pair.kernel.id,
+                                          "problem": pair.problem.to_dict(),
+                                          "options": self.options}, timeout)
+        except WorkerLost as exc:
+            target.status, target.reason = "error", str(exc)
+            return
+        target.status, target.reason = answer["status"], answer.get("reason", "")
+        target.code = answer.get("code") or {}
+        target.max_rel_err = answer.get("max_rel_err")
+        target.info = answer.get("info") or {}
+
+    def _turn(self, pair: Pair, side: str, timeout: float) -> None:
+        target: Side = getattr(pair, side)
+        try:
+            answer = self._request(side, {"op": "turn",
+                                          "seconds": self.settings.round_seconds}, timeout)
+        except WorkerLost as exc:
+            target.status, target.reason = "error", str(exc)
+            return
+        target.samples.append(answer["samples"])
+        target.rounds.append(float(np.median(answer["samples"])))
+        share = (answer.get("host_load") or {}).get("others_share")
+        if share is not None:
+            target.shares.append(float(share))
+
+    def _order(self, round_index: int) -> tuple[str, str]:
+        if self.settings.order == "abba":  # BASE HEAD, HEAD BASE, BASE HEAD, ...
+            return SIDES if round_index % 2 == 0 else SIDES[::-1]
+        return SIDES if self.rng.random() < 0.5 else SIDES[::-1]
+
+    def measure(self, pair: Pair, progress: Progress | None = None) -> Pair:
+        """Open the kernel on both sides, take rounds until decided or out of time, judge."""
+        timeout = default_timeout(pair.problem)
+        started = time.monotonic()
+        try:
+            for side in self._order(0):
+                self._open(pair, side, timeout)
+            if pair.base.status == pair.head.status == "ok":
+                self._rounds(pair, timeout, started, progress)
+        except KeyboardInterrupt:
+            pair.interrupted = True
+            raise
+        finally:
+            for side in SIDES:
+                if getattr(pair, side).status == "ok" and self.workers[side] is not None:
+                    try:
+                        self._request(side, {"op": "close"}, timeout)
+                    except WorkerLost:
+                        pass
+            pair.seconds = time.monotonic() - started
+            self._judge(pair)
+        return pair
+
+    def _rounds(self, pair: Pair, timeout: float, started: float,
+                progress: Progress | None) -> None:
+        settings = self.settings
+        quick = pair.identical and not settings.judge_identical
+        while True:
+            for side in self._order(len(pair.base.rounds)):
+                self._turn(pair, side, timeout)
+            if "error" in (pair.base.status, pair.head.status):
+                return
+            n = len(pair.base.rounds)
+            if n >= settings.min_rounds:
+                self._judge(pair)
+                if quick or pair.verdict != "unsure":
+                    return
+            if progress is not None:
+                progress(pair, f"round {n}")
+            if time.monotonic() - started >= settings.max_seconds or n >= settings.max_rounds:
+                return
+
+    def _judge(self, pair: Pair) -> None:
+        rounds = min(len(pair.base.rounds), len(pair.head.rounds))
+        if rounds:
+            pair.estimate = paired_ratio(pair.base.rounds[:rounds], pair.head.rounds[:rounds],
+                                         self.settings.confidence)
+        pair.verdict, pair.reason = decide(pair, self.settings)
+        if pair.interrupted and pair.verdict == "unsure":
+            pair.reason = f"interrupted: {pair.reason}"
+
+
+def exit_status(pairs: list[Pair], strict: bool) -> int:
+    """1 on a slower or broken row (or, with ``strict``, an unsure one), else 0."""
+    failing = {"slower", "broken"} | ({"unsure"} if strict else set())
+    return int(any(p.verdict in failing for p in pairs))
+
+
+def side_record(pair: Pair, side: str, build: Build) -> dict:
+    """One side of a pair as a results-file record: ``compare`` and ``report`` read it."""
+    kernel, problem, measured = pair.kernel, pair.problem, getattr(pair, side)
+    status = {"missing": "unavailable"}.get(measured.status, measured.status)
+    rounds = measured.rounds
+    record: dict = {
+        "kernel": kernel.id, "backend": kernel.backend, "rung": kernel.rung,
+        "parent": kernel.parent, "adds": kernel.adds, "problem": problem.to_dict(),
+        "flops": problem.flops, "status": status if rounds or status != "ok" else "error",
+        "reason": measured.reason if rounds or status != "ok" else "no round finished",
+        "info": measured.info, "code": measured.code,
+        "revision": {"name": build.revision, "commit": build.commit},
+    }
+    if rounds:
+        median = float(np.median(rounds))
+        record.update({
+            "kernel_ms": {"median": median, "min": min(rounds), "max": max(rounds),
+                          "samples": list(rounds)},
+            "gflops": problem.flops / (median * 1e6), "max_rel_err": measured.max_rel_err,
+            "host_load": {"others_share": float(np.mean(measured.shares))
+                          if measured.shares else None},
+        })
+    if pair.estimate is not None:
+        est = pair.estimate
+        record["paired"] = {
+            "verdict": pair.verdict, "reason": pair.reason, "ratio": est.ratio,
+            "low": est.low if est.bounded else None, "high": est.high if est.bounded else None,
+            "p_value": est.p_value, "rounds": est.rounds, "confidence": est.confidence,
+            "identical_code": pair.identical,
+        }
+    return record
+
+
+def interval_text(pair: Pair) -> str:
+    est = pair.estimate
+    if est is None:
+        return "-"
+    if not est.bounded:
+        return f"({est.rounds} rounds)"
+    return f"{est.low:.3f}-{est.high:.3f}"
+
+
+def ratio_text(pair: Pair) -> str:
+    est = pair.estimate
+    return "-" if est is None or not math.isfinite(est.ratio) else f"{est.ratio:.3f}"

@@ -1,0 +1,104 @@
+"""The worker of one side of ``mmsuite continuous``, run in that revision's build.
+
+The driver starts it as ``python -c BOOT SITE THIS_FILE IDENTITY LOAD``: SITE (the
+revision's install) goes first on the import path, so ``mmsuite`` below is that
+revision's, while this file and the two helpers given by path are the driver's, so
+that an older revision can be measured the same way. The worker speaks JSON lines:
+
+    {"op": "open", "kernel": ID, "problem": {...}, "options": {...}}
+        -> {"status": "ok", "code": {...}, "max_rel_err": ..., "info": {...}}
+           or {"status": "missing" | "unavailable" | "failed" | "error", "reason": ...}
+    {"op": "turn", "seconds": S}
+        -> {"samples": [ms, ...], "host_load": {...}}: samples for at least S seconds
+    {"op": "close"} -> {"status": "closed"}
+
+Its stdout carries the protocol only: whatever kernels or drivers print goes to stderr.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import runpy
+import sys
+import time
+import traceback
+
+BOOT = ("import runpy, sys; sys.path.insert(0, sys.argv[1]); "
+        "runpy.run_path(sys.argv[2], run_name='__main__')")
+
+
+def _jsonable(value):
+    try:
+        json.dumps(value)
+        return value
+    except (TypeError, ValueError):
+        return json.loads(json.dumps(value, default=str))
+
+
+class _Worker:
+    def __init__(self, identity: dict, load: dict) -> None:
+        self.identity, self.load = identity, load
+        self.sampler = None
+
+    def open(self, request: dict) -> dict:
+        from mmsuite import catalogue
+        from mmsuite.backends import KernelUnavailable, RunOptions
+        from mmsuite.measure import KernelSampler, VerificationFailed
+        from mmsuite.problem import Problem
+
+        self.close()
+        try:
+            kernel = catalogue.get(request["kernel"])
+        except KeyError:
+            return {"status": "missing", "reason": "not in this revision's catalogue"}
+        names = {f.name for f in dataclasses.fields(Problem)}
+        problem = Problem(**{k: v for k, v in request["problem"].items() if k in names})
+        options = RunOptions(**{k: v for k, v in request["options"].items()
+                                if k in {f.name for f in dataclasses.fields(RunOptions)}})
+        try:
+            self.sampler = KernelSampler(kernel.id, problem, options)
+        except KernelUnavailable as exc:
+            return {"status": "unavailable", "reason": str(exc)}
+        except VerificationFailed as exc:
+            return {"status": "failed", "reason": str(exc)}
+        except Exception as exc:  # a kernel that raises is a row, with its traceback kept
+            traceback.print_exc()
+            return {"status": "error", "reason": f"{type(exc).__name__}: {exc}"}
+        verdict = getattr(self.sampler, "verdict", None)
+        return {"status": "ok",
+                "code": self.identity["code_identity"](kernel.backend, kernel.source,
+                                                       kernel.reference),
+                "max_rel_err": getattr(verdict, "max_rel_err", None),
+                "info": _jsonable(self.sampler.info)}
+
+    def turn(self, request: dict) -> dict:
+        window = self.load["LoadWindow"].start()
+        samples = [self.sampler.kernel_ms()]
+        started = time.perf_counter()
+        while time.perf_counter() - started < request["seconds"]:
+            samples.append(self.sampler.kernel_ms())
+        return {"samples": samples, "host_load": window.finish()}
+
+    def close(self, request: dict | None = None) -> dict:
+        if self.sampler is not None:
+            self.sampler.close()
+            self.sampler = None
+        return {"status": "closed"}
+
+
+def main() -> None:
+    protocol = os.fdopen(os.dup(1), "w", buffering=1)
+    os.dup2(2, 1)  # kernels, compilers and drivers may print: keep it off the protocol
+    # argv: this file (set by runpy), the build's site folder, then the two helpers.
+    identity, load = runpy.run_path(sys.argv[3]), runpy.run_path(sys.argv[4])
+    worker = _Worker(identity, load)
+    handlers = {"open": worker.open, "turn": worker.turn, "close": worker.close}
+    for line in sys.stdin:
+        request = json.loads(line)
+        protocol.write(json.dumps(handlers[request["op"]](request)) + "\n")
+
+
+if __name__ == "__main__":
+    main()
