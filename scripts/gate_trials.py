@@ -1,0 +1,154 @@
+"""Reproduce the regression gate's false-alarm and detection rates.
+
+    python scripts/gate_trials.py --trials 20 --busy-neighbour
+    python scripts/gate_trials.py --trials 10 --plant cuda --kernel cuda.20_tuned \
+        --sizes 4096 --threshold 0.02
+
+Each trial is one ``mmsuite continuous`` call; the table counts, per kind of trial, the
+trials that exited 0 or 1 and the rows called slower:
+
+- ``same code``: HEAD against HEAD, judged by the times (``--judge-identical``), so that
+  the statistics, not the code hashes, must find nothing;
+- ``planted``: HEAD against a commit that makes one rung do more work (``--plant c``:
+  ``cpu.omp_tiled`` recomputes about a tenth of its tiles; ``--plant cuda``: the CUDA rung
+  runs 1/32 more iterations of its K loop over zeros), which must be called slower, and
+  no other row.
+
+The planted commit is made in a temporary clone; nothing is changed in the repository.
+``--busy-neighbour`` keeps one core busy with another process for the whole run, as a
+shared CI machine often is.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+PLANTS = {
+    # Recompute the first tenth of the tile rows before the real pass, which overwrites
+    # them (beta is 0 in the trials): the same result, about 10% more work.
+    "c": ("csrc/05_omp_tiled.c", "cpu.omp_tiled",
+          "    for (long p = 0; p < batch; ++p) {\n",
+          "    for (long p = 0; p < batch && beta == 0.0f; ++p) {\n"
+          "        const long extra = (tiles_i + 5) / 10;\n"
+          "#pragma omp parallel for schedule(dynamic, 1) collapse(2)\n"
+          "        for (long ti = 0; ti < extra; ++ti)\n"
+          "            for (long tj = 0; tj < tiles_j; ++tj)\n"
+          "                ladder_tile(m, n, k, alpha, MM_A(p), MM_B(p), beta, MM_C(p),\n"
+          "                            ti * LADDER_TI, tj * LADDER_TJ);\n"
+          "    }\n"
+          "    for (long p = 0; p < batch; ++p) {\n"),
+}
+
+
+def plant(repo: Path, where: Path, kind: str) -> str:
+    """Clone ``repo`` into ``where`` and commit the planted slowdown; the kernel slowed."""
+    subprocess.run(["git", "clone", "--quiet", str(repo), str(where)], check=True)
+    path, kernel, old, new = PLANTS[kind]
+    source = where / path
+    text = source.read_text()
+    if old not in text:
+        sys.exit(f"cannot plant into {path}: its code changed")
+    source.write_text(text.replace(old, new, 1))
+    subprocess.run(["git", "-C", str(where), "-c", "user.name=gate", "-c",
+                    "user.email=gate@localhost", "commit", "--quiet", "-am",
+                    f"planted slowdown in {kernel}"], check=True)
+    return kernel
+
+
+def trial(repo: Path, base: str, head: str, args: argparse.Namespace, cache: Path,
+          extra: list[str]) -> dict:
+    with tempfile.TemporaryDirectory() as tmp:
+        verdict_file = Path(tmp) / "verdicts.json"
+        command = [sys.executable, "-m", "mmsuite.cli", "continuous", base, head,
+                   "--repo", str(repo), "--cache-dir", str(cache), "--threshold",
+                   str(args.threshold), "--max-time", str(args.max_time),
+                   "--verdict-json", str(verdict_file), *extra]
+        for glob in args.kernel:
+            command += ["--kernel", glob]
+        if args.sizes:
+            command += ["--sizes", args.sizes]
+        started = time.monotonic()
+        done = subprocess.run(command, capture_output=True, text=True)
+        seconds = time.monotonic() - started
+        if done.returncode not in (0, 1):
+            sys.exit(f"continuous failed ({done.returncode}):\n{done.stderr[-2000:]}")
+        rows = json.loads(verdict_file.read_text())["rows"]
+    return {"exit": done.returncode, "rows": rows, "seconds": seconds}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--repo", type=Path, default=Path("."))
+    parser.add_argument("--trials", type=int, default=20)
+    parser.add_argument("--kernel", action="append", default=None)
+    parser.add_argument("--sizes", default="512,1024")
+    parser.add_argument("--threshold", type=float, default=0.05)
+    parser.add_argument("--max-time", type=float, default=6.0)
+    parser.add_argument("--plant", choices=sorted(PLANTS) + ["none"], default="c")
+    parser.add_argument("--skip-same", action="store_true", help="only planted trials")
+    parser.add_argument("--busy-neighbour", action="store_true",
+                        help="keep one core busy with another process meanwhile")
+    parser.add_argument("--cache-dir", type=Path,
+                        default=Path(tempfile.gettempdir()) / "mmsuite-gate-builds")
+    args = parser.parse_args()
+    args.kernel = args.kernel or ["cpu.omp_*"]
+    repo = args.repo.resolve()
+    spinner = subprocess.Popen([sys.executable, "-c", "while True: pass"]) \
+        if args.busy_neighbour else None
+    lines = []
+    try:
+        with tempfile.TemporaryDirectory() as tmp:
+            kinds = [] if args.skip_same else [("same code", repo, "HEAD", ["--judge-identical"],
+                                                None)]
+            if args.plant != "none":
+                slowed = plant(repo, Path(tmp) / "planted", args.plant)
+                kinds.append(("planted", Path(tmp) / "planted", "HEAD~1", [], slowed))
+            for name, where, base, extra, slowed in kinds:
+                outcomes = []
+                for index in range(args.trials):
+                    outcome = trial(where, base, "HEAD", args, args.cache_dir, extra)
+                    outcomes.append(outcome)
+                    slower = [r["kernel"] + " @ " + r["problem"] for r in outcome["rows"]
+                              if r["verdict"] == "slower"]
+                    print(f"{name} trial {index + 1}: exit {outcome['exit']}, slower: "
+                          f"{', '.join(slower) or 'none'} ({outcome['seconds']:.0f} s)",
+                          file=sys.stderr, flush=True)
+                lines.append(summarise(name, outcomes, slowed))
+    finally:
+        if spinner is not None:
+            spinner.kill()
+    print("| trials | kind | exit 0 | exit 1 | rows called slower | planted row caught | "
+          "other rows called slower | verdicts | mean wall s |")
+    print("|---|---|---|---|---|---|---|---|---|")
+    print("\n".join(lines))
+
+
+def summarise(name: str, outcomes: list[dict], slowed: str | None) -> str:
+    exits = [o["exit"] for o in outcomes]
+    slower = [(r["kernel"], r["problem"]) for o in outcomes for r in o["rows"]
+              if r["verdict"] == "slower"]
+    verdicts: dict[str, int] = {}
+    for o in outcomes:
+        for r in o["rows"]:
+            verdicts[r["verdict"]] = verdicts.get(r["verdict"], 0) + 1
+    caught = "-"
+    others = len(slower)
+    if slowed is not None:
+        per_trial = [all(r["verdict"] == "slower" for r in o["rows"] if r["kernel"] == slowed)
+                     for o in outcomes]
+        caught = f"{sum(per_trial)} of {len(outcomes)}"
+        others = sum(1 for k, _ in slower if k != slowed)
+    words = ", ".join(f"{v} {k}" for k, v in sorted(verdicts.items()))
+    mean = sum(o["seconds"] for o in outcomes) / len(outcomes)
+    return (f"| {len(outcomes)} | {name} | {exits.count(0)} | {exits.count(1)} | "
+            f"{len(slower)} | {caught} | {others} | {words} | {mean:.0f} |")
+
+
+if __name__ == "__main__":
+    main()
