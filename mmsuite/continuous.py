@@ -281,8 +281,8 @@ class Gate:
         try:
             for side in self._order(0):
                 self._open(pair, side, timeout)
-            if pair.base.status == pair.head.status == "ok":
-                self._rounds(pair, timeout, started, progress)
+            if pair.base.status == pair.head.status == "ok":  # the budget is for rounds
+                self._rounds(pair, timeout, time.monotonic(), progress)
         except KeyboardInterrupt:
             pair.interrupted = True
             raise

@@ -1,0 +1,230 @@
+"""`mmsuite continuous BASE HEAD`: verdicts from paired rounds, the rounds' schedule and
+stopping rule, code identity, and bad input. The statistics have their own tests
+(tests/test_stats.py); the false-alarm and detection rates under load are measured by
+scripts/gate_trials.py, not here."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from mmsuite import catalogue, continuous, results
+from mmsuite.cli import main
+from mmsuite.continuous import Pair, Settings, Side, WorkerLost, decide
+from mmsuite.problem import Problem
+from mmsuite.stats import paired_ratio
+
+REPO = Path(__file__).resolve().parent.parent
+KERNEL = catalogue.get("cpu.seq_ikj")
+PROBLEM = Problem(64, 64, 64)
+
+
+DEFAULTS = Settings()
+
+
+def judged(base_ms: list[float], head_ms: list[float], settings: Settings = DEFAULTS,
+           code: tuple[str, str] = ("a", "b")) -> Pair:
+    pair = Pair(KERNEL, PROBLEM, Side("ok", rounds=base_ms, code={"hash": code[0]}),
+                Side("ok", rounds=head_ms, code={"hash": code[1]}))
+    pair.estimate = paired_ratio(base_ms, head_ms, settings.confidence)
+    pair.verdict, pair.reason = decide(pair, settings)
+    return pair
+
+
+def rounds(ms: float, n: int = 20, noise: float = 0.01, seed: int = 0) -> list[float]:
+    return list(ms * np.random.default_rng(seed).lognormal(0.0, noise, n))
+
+
+# ------------------------------------------------------------------ verdicts
+def test_slower_only_when_the_whole_interval_is_beyond_the_threshold() -> None:
+    pair = judged(rounds(1.0, seed=1), rounds(1.10, seed=2))
+    assert pair.verdict == "slower" and pair.estimate.low > 1.05
+
+
+def test_a_slowdown_below_the_threshold_is_same_not_slower() -> None:
+    pair = judged(rounds(1.0, seed=1), rounds(1.02, seed=2))
+    assert pair.verdict == "same" and pair.reason.startswith("whole interval within")
+
+
+def test_faster() -> None:
+    assert judged(rounds(1.0, seed=1), rounds(0.8, seed=2)).verdict == "faster"
+
+
+def test_an_interval_across_the_threshold_is_unsure_and_says_what_would_settle_it() -> None:
+    pair = judged(rounds(1.0, noise=0.2, seed=1), rounds(1.06, noise=0.2, seed=2))
+    assert pair.verdict == "unsure" and "straddles" in pair.reason
+    assert "--max-time" in pair.reason
+
+
+def test_too_few_rounds_are_unsure() -> None:
+    pair = judged([1.0] * 4, [1.5] * 4)
+    assert pair.verdict == "unsure" and "too few" in pair.reason
+
+
+def test_identical_code_is_same_whatever_the_times() -> None:
+    pair = judged(rounds(1.0, seed=1), rounds(1.5, seed=2), code=("x", "x"))
+    assert (pair.verdict, pair.reason) == ("same", "identical code")
+    judged_anyway = judged(rounds(1.0, seed=1), rounds(1.5, seed=2), code=("x", "x"),
+                           settings=Settings(judge_identical=True))
+    assert judged_anyway.verdict == "slower"
+
+
+def test_a_kernel_that_breaks_in_head_is_broken_and_one_missing_is_unsure() -> None:
+    broken = Pair(KERNEL, PROBLEM, Side("ok", rounds=[1.0]), Side("failed", reason="err 0.5"))
+    assert decide(broken, Settings())[0] == "broken"
+    new = Pair(KERNEL, PROBLEM, Side("missing"), Side("ok", rounds=[1.0]))
+    assert decide(new, Settings()) == ("unsure", "not in BASE: nothing to compare")
+
+
+def test_exit_status_fails_on_slower_and_broken_and_with_strict_on_unsure() -> None:
+    slower, unsure = Pair(KERNEL, PROBLEM, verdict="slower"), Pair(KERNEL, PROBLEM)
+    assert continuous.exit_status([slower], strict=False) == 1
+    assert continuous.exit_status([unsure], strict=False) == 0
+    assert continuous.exit_status([unsure], strict=True) == 1
+
+
+# ----------------------------------------------------- the rounds, with fakes
+class FakeWorker:
+    """A side whose kernel takes ``ms`` per sample, scaled by a drift both sides share."""
+
+    log: list[str] = []
+    drift = [1.0]
+
+    def __init__(self, build, log_path) -> None:
+        self.name, self.ms = build.revision, build.ms
+
+    def request(self, message: dict, timeout: float) -> dict:
+        if message["op"] == "open":
+            return {"status": "ok", "code": {"hash": self.name}, "max_rel_err": 1e-7}
+        if message["op"] == "turn":
+            FakeWorker.log.append(self.name)
+            FakeWorker.drift[0] *= 1.01  # the machine slows down steadily
+            return {"samples": [self.ms * FakeWorker.drift[0]], "host_load": {}}
+        return {"status": "closed"}
+
+    def close(self) -> None:
+        pass
+
+
+class FakeBuild:
+    def __init__(self, revision: str, ms: float) -> None:
+        self.revision, self.ms = revision, ms
+
+
+@pytest.fixture
+def fake_workers(monkeypatch: pytest.MonkeyPatch) -> type[FakeWorker]:
+    FakeWorker.log, FakeWorker.drift = [], [1.0]
+    monkeypatch.setattr(continuous, "SideWorker", FakeWorker)
+    return FakeWorker
+
+
+def gate(base_ms: float, head_ms: float, tmp_path: Path, **settings) -> continuous.Gate:
+    return continuous.Gate(FakeBuild("base", base_ms), FakeBuild("head", head_ms), {},
+                           Settings(**settings), tmp_path)
+
+
+def test_rounds_alternate_so_that_drift_hits_both_sides(fake_workers, tmp_path) -> None:
+    """A machine that slows down 1% per turn would make the later side look slower in
+    sequential runs; paired rounds in random order see equal sides."""
+    pair = gate(1.0, 1.0, tmp_path, max_seconds=60, max_rounds=40).measure(
+        Pair(KERNEL, PROBLEM))
+    assert pair.verdict == "same" and 0.98 < pair.estimate.ratio < 1.02
+    firsts = fake_workers.log[::2]
+    assert 0 < firsts.count("base") < len(firsts)  # both sides went first sometimes
+
+
+def test_abba_order(fake_workers, tmp_path) -> None:
+    gate(1.0, 1.0, tmp_path, order="abba", max_seconds=60, max_rounds=4).measure(
+        Pair(KERNEL, PROBLEM))
+    assert fake_workers.log[:8] == ["base", "head", "head", "base"] * 2
+
+
+def test_a_decided_row_stops_at_the_fewest_rounds(fake_workers, tmp_path) -> None:
+    pair = gate(1.0, 1.5, tmp_path, max_seconds=60).measure(Pair(KERNEL, PROBLEM))
+    assert pair.verdict == "slower" and len(pair.base.rounds) == Settings().min_rounds
+
+
+def test_a_worker_that_dies_makes_an_error_row(fake_workers, tmp_path, monkeypatch) -> None:
+    answer = FakeWorker.request
+
+    def dies(self, message, timeout):
+        if self.name == "head" and message["op"] == "turn":
+            raise WorkerLost("worker died of SIGSEGV")
+        return answer(self, message, timeout)
+
+    monkeypatch.setattr(FakeWorker, "request", dies)
+    pair = gate(1.0, 1.0, tmp_path).measure(Pair(KERNEL, PROBLEM))
+    assert pair.verdict == "broken" and "SIGSEGV" in pair.reason
+
+
+# -------------------------------------------------------- through the CLI
+def in_git_checkout() -> bool:
+    return shutil.which("git") is not None and (REPO / ".git").exists()
+
+
+needs_checkout = pytest.mark.skipif(not in_git_checkout(),
+                                    reason="needs mmsuite's own git checkout and git")
+
+
+@needs_checkout
+def test_unknown_revision_is_one_line(capsys) -> None:
+    assert main(["continuous", "no-such-rev", "HEAD", "--repo", str(REPO)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err == f"mmsuite: error: BASE: unknown revision 'no-such-rev' in {REPO}"
+
+
+def test_not_a_repository_is_one_line(tmp_path, capsys) -> None:
+    assert main(["continuous", "a", "b", "--repo", str(tmp_path)]) == 2
+    assert "is not a git repository" in capsys.readouterr().err
+
+
+@pytest.mark.skipif(shutil.which("git") is None, reason="needs git")
+def test_a_base_that_fails_to_build_is_named(tmp_path, capsys) -> None:
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    (repo / "pyproject.toml").write_text("[project]\nname = 'broken'\nversion = 'x y'\n")
+
+    def git(*args: str) -> None:
+        subprocess.run(["git", "-C", str(repo), "-c", "user.name=t", "-c",
+                        "user.email=t@t", *args], check=True, capture_output=True)
+
+    git("init", "-q")
+    git("add", "-A")
+    git("commit", "-qm", "broken")
+    code = main(["continuous", "HEAD", "HEAD", "--repo", str(repo), "--cache-dir",
+                 str(tmp_path / "cache"), "--kernel", "cpu.seq_ikj"])
+    err = capsys.readouterr().err
+    assert code == 2
+    last = err.strip().splitlines()[-1]
+    assert last.startswith("mmsuite: error: BASE: HEAD (") and "failed to build" in last
+    assert "build.log" in last
+
+
+@needs_checkout
+def test_head_against_itself_end_to_end(tmp_path, capsys) -> None:
+    """One real build of this checkout's HEAD, two worker processes, identical code."""
+    out = tmp_path / "gate.json"
+    code = main(["continuous", "HEAD", "HEAD", "--repo", str(REPO), "--cache-dir",
+                 str(tmp_path / "cache"), "--kernel", "cpu.seq_ikj", "--kernel", "cpu.blas",
+                 "--shape", "48x40x32", "--max-time", "1", "--json", str(out),
+                 "--junit", str(tmp_path / "gate.xml")])
+    captured = capsys.readouterr()
+    assert code == 0, captured.err
+    assert captured.out.count("same (identical code)") == 2
+    head, base = results.load(out), results.load(tmp_path / "gate.base.json")
+    assert [r["kernel"] for r in head["results"]] == ["cpu.blas", "cpu.seq_ikj"]
+    for record in head["results"] + base["results"]:
+        assert record["status"] == "ok" and record["code"]["hash"]
+        assert record["kernel_ms"]["samples"]  # one median per round
+    assert json.loads(json.dumps(head["results"][1]["paired"]))["identical_code"] is True
+    # compare reads both files, and knows the code was identical.
+    verdicts = tmp_path / "compare.json"
+    assert main(["compare", str(tmp_path / "gate.base.json"), str(out), "--verdict-json",
+                 str(verdicts)]) == 0
+    rows = json.loads(verdicts.read_text())["rows"]
+    assert len(rows) == 2 and all(r["reason"].startswith("identical code") for r in rows)
