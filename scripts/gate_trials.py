@@ -11,8 +11,8 @@ trials that exited 0 or 1 and the rows called slower:
   the statistics, not the code hashes, must find nothing;
 - ``planted``: HEAD against a commit that makes one rung do more work (``--plant c``:
   ``cpu.omp_tiled`` recomputes about a tenth of its tiles; ``--plant cuda``: the CUDA rung
-  runs 1/32 more iterations of its K loop over zeros), which must be called slower, and
-  no other row.
+  ``cuda.11_double_buffer``'s blocks each wait 3% of their cycles when done), which must
+  be called slower, and no other row.
 
 The planted commit is made in a temporary clone; nothing is changed in the repository.
 ``--busy-neighbour`` keeps one core busy with another process for the whole run, as a
@@ -29,32 +29,51 @@ import tempfile
 import time
 from pathlib import Path
 
-PLANTS = {
-    # Recompute the first tenth of the tile rows before the real pass, which overwrites
-    # them (beta is 0 in the trials): the same result, about 10% more work.
-    "c": ("csrc/05_omp_tiled.c", "cpu.omp_tiled",
-          "    for (long p = 0; p < batch; ++p) {\n",
-          "    for (long p = 0; p < batch && beta == 0.0f; ++p) {\n"
-          "        const long extra = (tiles_i + 5) / 10;\n"
-          "#pragma omp parallel for schedule(dynamic, 1) collapse(2)\n"
-          "        for (long ti = 0; ti < extra; ++ti)\n"
-          "            for (long tj = 0; tj < tiles_j; ++tj)\n"
-          "                ladder_tile(m, n, k, alpha, MM_A(p), MM_B(p), beta, MM_C(p),\n"
-          "                            ti * LADDER_TI, tj * LADDER_TJ);\n"
-          "    }\n"
-          "    for (long p = 0; p < batch; ++p) {\n"),
+
+def _plant_c(text: str) -> str:
+    """Recompute the first tenth of the tile rows before the real pass, which overwrites
+    them (beta is 0 in the trials): the same result, about 10% more work."""
+    old = "    for (long p = 0; p < batch; ++p) {\n"
+    extra = ("    for (long p = 0; p < batch && beta == 0.0f; ++p) {\n"
+             "        const long extra = (tiles_i + 5) / 10;\n"
+             "#pragma omp parallel for schedule(dynamic, 1) collapse(2)\n"
+             "        for (long ti = 0; ti < extra; ++ti)\n"
+             "            for (long tj = 0; tj < tiles_j; ++tj)\n"
+             "                ladder_tile(m, n, k, alpha, MM_A(p), MM_B(p), beta, MM_C(p),\n"
+             "                            ti * LADDER_TI, tj * LADDER_TJ);\n"
+             "    }\n")
+    if old not in text:
+        raise ValueError("its loop over the batch changed")
+    return text.replace(old, extra + old, 1)
+
+
+def _plant_cuda(text: str) -> str:
+    """Every block, when done, waits 3% of the cycles it worked: 3% longer, same result."""
+    start = "    MM_BATCH_OFFSET(M, N, K, A, B, C);\n"
+    if start not in text or not text.rstrip().endswith("}"):
+        raise ValueError("its kernel's first line or last brace moved")
+    text = text.replace(start, start + "    const long long planted_t0 = clock64();\n", 1)
+    body, _ = text.rstrip().rsplit("}", 1)
+    return (body + "    const long long planted_busy = clock64() - planted_t0;\n"
+            "    while (clock64() - planted_t0 < planted_busy + planted_busy * 3 / 100) {}\n"
+            "}\n")
+
+
+PLANTS = {  # kind: (source file, the kernel it slows, the edit)
+    "c": ("csrc/05_omp_tiled.c", "cpu.omp_tiled", _plant_c),
+    "cuda": ("cuda/11_double_buffer.cu", "cuda.11_double_buffer", _plant_cuda),
 }
 
 
 def plant(repo: Path, where: Path, kind: str) -> str:
     """Clone ``repo`` into ``where`` and commit the planted slowdown; the kernel slowed."""
     subprocess.run(["git", "clone", "--quiet", str(repo), str(where)], check=True)
-    path, kernel, old, new = PLANTS[kind]
+    path, kernel, edit = PLANTS[kind]
     source = where / path
-    text = source.read_text()
-    if old not in text:
-        sys.exit(f"cannot plant into {path}: its code changed")
-    source.write_text(text.replace(old, new, 1))
+    try:
+        source.write_text(edit(source.read_text()))
+    except ValueError as exc:
+        sys.exit(f"cannot plant into {path}: {exc}")
     subprocess.run(["git", "-C", str(where), "-c", "user.name=gate", "-c",
                     "user.email=gate@localhost", "commit", "--quiet", "-am",
                     f"planted slowdown in {kernel}"], check=True)

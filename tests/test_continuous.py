@@ -13,7 +13,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from mmsuite import catalogue, continuous, results
+from mmsuite import builds, catalogue, continuous, results
 from mmsuite.cli import main
 from mmsuite.continuous import Pair, Settings, Side, WorkerLost, decide
 from mmsuite.problem import Problem
@@ -228,3 +228,58 @@ def test_head_against_itself_end_to_end(tmp_path, capsys) -> None:
                  str(verdicts)]) == 0
     rows = json.loads(verdicts.read_text())["rows"]
     assert len(rows) == 2 and all(r["reason"].startswith("identical code") for r in rows)
+
+
+@pytest.fixture
+def fake_builds(monkeypatch: pytest.MonkeyPatch, fake_workers, tmp_path: Path):
+    """The CLI over fake builds (BASE 1.0 ms, HEAD 1.3 ms a sample) and fake workers."""
+    speeds = {"base-rev": 1.0, "head-rev": 1.3}
+
+    def build(repo, revision, cache, log=None):
+        fake = FakeBuild(revision, speeds[revision])
+        fake.root, fake.commit, fake.short = tmp_path, revision * 2, revision
+        return fake
+
+    monkeypatch.setattr(builds, "build", build)
+    monkeypatch.setattr(builds, "resolve", lambda repo, revision: revision)
+    monkeypatch.setattr(builds, "uncommitted_changes", lambda repo: [])
+    return speeds
+
+
+def test_the_gate_fails_on_a_slower_row_and_writes_its_files(fake_builds, tmp_path,
+                                                             capsys) -> None:
+    out = tmp_path / "gate.json"
+    code = main(["continuous", "base-rev", "head-rev", "--kernel", "cpu.seq_ikj",
+                 "--shape", "64", "--json", str(out), "--verdict-json",
+                 str(tmp_path / "v.json")])
+    captured = capsys.readouterr()
+    assert code == 1 and "slower" in captured.out
+    assert "geometric mean NEW/BASE over 1 kernel x problem: 1.3" in captured.out
+    (row,) = json.loads((tmp_path / "v.json").read_text())["rows"]
+    assert row["verdict"] == "slower" and row["ratio"] == pytest.approx(1.3, rel=0.02)
+    base = results.load(tmp_path / "gate.base.json")["results"][0]
+    assert base["kernel_ms"]["median"] == pytest.approx(1.0, rel=0.1)
+
+
+def test_ctrl_c_keeps_the_finished_rounds(fake_builds, monkeypatch, tmp_path, capsys) -> None:
+    turns = [0]
+    answer = FakeWorker.request
+
+    def interrupted_later(self, message, timeout):
+        if message["op"] == "turn":
+            turns[0] += 1
+            if turns[0] == 30:  # in the second row, after some of its rounds
+                raise KeyboardInterrupt
+        return answer(self, message, timeout)
+
+    monkeypatch.setattr(FakeWorker, "request", interrupted_later)
+    out = tmp_path / "gate.json"
+    code = main(["continuous", "base-rev", "head-rev", "--kernel", "cpu.seq_ikj",
+                 "--kernel", "cpu.seq_tiled", "--kernel", "cpu.omp_naive", "--shape", "64",
+                 "--json", str(out), "--max-time", "60"])
+    captured = capsys.readouterr()
+    assert code == 130 and "interrupted after 2 of 3 rows" in captured.err
+    rows = results.load(out)["results"]
+    assert [r["kernel"] for r in rows] == ["cpu.seq_ikj", "cpu.seq_tiled"]
+    assert rows[1]["paired"]["reason"].startswith("interrupted") or \
+        rows[1]["paired"]["verdict"] != "unsure"
