@@ -177,7 +177,7 @@ def test_a_kernel_is_prepared_and_verified_once_per_process(suite_module) -> Non
 def test_a_wrong_result_fails_and_is_never_timed(suite_module, monkeypatch) -> None:
     from mmsuite import verify
 
-    def wrong(output, ref, k):
+    def wrong(output, ref, k, *precision):
         return verify.Verdict(0.5, 1e-5, False, "error above tolerance")
 
     monkeypatch.setattr(verify, "check", wrong)
