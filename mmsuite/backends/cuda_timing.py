@@ -39,6 +39,7 @@ stream does.
 from __future__ import annotations
 
 import functools
+import os
 from typing import Any
 
 import numpy as np
@@ -143,7 +144,8 @@ def _nvml_handle(pci_bus_id: str) -> Any:
 
 
 def gpu_state(pci_bus_id: str) -> dict:
-    """SM clock (MHz) and active clock-limiting reasons of the GPU, or why NVML cannot say."""
+    """SM clock (MHz), active clock-limiting reasons and other processes computing on the
+    GPU, or why NVML cannot say."""
     try:
         import pynvml
 
@@ -156,6 +158,9 @@ def gpu_state(pci_bus_id: str) -> dict:
             "throttle_reasons": [name for bit, name in _REASONS.items() if mask & bit],
             "temperature_c": int(pynvml.nvmlDeviceGetTemperature(
                 handle, pynvml.NVML_TEMPERATURE_GPU)),
+            # Other processes computing on this GPU share its SMs with the timed kernel.
+            "other_processes": sum(p.pid != os.getpid() for p in
+                                   pynvml.nvmlDeviceGetComputeRunningProcesses(handle)),
         }
     except Exception as exc:  # optional: no nvidia-ml-py, or no NVML on the host
         return {"nvml": f"{type(exc).__name__}: {exc}"}
