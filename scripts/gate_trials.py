@@ -108,6 +108,9 @@ def main() -> None:
     parser.add_argument("--max-time", type=float, default=6.0)
     parser.add_argument("--plant", choices=sorted(PLANTS) + ["none"], default="c")
     parser.add_argument("--skip-same", action="store_true", help="only planted trials")
+    parser.add_argument("--time-run", action="store_true",
+                        help="also time one `mmsuite run` of the selection, for the ratio of "
+                        "wall times")
     parser.add_argument("--busy-neighbour", action="store_true",
                         help="keep one core busy with another process meanwhile")
     parser.add_argument("--cache-dir", type=Path,
@@ -119,6 +122,14 @@ def main() -> None:
         if args.busy_neighbour else None
     lines = []
     try:
+        if args.time_run:
+            command = [sys.executable, "-m", "mmsuite.cli", "run", "--sizes", args.sizes]
+            for glob in args.kernel:
+                command += ["--kernel", glob]
+            started = time.monotonic()
+            subprocess.run(command, capture_output=True, check=False)
+            print(f"one `mmsuite run` of the selection: {time.monotonic() - started:.0f} s",
+                  flush=True)
         with tempfile.TemporaryDirectory() as tmp:
             kinds = [] if args.skip_same else [("same code", repo, "HEAD", ["--judge-identical"],
                                                 None)]

@@ -13,13 +13,19 @@ from mmsuite import load
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc")
 
 
-def test_own_work_does_not_count_as_others() -> None:
+def test_others_share_is_the_machine_busy_time_less_this_process(monkeypatch) -> None:
+    machine = iter([(1000, 4000), (1100, 4200)])  # busy, total ticks since boot
+    own = iter([500, 560])  # this process's ticks
+    monkeypatch.setattr(load, "_machine_ticks", lambda: next(machine))
+    monkeypatch.setattr(load, "_own_ticks", lambda: next(own))
     window = load.LoadWindow.start()
-    end = time.monotonic() + 0.5
-    while time.monotonic() < end:  # this process busy: none of it is another's
-        pass
-    share = window.finish()["others_share"]
-    assert share is not None and share < 0.5
+    # 100 busy ticks of 200, 60 of them this process's own: others used 40 of 200.
+    assert window.finish()["others_share"] == pytest.approx(0.2)
+
+
+def test_without_proc_the_share_is_unknown(monkeypatch) -> None:
+    monkeypatch.setattr(load, "_machine_ticks", lambda: None)
+    assert load.LoadWindow.start().finish()["others_share"] is None
 
 
 def test_a_busy_neighbour_shows_as_others_share() -> None:
