@@ -12,6 +12,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
 
+from .backend_table import BACKENDS
 from .launch import (
     ClGeometry,
     CudaLaunch,
@@ -292,11 +293,14 @@ CUDA = [
 
 CATALOGUE: tuple[Kernel, ...] = tuple(CPU + OPENCL + CUDA)
 BY_ID: Mapping[str, Kernel] = MappingProxyType({k.id: k for k in CATALOGUE})
-BACKENDS: tuple[str, ...] = tuple(dict.fromkeys(k.backend for k in CATALOGUE))
 BASELINE_ID = "cpu.seq_naive"
 
 assert len(BY_ID) == len(CATALOGUE), "duplicate kernel id in the catalogue"
 assert all(k.parent is None or k.parent in BY_ID for k in CATALOGUE), "unknown parent rung"
+assert all(k.backend in BACKENDS for k in CATALOGUE), "a kernel of a backend not in BACKENDS"
+assert all(BY_ID[b.reference].reference and BY_ID[b.reference].backend == b.name
+           and BY_ID[b.reference].precision == FP32 for b in BACKENDS.values()), \
+    "a backend's reference is not its FP32 reference row"
 
 
 def kernels(backend: str | None = None) -> list[Kernel]:
@@ -316,5 +320,7 @@ def get(kernel_id: str) -> Kernel:
 
 def reference_of(backend: str, precision: str = FP32) -> Kernel | None:
     """The reference (vendor library) row of a backend in a precision class, if it has one."""
+    if precision == FP32 and backend in BACKENDS:
+        return BY_ID[BACKENDS[backend].reference]
     return next((k for k in CATALOGUE if k.backend == backend and k.reference
                  and k.precision == precision), None)

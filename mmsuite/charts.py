@@ -18,12 +18,19 @@ from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 from matplotlib.ticker import FixedLocator, FuncFormatter, NullFormatter, NullLocator
 
+from .backend_table import BACKENDS, UNKNOWN_COLOUR, in_ladder_order
 from .catalogue import BASELINE_ID, BY_ID
 from .problem import label_of
 from .report import flops_scale, group_by_problem, table_rows
 
-BACKEND_COLOURS = {"cpu": "#1f77b4", "opencl": "#2ca02c", "cuda": "#d62728"}
-BACKEND_NAMES = {"cpu": "C (sequential and OpenMP)", "opencl": "OpenCL", "cuda": "CUDA"}
+
+def _colour(backend: str) -> str:
+    return BACKENDS[backend].colour if backend in BACKENDS else UNKNOWN_COLOUR
+
+
+def _title(backend: str) -> str:
+    return BACKENDS[backend].title if backend in BACKENDS else backend
+
 _MISSING_COLOUR = {"failed": "#d62728", "error": "#d62728", "invalid": "#9467bd",
                    "unavailable": "#7f7f7f"}
 _MISSING_TEXT = {"failed": "failed verification", "error": "error",
@@ -153,7 +160,7 @@ def ladder_chart(group: list[dict], title: str = "", context: list[dict] | None 
     y = list(range(len(records)))[::-1]
     for pos, record in zip(y, records):
         row = rows[record["kernel"]]
-        colour = BACKEND_COLOURS.get(record["backend"], "#7f7f7f")
+        colour = _colour(record["backend"])
         if record["status"] != "ok" or row["gflops"] is None or not row["gflops"] > 0:
             status = record["status"]
             ax.plot([lo * 1.05], [pos], marker="X", markersize=10, linestyle="none",
@@ -184,7 +191,7 @@ def ladder_chart(group: list[dict], title: str = "", context: list[dict] | None 
         if ref["status"] == "ok" and row["gflops"]:
             value = row["gflops"] / scale
             # In the colour of its backend, so two references on one chart stay apart.
-            colour = "black" if len(refs) == 1 else BACKEND_COLOURS.get(ref["backend"], "black")
+            colour = "black" if len(refs) == 1 else _colour(ref["backend"])
             ax.axvline(value, color=colour, linestyle="--", lw=1.5,
                        label=f"{ref['kernel']} (reference): {_fmt_value(value)} {unit}")
         else:
@@ -211,12 +218,10 @@ def ladder_chart(group: list[dict], title: str = "", context: list[dict] | None 
             ratio = peak / scale / max(values, default=1.0)
             ax.plot([], [], linestyle="none",
                     label=f"{text} (off the axis: {_fmt_value(ratio)}x the fastest bar)")
-    backends = sorted({r["backend"] for r in records}, key=list(BACKEND_COLOURS).index
-                      if all(r["backend"] in BACKEND_COLOURS for r in records) else str)
+    backends = in_ladder_order(r["backend"] for r in records)
     if len(backends) > 1:  # a legend of the bars' colours
         for backend in backends:
-            ax.barh([0], [0], color=BACKEND_COLOURS.get(backend, "#7f7f7f"),
-                    label=BACKEND_NAMES.get(backend, backend))
+            ax.barh([0], [0], color=_colour(backend), label=_title(backend))
     ax.set_xscale("log")
     ax.set_xlim(lo, hi)
     _log_ticks(ax, "x", lo, hi)
@@ -386,7 +391,7 @@ def transfer_chart(group: list[dict], title: str = "") -> Figure | None:
 def best_of_backends(records: list[dict]) -> list[tuple[str, dict | None, dict | None]]:
     """Per backend: its fastest ok rung (references aside) and its reference, on one problem."""
     out = []
-    for backend in ("cpu", "opencl", "cuda"):
+    for backend in in_ladder_order(r["backend"] for r in records):
         mine = [r for r in records if r["backend"] == backend and r["status"] == "ok"
                 and _finite(r.get("gflops"))]
         rungs = [r for r in mine if not (BY_ID.get(r["kernel"]) and BY_ID[r["kernel"]].reference)]
@@ -407,7 +412,7 @@ def summary_chart(records: list[dict], title: str = "") -> Figure | None:
         return None
     groups.sort(key=lambda g: size_key(g[0]["problem"]))
     scale, unit = _unit(records)
-    backends = [b for b in ("cpu", "opencl", "cuda") if any(r["backend"] == b for r in records)]
+    backends = in_ladder_order(r["backend"] for r in records)
     slots = ["seq"] + backends
     width = 0.8 / len(slots)
     fig = _figure(max(8.0, 2.2 + 1.2 * len(groups) * len(slots)), 5.5)
@@ -422,7 +427,7 @@ def summary_chart(records: list[dict], title: str = "") -> Figure | None:
                 record, colour, ref = seq, "#bbbbbb", None
             else:
                 record, ref = best.get(slot, (None, None))
-                colour = BACKEND_COLOURS.get(slot, "#7f7f7f")
+                colour = _colour(slot)
             if record is not None:
                 value = record["gflops"] / scale
                 values.append(value)
@@ -456,8 +461,8 @@ def summary_chart(records: list[dict], title: str = "") -> Figure | None:
     ax.set_xticks(range(len(groups)), [label_of(g[0]["problem"]) for g in groups])
     ax.set_ylabel(f"{unit}, kernel only (median)")
     handles = [ax.bar([0], [0], color="#bbbbbb", label=f"{BASELINE_ID} (sequential C)")]
-    handles += [ax.bar([0], [0], color=BACKEND_COLOURS[b],
-                       label=f"best {BACKEND_NAMES.get(b, b)} rung") for b in backends]
+    handles += [ax.bar([0], [0], color=_colour(b), label=f"best {_title(b)} rung")
+                for b in backends]
     ax.plot([], [], "D", color="black", label="vendor reference (OpenBLAS, CLBlast, cuBLAS)")
     if any(r.get("noisy") for r in records if r["status"] == "ok"):
         ax.bar([0], [0], color="white", hatch="///", edgecolor="black", label="hatched: noisy")

@@ -36,6 +36,7 @@ from pathlib import Path
 import numpy as np
 
 from . import results
+from .backend_table import runs_on_host
 from .load import CHANGED_SHARE, others_share
 from .problem import label_of
 from .stats import mann_whitney_u, robust_noise
@@ -78,19 +79,14 @@ class Side:
         code = record.get("code") if isinstance(record.get("code"), dict) else {}
         return cls(str(record.get("status", "ok")), median, samples, noise,
                    bool(record.get("noisy")), _overload(record, cores),
-                   others_share(record) if _on_host(record) else None,
+                   others_share(record) if runs_on_host(record) else None,
                    code.get("hash") if isinstance(code.get("hash"), str) else None)
-
-
-def _on_host(record: dict) -> bool:
-    info = record.get("info") if isinstance(record.get("info"), dict) else {}
-    return record.get("backend") == "cpu" or str(info.get("device_type", "")).upper() == "CPU"
 
 
 def _overload(record: dict, cores: int | None) -> float | None:
     """The load average when ``record`` ran on the host's CPU while it was overloaded (for
     files without the measured share of other processes)."""
-    on_host = _on_host(record)
+    on_host = runs_on_host(record)
     load = record.get("load_avg") if isinstance(record.get("load_avg"), dict) else {}
     minute = [v[0] for v in (load.get("before"), load.get("after"))
               if isinstance(v, (list, tuple)) and v and isinstance(v[0], (int, float))]

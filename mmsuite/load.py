@@ -15,6 +15,8 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from .backend_table import runs_on_host
+
 #: Others' share of the machine's CPU above which CPU timings are distorted: on two
 #: cores, one busy neighbour is 0.5, a quiet machine reads 0.00-0.03.
 DISTORTING_SHARE = 0.10
@@ -84,7 +86,7 @@ def distortion_warning(records: list[dict]) -> str | None:
     """One line when other processes took enough of the CPU during host rows to distort
     them; None on a quiet run."""
     worst = max(((share, r) for r in records if (share := others_share(r)) is not None
-                 and r.get("backend") == "cpu"), key=lambda pair: pair[0], default=None)
+                 and runs_on_host(r)), key=lambda pair: pair[0], default=None)
     if worst is None or worst[0] <= DISTORTING_SHARE:
         return None
     share, record = worst

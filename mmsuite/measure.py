@@ -36,6 +36,7 @@ from dataclasses import asdict, dataclass, field, replace
 import numpy as np
 
 from . import catalogue, verify
+from .backend_table import BACKENDS
 from .backends import (
     KernelFailed,
     KernelUnavailable,
@@ -354,9 +355,7 @@ def _between_turns(session: Session, warmup: int, clock: Callable[[], float],
 
 def _device_kind(kernel: Kernel, session: Session) -> str:
     """"CPU" for the C ladder and OpenCL on a CPU, else "GPU" (for the noise target)."""
-    if kernel.backend == "cpu" or str(session.info.get("device_type", "")).upper() == "CPU":
-        return "CPU"
-    return "GPU"
+    return "CPU" if BACKENDS[kernel.backend].on_host(session.info.get("device_type")) else "GPU"
 
 
 def _transfers(session: Session, sampling: Sampling, pinned: bool) -> tuple[list, list]:

@@ -33,6 +33,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from . import cpu_probe
+from .backend_table import BACKENDS, DEVICE_PEAK, GPU_PEAK, HOST_PEAK
 
 #: FP32 lanes (CUDA cores) per SM by compute capability; a major version alone
 #: covers every minor one not listed. sm_80 (A100) has 64, the rest of Ampere 128.
@@ -278,8 +279,9 @@ def cross_check(environment: dict) -> str | None:
             f"{environment.get('cpu_max_mhz')} MHz; % peak uses the measured figure")
 
 
-def _cuda_figures(environment: dict, record: dict) -> dict:
-    cuda = (environment.get("backends") or {}).get("cuda") or {}
+def _gpu_figures(environment: dict, record: dict) -> dict:
+    """The GPU figures a GPU backend recorded, with those of the row's own device."""
+    cuda = (environment.get("backends") or {}).get(record.get("backend")) or {}
     devices = cuda.get("devices")
     if isinstance(devices, list) and record.get("device") is not None:
         for entry in devices:  # a multi-GPU sweep records one entry per device
@@ -293,25 +295,26 @@ def peak_for(record: dict, environment: dict) -> Peak | None:
     the TF32 tensor peak for tensor-core kernels); None when the environment lacks it."""
     backends = environment.get("backends") or {}
     backend = record.get("backend")
+    source = BACKENDS[backend].peak if backend in BACKENDS else None
     if record.get("precision") in TENSOR_PRECISIONS:
-        if backend != "cuda":
+        if source != GPU_PEAK:
             return None
-        cuda = _cuda_figures(environment, record)
+        cuda = _gpu_figures(environment, record)
         return gpu_tensor_peak(int(cuda.get("sm_count") or 0),
                                float(cuda.get("sm_clock_mhz") or 0),
                                parse_compute_capability(cuda.get("compute_capability")),
                                cuda.get("gpu") or "GPU")
-    if backend == "cpu":
+    if source == HOST_PEAK:
         threads = (record.get("info") or {}).get("threads") \
-            or (backends.get("cpu") or {}).get("omp_threads")
+            or (backends.get(backend) or {}).get("omp_threads")
         return _host_peak(environment, threads)
-    if backend == "cuda":
-        cuda = _cuda_figures(environment, record)
+    if source == GPU_PEAK:
+        cuda = _gpu_figures(environment, record)
         return gpu_peak(int(cuda.get("sm_count") or 0), float(cuda.get("sm_clock_mhz") or 0),
                         parse_compute_capability(cuda.get("compute_capability")),
                         cuda.get("gpu") or "GPU")
-    if backend == "opencl":
-        cl = backends.get("opencl") or {}
+    if source == DEVICE_PEAK:  # the selected device's figures, as the OpenCL adapter records them
+        cl = backends.get(backend) or {}
         kind = str(cl.get("opencl_device_type") or "").upper()
         if kind == "CPU":
             # PoCL spreads work-groups over every core it reports as a compute unit.

@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from . import charts, results
+from .backend_table import BACKENDS, HOST_BACKEND, in_ladder_order
 from .catalogue import BY_ID
 from .problem import label_of
 from .report import flops_scale, fmt, group_by_problem, ladder_table, table_rows
@@ -157,19 +158,6 @@ _CURATED = [
     ("platform", "platform"),
     ("python", "Python"), ("numpy", "numpy"),
 ]
-_BACKEND_CURATED = {
-    "cpu": [("omp_threads", "OpenMP threads"), ("blas", "BLAS"), ("blas_coretype",
-            "BLAS kernels (architecture)"), ("blas_threads", "BLAS threads"),
-            ("cflags", "C flags")],
-    "opencl": [("opencl_platform", "OpenCL platform"), ("opencl_device", "OpenCL device"),
-               ("opencl_device_type", "OpenCL device type"), ("compute_units", "compute units"),
-               ("max_clock_mhz", "OpenCL max clock (MHz)"), ("opencl_driver", "OpenCL driver")],
-    "cuda": [("gpu", "GPU"), ("sm_count", "SMs"), ("compute_capability", "compute capability"),
-             ("sm_clock_mhz", "SM clock (MHz)"), ("memory_clock_mhz", "memory clock (MHz)"),
-             ("fp32_peak_tflops", "FP32 peak (TFLOP/s)"), ("driver", "driver"),
-             ("cuda_runtime", "CUDA runtime"), ("cupy", "CuPy")],
-}
-
 
 def _scalar(value) -> str:
     if isinstance(value, float):
@@ -209,7 +197,7 @@ def environment_rows(run: Run) -> list[list[str]]:
             rows.append([f"{name}", f"unavailable: {backend['unavailable']}"])
             continue
         shown = set()
-        for key, title in _BACKEND_CURATED.get(name, []):
+        for key, title in BACKENDS[name].environment if name in BACKENDS else ():
             if backend.get(key) is not None:
                 rows.append([title, _blas(backend[key]) if key == "blas" else
                              _scalar(backend[key])])
@@ -327,15 +315,8 @@ def _by_machine(records: list[dict]) -> dict[str, list[dict]]:
 
 
 def _by_backend(records: list[dict]) -> dict[str, list[dict]]:
-    out: dict[str, list[dict]] = {}
-    for backend in ("cpu", "opencl", "cuda"):
-        mine = [r for r in records if r["backend"] == backend]
-        if mine:
-            out[backend] = mine
-    for r in records:
-        if r["backend"] not in out:
-            out.setdefault(r["backend"], []).append(r)
-    return out
+    return {backend: [r for r in records if r["backend"] == backend]
+            for backend in in_ladder_order(r["backend"] for r in records)}
 
 
 def _is_reference(kernel_id: str) -> bool:
@@ -397,8 +378,8 @@ def _sweep_blocks(records: list[dict], figures: _Figures, machine: str) -> list[
     blocks: list[Block] = []
     for backend, mine in _by_backend(records).items():
         own_refs_ok = any(_is_reference(r["kernel"]) and r["status"] == "ok" for r in mine)
-        extra = [] if own_refs_ok or backend == "cpu" else \
-            [r for r in records if r["kernel"] == "cpu.blas"]
+        extra = [] if own_refs_ok or backend == HOST_BACKEND.name else \
+            [r for r in records if r["kernel"] == HOST_BACKEND.reference]
         fig = charts.sweep_chart(mine + extra, title=f"{backend}: throughput against size")
         block = figures.add(fig, _slug("sweep", machine, backend),
                             f"{backend} kernels across problem sizes on {machine} "
@@ -442,7 +423,7 @@ def _history_blocks(asv_dir: Path, records: list[dict], figures: _Figures) -> li
     data = history.load_history(asv_dir)
     present = {r["kernel"] for r in records}
     known = history.kernel_ids(data, metric="kernel_ms")
-    for backend in ("cpu", "opencl", "cuda"):
+    for backend in in_ladder_order(k.split(".", 1)[0] for k in known):
         ids = [k for k in known if k.split(".", 1)[0] == backend and (k in present or not present)]
         if not ids:
             continue
@@ -550,9 +531,8 @@ def report_blocks(runs: list[Run], records: list[dict], figures: _Figures,
     if several:
         blocks.append(Heading(2, "Machines side by side"))
         before = len(blocks)
-        for backend in ("cpu", "opencl", "cuda"):
-            for group in group_by_problem([r for r in records if r["backend"] == backend]
-                                          ).values():
+        for backend, mine in _by_backend(records).items():
+            for group in group_by_problem(mine).values():
                 per_machine = _by_machine(group)
                 label = label_of(group[0]["problem"])
                 block = figures.add(charts.machines_chart(per_machine,

@@ -21,11 +21,12 @@ from collections.abc import Callable, Collection, Iterable, Sequence
 from dataclasses import dataclass, field
 
 from . import results, workers
+from .backend_table import BACKENDS, SELECTED
 from .backends import RunOptions, unavailable_reason
 from .catalogue import Kernel
 from .problem import Problem
 
-ISOLATED = ("cuda",)
+ISOLATED = tuple(name for name, backend in BACKENDS.items() if backend.isolated)
 
 
 @dataclass
@@ -53,13 +54,16 @@ class Row:
         return record
 
 
-def _opencl_on_gpu(options: RunOptions) -> bool:
-    """Whether the selected OpenCL device is a GPU (whose kernels can hang or crash it)."""
+def _selected_gpu(backend: str, options: RunOptions) -> bool:
+    """Whether a backend that runs on the device the user selects has a GPU selected (whose
+    kernels can hang or crash it)."""
     from .backends import get_backend
 
+    if BACKENDS[backend].device != SELECTED:
+        return False
     try:
-        return get_backend("opencl", options).entry.type_name == "GPU"
-    except Exception:  # no pyopencl or no device: its rows are unavailable anyway
+        return get_backend(backend, options).device_type == "GPU"
+    except Exception:  # no runtime or no device: its rows are unavailable anyway
         return False
 
 
@@ -99,9 +103,9 @@ def sweep(kernels: Iterable[Kernel], problems: Iterable[Problem], *, options: Ru
                 on_row(row)
 
     host_jobs: list[workers.Job] = []
-    gpu_cl_jobs: list[workers.Job] = []
+    selected_gpu_jobs: list[workers.Job] = []
     device_jobs: list[workers.Job] = []
-    cl_on_gpu = any(k.backend == "opencl" for k in kernels) and _opencl_on_gpu(options)
+    on_selected_gpu = {b: _selected_gpu(b, options) for b in {k.backend for k in kernels}}
     for p_index, problem in enumerate(problems):
         for k_index, kernel in enumerate(kernels):
             index = p_index * len(kernels) + k_index
@@ -116,13 +120,13 @@ def sweep(kernels: Iterable[Kernel], problems: Iterable[Problem], *, options: Ru
                 item = workers.Job(index, kernel.id, problem)
                 if kernel.backend in isolated:
                     device_jobs.append(item)
-                elif kernel.backend == "opencl" and cl_on_gpu:
-                    gpu_cl_jobs.append(item)
+                elif on_selected_gpu[kernel.backend]:
+                    selected_gpu_jobs.append(item)
                 else:
                     host_jobs.append(item)
 
     if on_plan is not None:
-        on_plan(len(host_jobs) + len(gpu_cl_jobs) + len(device_jobs))
+        on_plan(len(host_jobs) + len(selected_gpu_jobs) + len(device_jobs))
 
     def started(item: workers.Job, device: int | None = None) -> None:
         if on_start is not None:
@@ -145,9 +149,9 @@ def sweep(kernels: Iterable[Kernel], problems: Iterable[Problem], *, options: Ru
         finally:
             lane.close()
             workers.clear_cache()
-    if gpu_cl_jobs:  # one worker, no device binding: --cl-device already names the GPU
-        workers.run_on_devices(gpu_cl_jobs, [None], options, run_kwargs, timeout, record_result,
-                               job=job, on_start=started)
+    if selected_gpu_jobs:  # one worker, no device binding: the user selected the GPU
+        workers.run_on_devices(selected_gpu_jobs, [None], options, run_kwargs, timeout,
+                               record_result, job=job, on_start=started)
     if device_jobs:
         workers.run_on_devices(device_jobs, list(devices) if devices else [0], options,
                                run_kwargs, timeout, record_result, job=job, on_start=started)

@@ -121,7 +121,7 @@ def pid_job(kernel_id, problem, options, run_kwargs):
 
 @pytest.mark.skipif(not catalogue.get("opencl.naive").available, reason="no OpenCL device")
 def test_opencl_on_a_gpu_runs_in_a_worker_and_host_kernels_here(monkeypatch) -> None:
-    monkeypatch.setattr(sweep_module, "_opencl_on_gpu", lambda options: True)
+    monkeypatch.setattr(sweep_module, "_selected_gpu", lambda backend, options: backend == "opencl")
     rows = sweep([catalogue.get("cpu.blas"), catalogue.get("opencl.naive")], [SMALL],
                  options=RunOptions(), job=pid_job)
     host, cl = (r.to_record()["pid"] for r in rows)

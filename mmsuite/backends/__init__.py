@@ -5,6 +5,7 @@ from __future__ import annotations
 import importlib
 from functools import cache
 
+from ..backend_table import BACKENDS
 from .base import (
     Backend,
     KernelFailed,
@@ -18,11 +19,7 @@ from .base import (
 __all__ = ["Backend", "KernelFailed", "KernelSpec", "KernelUnavailable", "RunOptions", "Session",
            "get_backend", "is_kernel_failure", "unavailable_reason"]
 
-_ADAPTERS = {
-    "cpu": "mmsuite.backends.cpu:CpuBackend",
-    "opencl": "mmsuite.backends.opencl:OpenCLBackend",
-    "cuda": "mmsuite.backends.cuda:CudaBackend",
-}
+_ADAPTERS = {name: backend.adapter for name, backend in BACKENDS.items()}
 
 
 DEFAULT_OPTIONS = RunOptions()

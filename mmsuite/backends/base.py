@@ -33,6 +33,8 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
 
+from ..backend_table import BACKENDS, GPU
+
 if TYPE_CHECKING:
     from ..layout import GemmCall
     from ..problem import Problem
@@ -224,6 +226,11 @@ class Backend(ABC):
     @abstractmethod
     def prepare(self, kernel: KernelSpec, call: GemmCall) -> Session:
         """Compile or look up ``kernel``, allocate and copy ``call``'s inputs in (untimed)."""
+
+    @property
+    def device_type(self) -> str:
+        """"CPU" or "GPU": the kind of device this backend's kernels run on here."""
+        return "GPU" if BACKENDS[self.name].device == GPU else "CPU"
 
     def environment(self) -> dict:
         """Facts about where this backend runs (device, driver, versions)."""

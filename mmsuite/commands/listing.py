@@ -8,6 +8,7 @@ from rich.console import Console
 from rich.table import Table
 
 from .. import catalogue, peak
+from ..backend_table import BACKENDS, GPU_PEAK
 from ..backends import RunOptions, get_backend, unavailable_reason
 from ..problem import PRESET_HELP
 from .common import check_selectors
@@ -38,7 +39,7 @@ def run(args: argparse.Namespace, console: Console) -> int:
         _print_long(console, chosen)
     else:
         _print_compact(console, chosen)
-    if not args.backend or "cuda" in args.backend:
+    if any(BACKENDS[b].peak == GPU_PEAK for b in args.backend or BACKENDS):
         console.print(gpu_peaks_line())
     console.print("presets: " + "; ".join(f"{k} = {v}" for k, v in PRESET_HELP.items()))
     return 0

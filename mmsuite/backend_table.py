@@ -1,0 +1,88 @@
+"""The table of backends, beside the catalogue of kernels: what the rest of mmsuite knows of
+each backend, written once.
+
+A new backend is its adapter (``mmsuite/backends/``), one row here and its kernels in the
+catalogue. The sweep, the report, the figures, the peak and the command line read this
+table instead of naming backends.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from types import MappingProxyType
+
+#: Where a backend's kernels run: the host's CPU, a GPU, or the device the user selects
+#: (OpenCL: a CPU or a GPU), which each result row then names in ``info.device_type``.
+HOST, GPU, SELECTED = "host", "gpu", "selected"
+#: Where a backend's FP32 peak comes from: the host CPU's (cores x vector lanes x clock,
+#: the FMA probe), a GPU's (SMs x lanes x clock), or the selected device's own figures.
+HOST_PEAK, GPU_PEAK, DEVICE_PEAK = "host", "gpu", "device"
+
+
+@dataclass(frozen=True)
+class BackendInfo:
+    """One backend. ``adapter`` is ``module:Class``, imported only when first used, so that
+    listing the catalogue needs no GPU; ``isolated``: its kernels run in worker processes,
+    one per device, so that a crash costs one row; ``environment``: the fields of its
+    environment the report shows, with their titles."""
+
+    name: str
+    title: str
+    adapter: str
+    device: str
+    reference: str
+    peak: str
+    isolated: bool
+    colour: str
+    environment: tuple[tuple[str, str], ...]
+
+    def on_host(self, device_type: object = None) -> bool:
+        """Whether a row of this backend ran on the host's CPU (sharing its cores with
+        everything else there); ``device_type`` is the row's ``info.device_type``."""
+        return self.device == HOST or (self.device == SELECTED
+                                       and str(device_type or "").upper() == "CPU")
+
+
+_ROWS = (
+    BackendInfo(
+        "cpu", "C (sequential and OpenMP)", "mmsuite.backends.cpu:CpuBackend", HOST,
+        "cpu.blas", HOST_PEAK, False, "#1f77b4",
+        (("omp_threads", "OpenMP threads"), ("blas", "BLAS"),
+         ("blas_coretype", "BLAS kernels (architecture)"), ("blas_threads", "BLAS threads"),
+         ("cflags", "C flags"))),
+    BackendInfo(
+        "opencl", "OpenCL", "mmsuite.backends.opencl:OpenCLBackend", SELECTED,
+        "opencl.clblast", DEVICE_PEAK, False, "#2ca02c",
+        (("opencl_platform", "OpenCL platform"), ("opencl_device", "OpenCL device"),
+         ("opencl_device_type", "OpenCL device type"), ("compute_units", "compute units"),
+         ("max_clock_mhz", "OpenCL max clock (MHz)"), ("opencl_driver", "OpenCL driver"))),
+    BackendInfo(
+        "cuda", "CUDA", "mmsuite.backends.cuda:CudaBackend", GPU,
+        "cuda.cublas", GPU_PEAK, True, "#d62728",
+        (("gpu", "GPU"), ("sm_count", "SMs"), ("compute_capability", "compute capability"),
+         ("sm_clock_mhz", "SM clock (MHz)"), ("memory_clock_mhz", "memory clock (MHz)"),
+         ("fp32_peak_tflops", "FP32 peak (TFLOP/s)"), ("driver", "driver"),
+         ("cuda_runtime", "CUDA runtime"), ("cupy", "CuPy"))),
+)
+
+#: Every backend by name, in ladder order (C first, then OpenCL, then CUDA).
+BACKENDS: Mapping[str, BackendInfo] = MappingProxyType({row.name: row for row in _ROWS})
+#: The backend whose kernels run on the host's CPU itself; its reference (the host's BLAS)
+#: stands in where another backend has no reference of its own (OpenCL without CLBlast).
+HOST_BACKEND = next(row for row in _ROWS if row.device == HOST)
+#: A colour for rows of a backend that this table does not know (an old results file).
+UNKNOWN_COLOUR = "#7f7f7f"
+
+
+def in_ladder_order(names: Iterable[str]) -> list[str]:
+    """Backend names, once each: the table's in its order, then unknown ones by name."""
+    given = set(names)
+    return [b for b in BACKENDS if b in given] + sorted(given - set(BACKENDS))
+
+
+def runs_on_host(record: dict) -> bool:
+    """Whether a result row ran on the host's CPU (the C ladder, OpenCL on a CPU)."""
+    backend = BACKENDS.get(str(record.get("backend")))
+    info = record.get("info") if isinstance(record.get("info"), dict) else {}
+    return backend is not None and backend.on_host(info.get("device_type"))
