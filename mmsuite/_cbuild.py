@@ -78,7 +78,3 @@ def make_builder() -> FFI:
 
 
 ffibuilder = make_builder()
-
-if __name__ == "__main__":
-    os.chdir(ROOT)
-    ffibuilder.compile(tmpdir="build/cffi", verbose=True)

@@ -50,7 +50,6 @@ class GemmCall:
     a: np.ndarray
     b: np.ndarray
     c0: np.ndarray
-    swapped: bool
 
     @property
     def c_size(self) -> int:
@@ -63,6 +62,6 @@ def plan_call(problem: Problem, inputs: tuple[np.ndarray, ...], kernel_layout: s
     mem_a, mem_b, mem_c = (storage(x, problem.layout) for x in (a, b, c0))
     if kernel_layout == problem.layout:
         return GemmCall(problem.m, problem.n, problem.k, problem.batch, kernel_layout,
-                        problem.alpha, problem.beta, mem_a, mem_b, mem_c, swapped=False)
+                        problem.alpha, problem.beta, mem_a, mem_b, mem_c)
     return GemmCall(problem.n, problem.m, problem.k, problem.batch, kernel_layout,
-                    problem.alpha, problem.beta, mem_b, mem_a, mem_c, swapped=True)
+                    problem.alpha, problem.beta, mem_b, mem_a, mem_c)

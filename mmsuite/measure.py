@@ -52,9 +52,7 @@ from .load import LoadWindow
 from .problem import Problem
 from .stats import robust_noise
 
-DEFAULT_REPEATS = 5
 DEFAULT_WARMUP = 1
-# Robust noise: 1.4826 * MAD estimates the standard deviation of normal data.
 # A timer may refuse a sample (None) and ask for it again, at most this many times in a row.
 MAX_RETAKES = 16
 # A timer's fixed cost per sample stays below this share of the sample (step 4 above): the
@@ -136,8 +134,6 @@ class Sampling:
 
 #: NVBench's rule: 10 samples, 0.5 s, 0.5 % noise, 15 s cap.
 DEFAULT_SAMPLING = Sampling()
-#: A quick rule for interactive runs and CI on small machines: fewer seconds, same target.
-QUICK_SAMPLING = Sampling(min_samples=5, min_seconds=0.05, max_seconds=2.0, name="quick")
 #: The samples ``mmsuite compare``'s U test needs per side to reach its significance level.
 VERDICT_SAMPLES = 5
 #: The noise a quiet CPU reaches on the C ladder and PoCL at 512^3 (wall clock, two cores).

@@ -144,10 +144,6 @@ def _slug(*parts: str) -> str:
     return re.sub(r"[^a-z0-9]+", "-", text).strip("-")[:80]
 
 
-def _status_word(cell: str) -> str:
-    return cell.split(":", 1)[0].split(" [", 1)[0].strip()
-
-
 # ---------------------------------------------------------------- environment
 _CURATED = [
     ("created", "date (UTC)"), ("git_commit", "commit"), ("mmsuite", "mmsuite"),

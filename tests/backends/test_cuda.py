@@ -79,7 +79,7 @@ def test_missing_cupy_gives_install_hint(monkeypatch: pytest.MonkeyPatch) -> Non
 
 
 def test_grid_follows_the_launch_convention() -> None:
-    call = GemmCall(300, 129, 7, 3, "col", 1.0, 0.0, np.empty(0), np.empty(0), np.empty(0), False)
+    call = GemmCall(300, 129, 7, 3, "col", 1.0, 0.0, np.empty(0), np.empty(0), np.empty(0))
     kernel = get("cuda.11_double_buffer")
     (step,) = cuda_backend.launch_of(kernel).plan(call, kernel.layout).steps
     assert step.grid == (3, 2, 3) and step.block == (256, 1) and step.smem == 0
@@ -115,7 +115,7 @@ def test_a_planner_gives_the_steps_of_a_sample(monkeypatch: pytest.MonkeyPatch) 
     kernel = Kernel("cuda.planned", "cuda", 99, None, "", "", source="cuda/01_naive.cu",
                     entry="mm_01_naive", layout="col",
                     launch=CudaLaunch(planner=f"{__name__}:two_step_plan"))
-    call = GemmCall(70, 40, 9, 2, "col", 1.0, 0.0, np.empty(0), np.empty(0), np.empty(0), False)
+    call = GemmCall(70, 40, 9, 2, "col", 1.0, 0.0, np.empty(0), np.empty(0), np.empty(0))
     plan = backend.plan(kernel, call)
     assert [s.grid for s in plan.steps] == [(3, 2, 2)] * 2
     assert plan.workspace == 16 and plan.info["planned_for"] == "test GPU"
@@ -124,7 +124,7 @@ def test_a_planner_gives_the_steps_of_a_sample(monkeypatch: pytest.MonkeyPatch) 
 class _FakeSession:
     def __init__(self) -> None:
         self.call = GemmCall(70, 40, 9, 2, "col", 0.5, 0.0, np.empty(0), np.empty(0),
-                             np.empty(0), False)
+                             np.empty(0))
         self.kernel = get("cuda.01_naive")
         self.cp = np
         self.a, self.b, self.c = "A", "B", "C"
@@ -264,7 +264,7 @@ def test_profile_reports_registers_shared_and_spills() -> None:
 def test_problem_too_large_for_the_gpu_is_a_clear_error() -> None:
     backend = get_backend("cuda")
     tiny = np.zeros(4, dtype=np.float32)
-    call = GemmCall(400_000, 400_000, 1, 1, "col", 1.0, 0.0, tiny, tiny, tiny, False)
+    call = GemmCall(400_000, 400_000, 1, 1, "col", 1.0, 0.0, tiny, tiny, tiny)
     with pytest.raises(cuda_backend.DeviceMemoryError, match="GiB of GPU memory"):
         backend.prepare(get("cuda.01_naive"), call)
 
