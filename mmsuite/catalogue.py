@@ -47,7 +47,7 @@ class Kernel:
     rung: int
     parent: str | None
     adds: str
-    seed: str
+    origin: str  # the ladder a rung comes from: its source document ("001"), beyond, reference
     source: str | None = None
     entry: str | None = None
     layout: str = "row"
@@ -82,15 +82,15 @@ class Kernel:
         return unavailable_reason(self)
 
 
-def _k(id: str, rung: int, parent: str | None, adds: str, seed: str, **kw) -> Kernel:
+def _k(id: str, rung: int, parent: str | None, adds: str, origin: str, **kw) -> Kernel:
     backend = id.split(".", 1)[0]
     if isinstance(kw.get("launch"), Mapping):
         kw["launch"] = MappingProxyType(dict(kw["launch"]))
-    return Kernel(id=id, backend=backend, rung=rung, parent=parent, adds=adds, seed=seed, **kw)
+    return Kernel(id=id, backend=backend, rung=rung, parent=parent, adds=adds, origin=origin, **kw)
 
 
-def _c(id: str, rung: int, parent: str | None, adds: str, seed: str, source: str) -> Kernel:
-    return _k(id, rung, parent, adds, seed, source=f"csrc/{source}.c", entry=f"mm_{id[4:]}")
+def _c(id: str, rung: int, parent: str | None, adds: str, origin: str, source: str) -> Kernel:
+    return _k(id, rung, parent, adds, origin, source=f"csrc/{source}.c", entry=f"mm_{id[4:]}")
 
 
 # ----------------------------------------------------------------------- CPU
@@ -116,11 +116,11 @@ CPU = [
 ]
 
 # -------------------------------------------------------------------- OpenCL
-def _cl(id: str, rung: int, parent: str | None, adds: str, seed: str, source: str,
+def _cl(id: str, rung: int, parent: str | None, adds: str, origin: str, source: str,
         gpu: list[ClGeometry], cpu: list[ClGeometry]) -> Kernel:
     """An OpenCL rung; its launch holds geometries per device type, best first: the
     adapter uses the first the device accepts."""
-    return _k(id, rung, parent, adds, seed, source=f"cl/{source}.cl", entry=f"mm_{id[7:]}",
+    return _k(id, rung, parent, adds, origin, source=f"cl/{source}.cl", entry=f"mm_{id[7:]}",
               launch={"GPU": tuple(gpu), "CPU": tuple(cpu)})
 
 
@@ -162,13 +162,13 @@ STRIP_SIZES = ("any M, K >= 1; N up to 65535 x the columns a block covers; any b
                "row and col layouts (for row-major problems the limit applies to M)")
 
 
-def _cu(id: str, rung: int, parent: str | None, adds: str, seed: str, source: str,
+def _cu(id: str, rung: int, parent: str | None, adds: str, origin: str, source: str,
         launch: CudaLaunch | Mapping | None = None, **kw) -> Kernel:
     """A CUDA rung; ``launch`` is a ``CudaLaunch`` or the keyword arguments of one."""
     kw.setdefault("entry", f"mm_{id[5:]}")
     if not isinstance(launch, CudaLaunch):
         launch = CudaLaunch(**dict(launch or {}))
-    return _k(id, rung, parent, adds, seed, source=f"cuda/{source}.cu", launch=launch, **kw)
+    return _k(id, rung, parent, adds, origin, source=f"cuda/{source}.cu", launch=launch, **kw)
 
 
 def _strip(id: str, rung: int, parent: str, adds: str, source: str, width: int,

@@ -433,7 +433,7 @@ class Measurement:
         """A JSON-ready record (no output array)."""
         record = {
             "kernel": self.kernel.id, "backend": self.kernel.backend, "rung": self.kernel.rung,
-            "parent": self.kernel.parent, "adds": self.kernel.adds, "seed": self.kernel.seed,
+            "parent": self.kernel.parent, "adds": self.kernel.adds, "origin": self.kernel.origin,
             "precision": self.kernel.precision,
             "problem": self.problem.to_dict(), "flops": self.problem.flops,
             "status": "ok" if self.ok else "failed", "reason": self.verdict.reason,

@@ -141,7 +141,7 @@ _TEXT = ("a string", lambda v: isinstance(v, str))
 _TEXT_OR_NULL = ("a string or null", lambda v: v is None or isinstance(v, str))
 _OBJECT_OR_NULL = ("an object or null", lambda v: v is None or isinstance(v, dict))
 FIELD_TYPES: dict[str, tuple[str, Any]] = {
-    "backend": _TEXT, "adds": _TEXT, "seed": _TEXT, "reason": _TEXT, "l2": _TEXT,
+    "backend": _TEXT, "adds": _TEXT, "origin": _TEXT, "reason": _TEXT, "l2": _TEXT,
     "precision": _TEXT, "peak_kind": _TEXT,
     "parent": _TEXT_OR_NULL,
     "rung": ("an integer or null", lambda v: v is None or _is_int(v)),
@@ -212,6 +212,9 @@ def check_record(record: Any) -> str:
 
 
 def _normalise(record: dict) -> dict:
+    if isinstance(record.get("seed"), str) and "origin" not in record:
+        # Files before 0.2 called a rung's origin "seed", beside the problem's RNG seed.
+        record["origin"] = record.pop("seed")
     if record.get("max_rel_err") is None and "max_rel_err" in record:
         record["max_rel_err"] = math.inf  # written as null: NaN/Inf output
     return record

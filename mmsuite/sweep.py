@@ -45,7 +45,7 @@ class Row:
             return self.record
         record = {"kernel": self.kernel.id, "backend": self.kernel.backend,
                   "rung": self.kernel.rung, "parent": self.kernel.parent,
-                  "adds": self.kernel.adds, "seed": self.kernel.seed,
+                  "adds": self.kernel.adds, "origin": self.kernel.origin,
                   "precision": self.kernel.precision, "problem": self.problem.to_dict(),
                   "flops": self.problem.flops,
                   "status": self.status, "reason": self.reason}

@@ -30,6 +30,13 @@ def test_round_trip_and_non_finite_values(tmp_path) -> None:
     assert doc["results"][0]["max_rel_err"] == math.inf and doc["environment"] == {"cpu": "x"}
 
 
+def test_a_rungs_origin_reads_from_files_that_called_it_seed(tmp_path) -> None:
+    path = tmp_path / "old.json"
+    results.save(path, [_ok_record(seed="002"), _ok_record(origin="beyond")], {}, {})
+    old, new = results.load(path)["results"]
+    assert old["origin"] == "002" and "seed" not in old and new["origin"] == "beyond"
+
+
 def test_save_creates_no_folder(tmp_path) -> None:
     with pytest.raises(FileNotFoundError):
         results.save(tmp_path / "missing" / "r.json", [], {}, {})

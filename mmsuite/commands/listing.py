@@ -77,8 +77,8 @@ def _print_long(console: Console, chosen: list[tuple[catalogue.Kernel, str]]) ->
         table.add_column(title, overflow="fold", no_wrap=title == "kernel")
     for kernel, reason in chosen:
         sizes = "any" if kernel.constraints == catalogue.ANY_SIZE else kernel.constraints
-        origin = kernel.seed if kernel.seed in ("reference", "beyond") else \
-            f"document {kernel.seed}"
+        origin = kernel.origin if kernel.origin in ("reference", "beyond") else \
+            f"document {kernel.origin}"
         table.add_row(kernel.id, str(kernel.rung), kernel.parent or "-", origin,
                       kernel.source or "-", kernel.precision, kernel.adds, sizes,
                       "yes" if not reason else f"no: {reason}",
