@@ -33,7 +33,6 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -209,9 +208,6 @@ def decide(pair: Pair, settings: Settings) -> tuple[str, str]:
     return "unsure", f"{why}: more --max-time, or a quieter machine"
 
 
-Progress = Callable[[Pair, str], None]
-
-
 class Gate:
     """Measures pairs with one worker per side, replaced when it dies."""
 
@@ -274,7 +270,7 @@ class Gate:
             return SIDES if round_index % 2 == 0 else SIDES[::-1]
         return SIDES if self.rng.random() < 0.5 else SIDES[::-1]
 
-    def measure(self, pair: Pair, progress: Progress | None = None) -> Pair:
+    def measure(self, pair: Pair) -> Pair:
         """Open the kernel on both sides, take rounds until decided or out of time, judge."""
         timeout = default_timeout(pair.problem)
         started = time.monotonic()
@@ -282,7 +278,7 @@ class Gate:
             for side in self._order(0):
                 self._open(pair, side, timeout)
             if pair.base.status == pair.head.status == "ok":  # the budget is for rounds
-                self._rounds(pair, timeout, time.monotonic(), progress)
+                self._rounds(pair, timeout, time.monotonic())
         except KeyboardInterrupt:
             pair.interrupted = True
             raise
@@ -297,8 +293,7 @@ class Gate:
             self._judge(pair)
         return pair
 
-    def _rounds(self, pair: Pair, timeout: float, started: float,
-                progress: Progress | None) -> None:
+    def _rounds(self, pair: Pair, timeout: float, started: float) -> None:
         settings = self.settings
         quick = pair.identical and not settings.judge_identical
         while True:
@@ -311,8 +306,6 @@ class Gate:
                 self._judge(pair)
                 if quick or pair.verdict != "unsure":
                     return
-            if progress is not None:
-                progress(pair, f"round {n}")
             if time.monotonic() - started >= settings.max_seconds or n >= settings.max_rounds:
                 return
 

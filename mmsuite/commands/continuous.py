@@ -3,12 +3,14 @@ problem in both, alternately, and judge each row from the paired rounds (the CI 
 
 Exit status: 1 when a row is slower beyond the threshold or broke (with ``--strict``,
 also when one stayed unsure), 0 otherwise, 2 for bad input (an unknown revision, a
-revision that fails to build), 130 when interrupted (finished rows kept and saved).
+revision that fails to build), 130 (143) when Ctrl-C (SIGTERM) ends it: the finished
+rows are judged, shown and saved.
 """
 
 from __future__ import annotations
 
 import argparse
+import signal
 import sys
 from pathlib import Path
 
@@ -137,19 +139,21 @@ def run(args: argparse.Namespace, console: Console) -> int:
     gate = continuous.Gate(base, head, worker_options, settings, logs=head.root)
     pairs: list[Pair] = []
     todo = [Pair(k, p) for p in problems for k in runnable]
-    interrupted = False
+    interrupted = 0
+    previous = signal.signal(signal.SIGTERM, _terminate)
     try:
         for index, pair in enumerate(todo, 1):
-            gate.measure(pair, progress=None)
+            gate.measure(pair)
             pairs.append(pair)
             _log(f"[{index}/{len(todo)}] {pair.kernel.id} @ {pair.problem.shape_label}: "
                  f"{_verdict_text(pair)} {continuous.ratio_text(pair)} "
                  f"[{continuous.interval_text(pair)}] ({pair.seconds:.1f} s)")
-    except KeyboardInterrupt:
-        interrupted = True
+    except (KeyboardInterrupt, Terminated) as exc:
+        interrupted = 143 if isinstance(exc, Terminated) else 130
         if todo[len(pairs)].base.rounds:  # the row under way keeps its finished rounds
             pairs.append(todo[len(pairs)])
     finally:
+        signal.signal(signal.SIGTERM, previous)
         gate.close()
 
     render(pairs, settings, console)
@@ -159,8 +163,16 @@ def run(args: argparse.Namespace, console: Console) -> int:
     if interrupted:
         _log(f"interrupted after {len(pairs)} of {len(todo)} rows; their finished rounds "
              f"are judged and saved above")
-        return 130
+        return interrupted
     return continuous.exit_status(pairs, args.strict)
+
+
+class Terminated(BaseException):
+    """SIGTERM: ends the gate like Ctrl-C, with the finished rows judged and saved."""
+
+
+def _terminate(signum: int, frame: object) -> None:
+    raise Terminated()
 
 
 def _verdict_text(pair: Pair) -> str:
