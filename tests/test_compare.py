@@ -232,30 +232,31 @@ def with_share(row: dict, share: float) -> dict:
     return {**row, "host_load": {"others_share": share, "cores": 2, "seconds": 1.0}}
 
 
+def compared(tmp_path: Path, base: tuple[float, str, float], new: tuple[float, str, float],
+             noise: float = 0.01) -> tuple[compare.Row, compare.Comparison]:
+    """One row compared: each side is (median ms, code hash, others' share of the CPU)."""
+    paths = []
+    for name, (ms, code_hash, share), seed in (("a", base, 1), ("b", new, 2)):
+        row = with_share(with_code(record("cpu.k", timings(ms, noise, seed=seed)), code_hash),
+                         share)
+        paths.append(write(tmp_path / f"{name}.json", [row]))
+    result = compare.compare(*paths)
+    return result.rows[0], result
+
+
 def test_identical_code_is_same_whatever_the_times(tmp_path: Path) -> None:
     """A quiet run and a loaded run of byte-identical code: the 30% is the machine's."""
-    quiet = with_share(with_code(record("cpu.k", timings(1.0, 0.01, seed=1)), "abc"), 0.01)
-    loaded_row = with_share(with_code(record("cpu.k", timings(1.3, 0.2, seed=2)), "abc"), 0.5)
-    result = compare.compare(write(tmp_path / "a.json", [quiet]),
-                             write(tmp_path / "b.json", [loaded_row]))
-    (row,) = result.rows
+    row, result = compared(tmp_path, (1.0, "abc", 0.01), (1.3, "abc", 0.5), noise=0.2)
     assert row.verdict == "same" and row.why.startswith("identical code")
     assert "environment" in row.why and result.exit_status == 0
 
 
 def test_changed_code_under_changed_load_is_unsure(tmp_path: Path) -> None:
-    quiet = with_share(with_code(record("cpu.k", timings(1.0, 0.01, seed=1)), "abc"), 0.01)
-    loaded_row = with_share(with_code(record("cpu.k", timings(1.3, 0.01, seed=2)), "abd"), 0.5)
-    result = compare.compare(write(tmp_path / "a.json", [quiet]),
-                             write(tmp_path / "b.json", [loaded_row]))
-    (row,) = result.rows
+    row, result = compared(tmp_path, (1.0, "abc", 0.01), (1.3, "abd", 0.5))
     assert row.verdict == "unsure" and row.why.startswith("load changed")
     assert "1%" in row.why and "50%" in row.why and result.exit_status == 0
 
 
 def test_changed_code_under_the_same_load_is_judged(tmp_path: Path) -> None:
-    base = with_share(with_code(record("cpu.k", timings(1.0, 0.01, seed=1)), "abc"), 0.4)
-    slow = with_share(with_code(record("cpu.k", timings(1.3, 0.01, seed=2)), "abd"), 0.45)
-    result = compare.compare(write(tmp_path / "a.json", [base]),
-                             write(tmp_path / "b.json", [slow]))
-    assert result.rows[0].verdict == "slower" and result.exit_status == 1
+    row, result = compared(tmp_path, (1.0, "abc", 0.4), (1.3, "abd", 0.45))
+    assert row.verdict == "slower" and result.exit_status == 1

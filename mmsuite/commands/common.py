@@ -71,12 +71,16 @@ def threads(text: str) -> int:
     return value
 
 
-def float32(text: str) -> float:
-    """An argparse type: a number that is finite in float32 (the kernels' scalar type)."""
+def _number(text: str) -> float:
     try:
-        value = float(text)
+        return float(text)
     except ValueError:
         raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
+
+
+def float32(text: str) -> float:
+    """An argparse type: a number that is finite in float32 (the kernels' scalar type)."""
+    value = _number(text)
     if not math.isfinite(value) or abs(value) > FLOAT32_MAX:
         raise argparse.ArgumentTypeError(
             f"expected a number that is finite in float32 (|x| <= 3.4e38), got {text}")
@@ -97,13 +101,9 @@ def device_list(text: str) -> str | list[int]:
     return ids
 
 
-
 def fraction(text: str) -> float:
     """An argparse type: a number strictly between 0 and 1."""
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
+    value = _number(text)
     if not 0 < value < 1:
         raise argparse.ArgumentTypeError(f"expected a fraction between 0 and 1, got {value:g}")
     return value
