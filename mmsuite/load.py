@@ -6,6 +6,9 @@ of time, how much CPU time every process but this one used (``/proc/stat`` minus
 ``/proc/self/stat``), as a share of the machine's capacity. A share recorded with each
 result lets ``compare`` tell two runs taken under different load apart, and ``run``
 warn when its own figures were distorted.
+
+``continuous`` loads this file by path into the worker of another revision's build, so
+at module level it imports nothing of mmsuite (tests/test_load.py checks that).
 """
 
 from __future__ import annotations
@@ -14,8 +17,6 @@ import os
 import time
 from dataclasses import dataclass
 from pathlib import Path
-
-from .backend_table import runs_on_host
 
 #: Others' share of the machine's CPU above which CPU timings are distorted: on two
 #: cores, one busy neighbour is 0.5, a quiet machine reads 0.00-0.03.
@@ -85,6 +86,8 @@ def others_share(record: dict) -> float | None:
 def distortion_warning(records: list[dict]) -> str | None:
     """One line when other processes took enough of the CPU during host rows to distort
     them; None on a quiet run."""
+    from .backend_table import runs_on_host  # here: the module itself is loaded by path
+
     worst = max(((share, r) for r in records if (share := others_share(r)) is not None
                  and runs_on_host(r)), key=lambda pair: pair[0], default=None)
     if worst is None or worst[0] <= DISTORTING_SHARE:

@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import runpy
 import subprocess
 import sys
 import time
 
 import pytest
 
-from mmsuite import load
+from mmsuite import identity, load
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc")
 
@@ -51,3 +52,11 @@ def test_distortion_warning_names_the_worst_host_row() -> None:
     assert warning is not None and "48%" in warning and "cpu.b" in warning
     assert load.distortion_warning(rows[:1]) is None
     assert load.distortion_warning([{"kernel": "old", "backend": "cpu"}]) is None
+
+
+@pytest.mark.parametrize("module", [load, identity])
+def test_the_continuous_worker_can_load_it_by_path(module) -> None:
+    """The worker of another revision's build runs the driver's copy of these files by
+    path, outside any package: a relative import at module level would break it."""
+    namespace = runpy.run_path(module.__file__)
+    assert "LoadWindow" in namespace or "code_identity" in namespace
