@@ -14,9 +14,10 @@ import pytest
 
 from mmsuite import catalogue, results, workers
 from mmsuite.backends import KernelUnavailable
-from mmsuite.cli import main
+from mmsuite.cli import build_parser, main
 from mmsuite.commands import COMMANDS, listing
 from mmsuite.commands import run as run_command
+from mmsuite.commands.common import problems_from_args
 
 CPU_QUICK = ["run", "--backend", "cpu", "--shape", "37x29x41", "--repeats", "2", "--warmup", "0"]
 
@@ -85,7 +86,7 @@ def test_report_rerenders_a_saved_run(tmp_path, capsys) -> None:
     path = tmp_path / "r.json"
     main(CPU_QUICK + ["--kernel", "cpu.seq_*", "--json", str(path)])
     capsys.readouterr()
-    assert main(["report", str(path), "--markdown", "--plots", str(tmp_path / "plots")]) == 0
+    assert main(["report", str(path), "--print-markdown", "--plots", str(tmp_path / "plots")]) == 0
     out = capsys.readouterr().out
     assert "| cpu.seq_naive |" in out
     assert (tmp_path / "plots" / "ladder_0.png").stat().st_size > 1000
@@ -113,8 +114,8 @@ def test_unavailable_kernels_become_rows_and_the_run_goes_on(capsys) -> None:
     (["report", "/nonexistent/results.json"], "no such result file"),
     (["frobnicate"], "invalid choice"),
     (["run", "--seed", "-1"], "argument --seed: expected an integer >= 0, got -1"),
-    (["run", "--shape", ""], "--shape is empty"),
-    (["run", "--sizes", " , "], "--sizes is empty"),
+    (["run", "--shape", ""], "argument --shape: nothing given"),
+    (["run", "--sizes", " , "], "argument --sizes: nothing given"),
     (["run", "--shape", "4x4x3000000000"], "k must be at most 2147483647"),
     (["run", "--shape", "-3x4x4"], "shape sizes must be positive, got '-3x4x4'"),
     (["run", "--alpha", "1e39"], "argument --alpha: expected a number that is finite in float32"),
@@ -157,6 +158,31 @@ def test_a_file_the_user_named_is_one_line_but_an_internal_io_failure_a_tracebac
     err = capsys.readouterr().err
     assert "Traceback (most recent call last)" in err and "read_internal_file" in err
     assert "internal error: this is a bug" in err
+
+
+def _problems(argv: list[str]) -> list:
+    return problems_from_args(build_parser().parse_args(["run"] + argv))
+
+
+def test_one_repeatable_shape_takes_mxnxk_a_cube_or_a_comma_list() -> None:
+    shapes = [(p.m, p.n, p.k) for p in _problems(["--shape", "8", "--shape", "4x5x6,16"])]
+    assert shapes == [(8, 8, 8), (4, 5, 6), (16, 16, 16)]
+    assert [(p.m, p.batch) for p in _problems(["--preset", "seed003"])] == [(1000, 100)]
+    assert [p.m for p in _problems([])] == [512]
+
+
+@pytest.mark.parametrize("old,new,argv", [
+    ("--sizes", "--shape", ["run", "OPTION", "8,16"]),
+    ("--shapes", "--shape", ["run", "OPTION", "4x5x6"]),
+    ("--alpha", "--significance", ["compare", "a.json", "b.json", "OPTION", "0.05"]),
+    ("--markdown", "--print-markdown", ["report", "r.json", "OPTION"]),
+])
+def test_old_options_still_work_for_a_release_with_a_warning(old, new, argv, capsys) -> None:
+    with_old = build_parser().parse_args([old if a == "OPTION" else a for a in argv])
+    assert capsys.readouterr().err.splitlines() == [
+        f"mmsuite: warning: {old} is deprecated and goes in the next release; use {new}"]
+    assert vars(with_old) == vars(build_parser().parse_args([new if a == "OPTION" else a
+                                                             for a in argv]))
 
 
 def test_a_json_path_in_a_missing_folder_creates_nothing(capsys) -> None:

@@ -208,7 +208,7 @@ def test_report_asv_without_the_bench_extra_is_one_line_naming_it(
 def test_run_report_writes_results_and_report(tmp_path: Path,
                                               capsys: pytest.CaptureFixture) -> None:
     out = tmp_path / "rep"
-    assert main(["run", "--backend", "cpu", "--kernel", "cpu.seq_*", "--sizes", "8,16",
+    assert main(["run", "--backend", "cpu", "--kernel", "cpu.seq_*", "--shape", "8,16",
                  "--repeats", "2", "--warmup", "0", "--report", str(out)]) == 0
     capsys.readouterr()
     saved = json.loads((out / "results.json").read_text())

@@ -7,6 +7,7 @@ import argparse
 import fnmatch
 import math
 import os
+import sys
 from pathlib import Path
 
 from .. import catalogue, results
@@ -165,6 +166,33 @@ def check_selectors(kernels: list[Kernel], options: RunOptions) -> None:
 DEFAULT_SHAPE = "512x512x512"
 
 
+def deprecated(new: str, action: type[argparse.Action]) -> type[argparse.Action]:
+    """An old option kept for one release: it does what ``action`` does, after a warning on
+    stderr that names ``new``, the option that replaces it."""
+
+    class Deprecated(action):  # type: ignore[misc,valid-type]
+        def __call__(self, parser, namespace, values, option_string=None):
+            print(f"mmsuite: warning: {option_string} is deprecated and goes in the next "
+                  f"release; use {new}", file=sys.stderr)
+            super().__call__(parser, namespace, values, option_string)
+
+    return Deprecated
+
+
+def shape_list(text: str) -> list[str]:
+    """An argparse type: ``MxNxK``, ``S`` (a cube) or a comma list of either."""
+    items = [t.strip() for t in text.split(",") if t.strip()]
+    if not items:
+        raise argparse.ArgumentTypeError(
+            "nothing given; expected MxNxK, S or a comma list (e.g. 512x512x512 or 128,256)")
+    for item in items:
+        try:
+            parse_shape(item)
+        except ValueError as exc:
+            raise argparse.ArgumentTypeError(str(exc)) from None
+    return items
+
+
 def add_selection_arguments(p: argparse.ArgumentParser) -> None:
     """--backend and --kernel: which kernels of the catalogue a command takes."""
     sel = p.add_argument_group("selection")
@@ -178,11 +206,12 @@ def add_problem_arguments(p: argparse.ArgumentParser) -> None:
     """The problem options: shape (or a sweep of shapes, or a preset), batch, layout, scalars
     and the inputs' random seed."""
     prob = p.add_argument_group("problem")
-    prob.add_argument("--shape", metavar="MxNxK", help=f"matrix sizes (default {DEFAULT_SHAPE})")
-    prob.add_argument("--sizes", metavar="N,N,...",
-                      help="a size sweep of square problems, e.g. 128,256,512")
-    prob.add_argument("--shapes", metavar="MxNxK,...",
-                      help="a sweep of (non-square) shapes, e.g. 4096x128x4096,128x128x65536")
+    prob.add_argument("--shape", action="extend", type=shape_list, metavar="MxNxK|S[,...]",
+                      help="matrix sizes: MxNxK, S for SxSxS, or a comma list of either for a "
+                      f"sweep (repeatable; default {DEFAULT_SHAPE})")
+    for old in ("--sizes", "--shapes"):  # the sweeps' options before --shape took lists
+        prob.add_argument(old, dest="shape", type=shape_list, help=argparse.SUPPRESS,
+                          action=deprecated("--shape", argparse._ExtendAction))
     prob.add_argument("--batch", type=positive_int, default=1,
                       help="independent products of the same shape (default 1)")
     prob.add_argument("--layout", choices=LAYOUTS, default="row",
@@ -199,35 +228,14 @@ def add_problem_arguments(p: argparse.ArgumentParser) -> None:
 
 def problems_from_args(args: argparse.Namespace) -> list[Problem]:
     """The problems that ``add_problem_arguments``' options name; UsageError for bad ones."""
-    for option in ("shape", "sizes", "shapes"):  # an empty value is not the default
-        value = getattr(args, option, None)
-        if value is not None and not value.replace(",", "").strip():
-            raise UsageError(f"--{option} is empty; expected e.g. "
-                             + ("512x512x512" if option == "shape" else "128,256,512"
-                                if option == "sizes" else "4096x128x4096,128x128x65536"))
-    try:
-        return _problems(args)
-    except ValueError as exc:  # parse_shape and Problem name the field at fault
-        raise UsageError(str(exc)) from None
-
-
-def _problems(args: argparse.Namespace) -> list[Problem]:
     if args.preset:
         if args.shape or args.batch != 1:
             raise UsageError("--preset sets the shape and batch; drop --shape/--batch")
-        return [Problem(p.m, p.n, p.k, p.batch, args.layout, args.alpha, args.beta, args.seed)
-                for p in preset(args.preset)]
-    if args.sizes or args.shapes:
-        if args.shape or (args.sizes and args.shapes):
-            raise UsageError("give one of --shape, --sizes and --shapes")
-        items = [t.strip() for t in (args.sizes or args.shapes).split(",") if t.strip()]
-        if not items:
-            raise UsageError("--sizes/--shapes needs at least one size")
-        if args.sizes and any("x" in t.lower() for t in items):
-            raise UsageError("--sizes takes square sizes (128,256); use --shapes for MxNxK")
-        return [Problem(*parse_shape(t), args.batch, args.layout, args.alpha, args.beta,
-                        args.seed) for t in items]
-    m, n, k = parse_shape(args.shape or DEFAULT_SHAPE)
-    return [Problem(m, n, k, args.batch, args.layout, args.alpha, args.beta, args.seed)]
-
-
+        shapes = [(p.m, p.n, p.k, p.batch) for p in preset(args.preset)]
+    else:
+        shapes = [(*parse_shape(t), args.batch) for t in args.shape or [DEFAULT_SHAPE]]
+    try:
+        return [Problem(m, n, k, batch, args.layout, args.alpha, args.beta, args.seed)
+                for m, n, k, batch in shapes]
+    except ValueError as exc:  # Problem names the field at fault
+        raise UsageError(str(exc)) from None

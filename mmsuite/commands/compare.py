@@ -8,7 +8,7 @@ from pathlib import Path
 
 from ..compare import DEFAULT_ALPHA, DEFAULT_THRESHOLD, compare, render_markdown, render_rich
 from ..verdicts import write_junit, write_verdict_json
-from .common import UsageError, check_output_file, fraction
+from .common import UsageError, check_output_file, deprecated, fraction
 
 
 def add_parser(sub) -> argparse.ArgumentParser:
@@ -23,8 +23,10 @@ def add_parser(sub) -> argparse.ArgumentParser:
     p.add_argument("new", type=Path, metavar="NEW.json", help="results of the newer run")
     p.add_argument("--threshold", type=fraction, default=DEFAULT_THRESHOLD,
                    help="smallest change that counts, as a fraction (default 0.05: 5%%)")
-    p.add_argument("--alpha", type=fraction, default=DEFAULT_ALPHA,
+    p.add_argument("--significance", type=fraction, default=DEFAULT_ALPHA, metavar="LEVEL",
                    help="significance level of the U test (default 0.01)")
+    p.add_argument("--alpha", dest="significance", type=fraction, help=argparse.SUPPRESS,
+                   action=deprecated("--significance", argparse._StoreAction))
     p.add_argument("--markdown", type=Path, metavar="FILE",
                    help="also write the comparison as Markdown (for a pull request)")
     p.add_argument("--verdict-json", type=Path, metavar="FILE",
@@ -42,14 +44,14 @@ def run(args: argparse.Namespace, console) -> int:
                          ("--junit", args.junit)):
         check_output_file(option, path)
     try:
-        result = compare(args.base, args.new, args.threshold, args.alpha)
+        result = compare(args.base, args.new, args.threshold, args.significance)
     except ValueError as exc:  # an unreadable or damaged file, named in the message
         raise UsageError(str(exc)) from None
     render_rich(result, args.threshold, console)
     if args.markdown is not None:
         args.markdown.write_text(render_markdown(result, args.threshold))
         console.print(f"Markdown written to {args.markdown}")
-    inputs = {"base": str(args.base), "new": str(args.new), "alpha": args.alpha}
+    inputs = {"base": str(args.base), "new": str(args.new), "alpha": args.significance}
     if args.verdict_json is not None:
         write_verdict_json(args.verdict_json, result.verdict_rows(), threshold=args.threshold,
                            extra=inputs)

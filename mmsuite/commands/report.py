@@ -9,7 +9,7 @@ from pathlib import Path
 from rich.console import Console
 
 from .. import report, results
-from .common import UsageError, check_output_folder
+from .common import UsageError, check_output_folder, deprecated
 
 
 def add_parser(sub) -> argparse.ArgumentParser:
@@ -24,7 +24,10 @@ def add_parser(sub) -> argparse.ArgumentParser:
     p.add_argument("--asv", type=Path, metavar="DIR",
                           help="add each kernel's history from this asv results directory")
     p.add_argument("--wide", action="store_true", help="print every column")
-    p.add_argument("--markdown", action="store_true", help="print Markdown tables")
+    p.add_argument("--print-markdown", action="store_true",
+                   help="print the tables as Markdown (run's --markdown FILE writes them)")
+    p.add_argument("--markdown", dest="print_markdown", help=argparse.SUPPRESS,
+                   action=deprecated("--print-markdown", argparse._StoreTrueAction))
     p.add_argument("--plots", type=Path, metavar="DIR", help="write PNG plots here")
 
     return p
@@ -42,7 +45,7 @@ def run(args: argparse.Namespace, console: Console) -> int:
         history.asv_reader()  # without the bench extra: one line naming it, before any work
         if not args.asv.is_dir():
             raise UsageError(f"no asv results at {args.asv}")
-    if args.markdown:
+    if args.print_markdown:
         print(report.render_markdown(records))
     elif not args.out:
         from .. import report_html
