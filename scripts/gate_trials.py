@@ -2,7 +2,7 @@
 
     python scripts/gate_trials.py --trials 20 --busy-neighbour
     python scripts/gate_trials.py --trials 10 --plant cuda --kernel cuda.20_tuned \
-        --sizes 4096 --threshold 0.02
+        --shape 4096 --threshold 0.02
 
 Each trial is one ``mmsuite continuous`` call; the table counts, per kind of trial, the
 trials that exited 0 or 1 and the rows called slower:
@@ -87,8 +87,8 @@ def trial(repo: Path, base: str, head: str, args: argparse.Namespace, cache: Pat
                    "--verdict-json", str(verdict_file), *extra]
         for glob in args.kernel:
             command += ["--kernel", glob]
-        if args.sizes:
-            command += ["--sizes", args.sizes]
+        if args.shape:
+            command += ["--shape", args.shape]
         started = time.monotonic()
         done = subprocess.run(command, capture_output=True, text=True)
         seconds = time.monotonic() - started
@@ -103,7 +103,7 @@ def main() -> None:
     parser.add_argument("--repo", type=Path, default=Path("."))
     parser.add_argument("--trials", type=int, default=20)
     parser.add_argument("--kernel", action="append", default=None)
-    parser.add_argument("--sizes", default="512,1024")
+    parser.add_argument("--shape", default="512,1024", help="problems, as mmsuite run's --shape")
     parser.add_argument("--threshold", type=float, default=0.05)
     parser.add_argument("--max-time", type=float, default=6.0)
     parser.add_argument("--plant", choices=sorted(PLANTS) + ["none"], default="c")
@@ -123,7 +123,7 @@ def main() -> None:
     lines = []
     try:
         if args.time_run:
-            command = [sys.executable, "-m", "mmsuite.cli", "run", "--sizes", args.sizes]
+            command = [sys.executable, "-m", "mmsuite.cli", "run", "--shape", args.shape]
             for glob in args.kernel:
                 command += ["--kernel", glob]
             started = time.monotonic()
