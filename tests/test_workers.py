@@ -202,7 +202,7 @@ def test_check_host_memory_refuses_what_does_not_fit(monkeypatch) -> None:
 # below makes the catalogue find them inside the worker process.
 def _planted(name: str, adds: str) -> Kernel:
     return Kernel(id=f"cuda.planted_{name}", backend="cuda", rung=90, parent=None, adds=adds,
-                  seed="test", source=f"tests/planted/{name}.cu", entry=f"mm_planted_{name}",
+                  origin="test", source=f"tests/planted/{name}.cu", entry=f"mm_planted_{name}",
                   layout="col", launch=CudaLaunch(block=(16, 16)))
 
 
