@@ -356,8 +356,9 @@ def _ladder_blocks(records: list[dict], figures: _Figures, machine: str,
                                 f"The {backend} ladder on {label}: kernel-only throughput per "
                                 "rung (error bar: slowest to fastest sample), speedup over the "
                                 "parent rung and the base; the reference as a dashed line, the "
-                                "FP32 peak dotted where known. Kernels without a valid time "
-                                "are marked, not drawn as bars.")
+                                "FP32 peak dotted where it lies near the data, else named in "
+                                "the legend. Kernels without a valid time are marked, not "
+                                "drawn as bars.")
             if block:
                 blocks.append(block)
         fig = charts.transfer_chart(group, title=f"transfers, {label}")
@@ -565,7 +566,7 @@ body { font-family: system-ui, -apple-system, "Segoe UI", Roboto, sans-serif; ma
 h1 { font-size: 1.7em; } h2 { border-bottom: 1px solid #ccc; padding-bottom: .2em;
 margin-top: 2em; }
 table { border-collapse: collapse; margin: .8em 0; font-size: .85em; }
-th, td { border: 1px solid #ddd; padding: .25em .55em; vertical-align: top; }
+th, td { border: 1px solid #ddd; padding: .25em .4em; vertical-align: top; }
 th { background: #f3f3f3; } td.r { text-align: right; font-variant-numeric: tabular-nums; }
 td.r, td:first-child { white-space: nowrap; }  /* 1.2e-07 and kernel ids stay whole */
 tr.failed td, tr.error td, tr.invalid td { color: #b00020; }
