@@ -13,18 +13,20 @@ render to HTML and to Markdown alike, so both say the same.
 
 from __future__ import annotations
 
-import csv
 import html
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from . import charts, results
-from .backend_table import BACKENDS, HOST_BACKEND, in_ladder_order
+from . import charts
+from .backend_table import HOST_BACKEND, in_ladder_order
 from .catalogue import BY_ID
+from .environment_table import environment_table, max_load
 from .problem import label_of
 from .report import flops_scale, fmt, group_by_problem, ladder_table, table_rows
+from .results_csv import write_csv
+from .runs import Run, by_machine, load_runs, merge, problem_key
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -32,76 +34,11 @@ if TYPE_CHECKING:
 FIGURES = "figures"
 
 
-# ---------------------------------------------------------------- inputs
-@dataclass
-class Run:
-    """One result file: where it came from and the machine it ran on."""
-
-    path: Path
-    environment: dict
-    settings: dict
-    records: list[dict]
-    machine: str
-
-    @property
-    def created(self) -> str:
-        return str(self.environment.get("created") or "")
-
-    @property
-    def commit(self) -> str:
-        return str(self.environment.get("git_commit") or "")
-
-
-def machine_label(environment: dict) -> str:
-    """The machine a file ran on: its GPU's name when CUDA or OpenCL saw one, else its CPU
-    model and cores."""
-    backends = environment.get("backends") or {}
-    gpu = (backends.get("cuda") or {}).get("gpu")
-    if not gpu:
-        opencl = backends.get("opencl") or {}
-        if opencl.get("opencl_device_type") == "GPU":
-            gpu = opencl.get("opencl_device")
-    if gpu:
-        return str(gpu)
-    cpu = str(environment.get("cpu") or "unknown CPU")
-    cores = environment.get("cpu_cores")
-    return f"{cpu} ({cores} cores)" if cores else cpu
-
-
-def load_runs(paths: list[Path]) -> list[Run]:
-    """Read result files (ValueError naming a bad one), oldest first."""
-    runs = []
-    for path in paths:
-        document = results.load(Path(path))
-        env = document.get("environment") or {}
-        runs.append(Run(Path(path), env, document.get("settings") or {},
-                        document.get("results") or [], machine_label(env)))
-    runs.sort(key=lambda r: r.created)
-    return runs
-
-
-def _problem_key(record: dict) -> tuple:
-    return tuple(sorted((record.get("problem") or {}).items()))
-
-
-def merge(runs: list[Run]) -> list[dict]:
-    """Every run's records, labelled with ``machine`` and ``source``; a kernel x problem run
-    again on the same machine keeps its newest row."""
-    merged: dict[tuple, dict] = {}
-    for run in runs:  # oldest first: newer rows replace older ones
-        for record in run.records:
-            key = (run.machine, record["kernel"], _problem_key(record),
-                   record.get("l2"), record.get("device"))
-            merged[key] = {**record, "machine": run.machine, "source": run.path.name,
-                           "commit": run.commit}
-    return list(merged.values())
-
-
 def render_terminal(paths: list[Path], console: Console, wide: bool = False) -> None:
     """The ladder tables of merged result files, one set per machine."""
     from .report import render_rich
 
-    machines = _by_machine(merge(load_runs([Path(p) for p in paths])))
+    machines = by_machine(merge(load_runs([Path(p) for p in paths])))
     for machine, records in machines.items():
         render_rich(records, console, wide=wide,
                     title_suffix=f" on {machine}" if len(machines) > 1 else "")
@@ -144,172 +81,7 @@ def _slug(*parts: str) -> str:
     return re.sub(r"[^a-z0-9]+", "-", text).strip("-")[:80]
 
 
-# ---------------------------------------------------------------- environment
-_CURATED = [
-    ("created", "date (UTC)"), ("git_commit", "commit"), ("mmsuite", "mmsuite"),
-    ("cpu", "CPU"), ("cpu_cores", "CPU cores"), ("cpu_max_mhz", "CPU max clock (MHz)"),
-    ("cpu_clock_source", "CPU clock from"), ("cpu_simd", "CPU vector extension"),
-    ("cpu_peak_source", "CPU peak from"),
-    ("cpu_peak_table_gflops_per_core", "CPU peak by the table (GFLOP/s a core)"),
-    ("platform", "platform"),
-    ("python", "Python"), ("numpy", "numpy"),
-]
-
-def _scalar(value) -> str:
-    if isinstance(value, float):
-        return f"{value:g}"
-    if isinstance(value, (list, tuple)):
-        return ", ".join(_scalar(v) for v in value)
-    if isinstance(value, dict):
-        return "; ".join(f"{k}={_scalar(v)}" for k, v in value.items())
-    return str(value)
-
-
-def _blas(value) -> str:
-    """numpy's BLAS: library, version, the kernels' architecture and threads."""
-    if not isinstance(value, dict):
-        return _scalar(value)
-    text = f"{value.get('library', '?')} {value.get('version', '')}".strip()
-    details = []
-    if value.get("architecture"):
-        details.append(f"{value['architecture']} kernels")
-    if value.get("threads"):
-        details.append(f"{value['threads']} threads")
-    if value.get("forced_by"):
-        details.append("set by " + _scalar(value["forced_by"]))
-    return text + (f" ({', '.join(details)})" if details else "")
-
-
-def environment_rows(run: Run) -> list[list[str]]:
-    """What a reader needs to know about where a file was measured, as (what, value) rows:
-    device, clocks, BLAS and its architecture, commit and date; then anything else the
-    backends recorded that mentions BLAS or clocks."""
-    env = run.environment
-    rows = [["file", run.path.name], ["machine", run.machine]]
-    rows += [[title, _scalar(env[key])] for key, title in _CURATED if env.get(key) is not None]
-    for name, backend in sorted((env.get("backends") or {}).items()):
-        backend = backend or {}
-        if backend.get("unavailable"):
-            rows.append([f"{name}", f"unavailable: {backend['unavailable']}"])
-            continue
-        shown = set()
-        for key, title in BACKENDS[name].environment if name in BACKENDS else ():
-            if backend.get(key) is not None:
-                rows.append([title, _blas(backend[key]) if key == "blas" else
-                             _scalar(backend[key])])
-                shown.add(key)
-        blas = backend.get("blas")
-        if isinstance(blas, dict) and blas.get("warning"):
-            rows.append([f"{name}: warning", str(blas["warning"])])
-        for key, value in sorted(backend.items()):
-            if key not in shown and value is not None and re.search(
-                    r"blas|clock|coretype|arch|threads", key, re.IGNORECASE):
-                rows.append([f"{name}: {key}", _scalar(value)])
-    settings = run.settings
-    for key in ("repeats", "warmup", "sampling", "l2", "pinned", "threads"):
-        if settings.get(key) is not None:
-            rows.append([f"setting: {key}", _scalar(settings[key])])
-    return rows
-
-
-def environment_table(runs: list[Run]) -> list[list[str]]:
-    """The environment rows of several files of one machine: a value they share is shown
-    once, values that differ are listed per file."""
-    per_run = [dict((k, v) for k, v in environment_rows(run)) for run in runs]
-    for run, rows in zip(runs, per_run):
-        load = _load_range(run.records)
-        if load:
-            rows["load average (1 min) during the run"] = load
-    keys: list[str] = []
-    for rows in per_run:
-        keys += [k for k in rows if k not in keys]
-    out = []
-    for key in keys:
-        values = [rows.get(key, "-") for rows in per_run]
-        if key == "file":
-            out.append([key, ", ".join(values)])
-        elif len(set(values)) == 1:
-            out.append([key, values[0]])
-        else:
-            out.append([key, "; ".join(f"{run.path.name}: {v}" for run, v in zip(runs, values))])
-    return out
-
-
-def _max_load(records: list[dict]) -> float | None:
-    """The highest 1-minute load average the records saw, or None."""
-    values = [float(load[when][0]) for load in (r.get("load_avg") or {} for r in records)
-              for when in ("before", "after") if isinstance(load.get(when), list) and load[when]]
-    return max(values) if values else None
-
-
-def _load_range(records: list[dict]) -> str:
-    """The lowest and highest 1-minute load average the records saw, or ""."""
-    values = []
-    for record in records:
-        load = record.get("load_avg") or {}
-        for when in ("before", "after"):
-            if isinstance(load.get(when), list) and load[when]:
-                values.append(float(load[when][0]))
-    return f"{min(values):.2f} to {max(values):.2f}" if values else ""
-
-
-# ---------------------------------------------------------------- CSV
-CSV_FIELDS = ["machine", "source", "commit", "kernel", "backend", "rung", "parent", "m", "n",
-              "k", "batch", "layout", "alpha", "beta", "status", "reason", "kernel_ms_median",
-              "kernel_ms_min", "kernel_ms_max", "noise", "noisy", "samples", "gflops",
-              "host_gflops", "h2d_ms", "d2h_ms", "x_base", "x_parent", "pct_ref", "pct_peak",
-              "max_rel_err", "l2"]
-
-
-def csv_rows(records: list[dict]) -> list[dict]:
-    """One dict per kernel x problem x machine, with the table's derived figures."""
-    out = []
-    for machine, group in _by_machine(records).items():
-        for problem_group in group_by_problem(group).values():
-            derived = {r["kernel"]: r for r in table_rows(problem_group)}
-            for record in problem_group:
-                row = derived[record["kernel"]]
-                stats = record.get("kernel_ms") or {}
-                p = record["problem"]
-                out.append({
-                    "machine": machine, "source": record.get("source", ""),
-                    "commit": record.get("commit", ""), "kernel": record["kernel"],
-                    "backend": record["backend"], "rung": record.get("rung"),
-                    "parent": record.get("parent") or "", "m": p["m"], "n": p["n"],
-                    "k": p["k"], "batch": p["batch"], "layout": p["layout"],
-                    "alpha": p["alpha"], "beta": p["beta"], "status": record["status"],
-                    "reason": record.get("reason") or "",
-                    "kernel_ms_median": row["kernel_ms"],
-                    "kernel_ms_min": stats.get("min") if row["kernel_ms"] else None,
-                    "kernel_ms_max": stats.get("max") if row["kernel_ms"] else None,
-                    "noise": row["noise"], "noisy": row["noisy"],
-                    "samples": len(stats.get("samples") or []), "gflops": row["gflops"],
-                    "host_gflops": row["host_gflops"], "h2d_ms": row["h2d_ms"],
-                    "d2h_ms": row["d2h_ms"], "x_base": row["x_base"],
-                    "x_parent": row["x_parent"], "pct_ref": row["pct_ref"],
-                    "pct_peak": row["pct_peak"], "max_rel_err": row["max_rel_err"],
-                    "l2": record.get("l2") or "",
-                })
-    return out
-
-
-def write_csv(records: list[dict], path: Path) -> Path:
-    with path.open("w", newline="", encoding="utf-8") as fh:
-        writer = csv.DictWriter(fh, fieldnames=CSV_FIELDS)
-        writer.writeheader()
-        for row in csv_rows(records):
-            writer.writerow({k: "" if v is None else v for k, v in row.items()})
-    return path
-
-
 # ---------------------------------------------------------------- content
-def _by_machine(records: list[dict]) -> dict[str, list[dict]]:
-    out: dict[str, list[dict]] = {}
-    for r in records:
-        out.setdefault(r.get("machine", ""), []).append(r)
-    return out
-
-
 def _by_backend(records: list[dict]) -> dict[str, list[dict]]:
     return {backend: [r for r in records if r["backend"] == backend]
             for backend in in_ladder_order(r["backend"] for r in records)}
@@ -465,9 +237,9 @@ def best_rows(records: list[dict]) -> tuple[list[list[str]], str]:
 def report_blocks(runs: list[Run], records: list[dict], figures: _Figures,
                   baseline: Path | None = None, asv_dir: Path | None = None) -> list[Block]:
     """The whole report as blocks, in reading order."""
-    machines = _by_machine(records)
+    machines = by_machine(records)
     several = len(machines) > 1
-    problems = {_problem_key(r) for r in records}
+    problems = {problem_key(r) for r in records}
     blocks: list[Block] = [Heading(1, "mmsuite SGEMM report")]
     blocks.append(Para(
         f"{len(records)} results ({len({r['kernel'] for r in records})} kernels, "
@@ -487,7 +259,7 @@ def report_blocks(runs: list[Run], records: list[dict], figures: _Figures,
         + "."))
 
     for run in runs:
-        worst = _max_load(run.records)
+        worst = max_load(run.records)
         cores = run.environment.get("cpu_cores")
         if worst is not None and cores and worst > cores:
             blocks.append(Para(
@@ -530,7 +302,7 @@ def report_blocks(runs: list[Run], records: list[dict], figures: _Figures,
         before = len(blocks)
         for backend, mine in _by_backend(records).items():
             for group in group_by_problem(mine).values():
-                per_machine = _by_machine(group)
+                per_machine = by_machine(group)
                 label = label_of(group[0]["problem"])
                 block = figures.add(charts.machines_chart(per_machine,
                                                           title=f"{backend}, {label}"),

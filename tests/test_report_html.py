@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from mmsuite import report_html
+from mmsuite import report_html, runs
 from mmsuite.cli import main
 from mmsuite.problem import label_of
 from tests.conftest import needs_asv
@@ -129,7 +129,7 @@ def test_newer_file_wins_for_the_same_machine_kernel_and_problem(tmp_path: Path)
     newer["results"][0]["kernel_ms"]["median"] = 123.0
     path = tmp_path / "newer.json"
     path.write_text(json.dumps(newer))
-    records = report_html.merge(report_html.load_runs([path, CPU]))
+    records = runs.merge(runs.load_runs([path, CPU]))
     naive = [r for r in records if r["kernel"] == "cpu.seq_naive"]
     assert len(naive) == 2  # two problems
     assert sorted(r["kernel_ms"]["median"] for r in naive)[-1] == 123.0
@@ -214,7 +214,7 @@ def test_run_report_writes_results_and_report(tmp_path: Path,
     saved = json.loads((out / "results.json").read_text())
     assert sorted({r["problem"]["m"] for r in saved["results"]}) == [8, 16]
     assert (out / "figures" / "sweep-{}-cpu.svg".format(
-        report_html._slug(report_html.machine_label(saved["environment"])))).is_file()
+        report_html._slug(runs.machine_label(saved["environment"])))).is_file()
 
 
 # ---------------------------------------------------------------- a real browser

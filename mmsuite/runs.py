@@ -1,0 +1,87 @@
+"""Result files as runs: where each came from and the machine it ran on, and their records
+merged into one list, labelled with the machine and the file (the report's inputs).
+
+Every record is labelled with the machine it ran on (its GPU, else its CPU, from the
+file's environment). Where two files hold the same kernel x problem on the same machine,
+the newer file's row is kept.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from . import results
+
+
+@dataclass
+class Run:
+    """One result file: where it came from and the machine it ran on."""
+
+    path: Path
+    environment: dict
+    settings: dict
+    records: list[dict]
+    machine: str
+
+    @property
+    def created(self) -> str:
+        return str(self.environment.get("created") or "")
+
+    @property
+    def commit(self) -> str:
+        return str(self.environment.get("git_commit") or "")
+
+
+def machine_label(environment: dict) -> str:
+    """The machine a file ran on: its GPU's name when CUDA or OpenCL saw one, else its CPU
+    model and cores."""
+    backends = environment.get("backends") or {}
+    gpu = (backends.get("cuda") or {}).get("gpu")
+    if not gpu:
+        opencl = backends.get("opencl") or {}
+        if opencl.get("opencl_device_type") == "GPU":
+            gpu = opencl.get("opencl_device")
+    if gpu:
+        return str(gpu)
+    cpu = str(environment.get("cpu") or "unknown CPU")
+    cores = environment.get("cpu_cores")
+    return f"{cpu} ({cores} cores)" if cores else cpu
+
+
+def load_runs(paths: list[Path]) -> list[Run]:
+    """Read result files (ValueError naming a bad one), oldest first."""
+    runs = []
+    for path in paths:
+        document = results.load(Path(path))
+        env = document.get("environment") or {}
+        runs.append(Run(Path(path), env, document.get("settings") or {},
+                        document.get("results") or [], machine_label(env)))
+    runs.sort(key=lambda r: r.created)
+    return runs
+
+
+def problem_key(record: dict) -> tuple:
+    """Every field of a record's problem, as a key."""
+    return tuple(sorted((record.get("problem") or {}).items()))
+
+
+def merge(runs: list[Run]) -> list[dict]:
+    """Every run's records, labelled with ``machine`` and ``source``; a kernel x problem run
+    again on the same machine keeps its newest row."""
+    merged: dict[tuple, dict] = {}
+    for run in runs:  # oldest first: newer rows replace older ones
+        for record in run.records:
+            key = (run.machine, record["kernel"], problem_key(record),
+                   record.get("l2"), record.get("device"))
+            merged[key] = {**record, "machine": run.machine, "source": run.path.name,
+                           "commit": run.commit}
+    return list(merged.values())
+
+
+def by_machine(records: list[dict]) -> dict[str, list[dict]]:
+    """Records grouped by the ``machine`` label ``merge`` gave them, in first-seen order."""
+    out: dict[str, list[dict]] = {}
+    for r in records:
+        out.setdefault(r.get("machine", ""), []).append(r)
+    return out
