@@ -287,7 +287,9 @@ def sample_session(session: Session, sampling: Sampling, warmup: int = DEFAULT_W
     With a ``partner`` (the reference library on the same call), the session and
     the partner take turns in blocks: samples of the session for at least
     ``sampling.block_seconds`` (or until the rule stops), then as many samples
-    of the partner; the partner's are returned as ``reference_ms``. Both so see
+    of the partner; the partner's are returned as ``reference_ms``. Within a
+    block the rule counts the partner's coming turn as lasting as long as the
+    block, so that its time cap bounds both. Both so see
     the same load. Turns are blocks, not single samples, because a library's
     idle worker threads keep spinning for a while after a call (OpenBLAS: about
     0.1 s) and would slow the other's next samples: with a warm-up, each turn
@@ -312,7 +314,11 @@ def sample_session(session: Session, sampling: Sampling, warmup: int = DEFAULT_W
             disturbed += timer.disturbed()
             block += 1
             seconds = clock() - start
-            stopped_by = stop(samples, seconds)
+            # The partner's turn of as many samples follows this block: the rule sees the
+            # time both turns will have taken, so that the cap bounds the pair, not the
+            # rung alone (a fast rung took twice its cap).
+            ahead = clock() - block_start if partner is not None else 0.0
+            stopped_by = stop(samples, seconds + ahead)
             if stopped_by or (partner is not None and clock() - block_start
                               >= sampling.block_seconds):
                 break

@@ -221,9 +221,22 @@ def test_partner_takes_turns_in_blocks_of_equal_count() -> None:
     ref = FakeSession([1.0], clock, name="ref", log=log)
     rule = Sampling(min_samples=10, min_seconds=0.5, max_seconds=15.0, block_seconds=0.2)
     result = sample_session(rung, rule, warmup=0, partner=ref, clock=clock)
-    # 0.01 s a launch: turns of 20; the partner's turns count towards the 0.5 s too.
-    assert _runs(log) == [("rung", 20), ("ref", 20), ("rung", 10), ("ref", 10)]
-    assert result.kernel_ms == [2.0] * 30 and result.reference_ms == [1.0] * 30
+    # 0.01 s a launch: turns of 20; the partner's turns count towards the 0.5 s too, and
+    # within a turn so does the partner's turn to come: after 0.4 s, the rule (checked
+    # every second sample past 20) holds at 0.4 + 2 x 0.06 s, six samples into the turn.
+    assert _runs(log) == [("rung", 20), ("ref", 20), ("rung", 6), ("ref", 6)]
+    assert result.kernel_ms == [2.0] * 26 and result.reference_ms == [1.0] * 26
+
+
+def test_the_time_cap_bounds_the_rung_and_its_partner_together() -> None:
+    clock, log = FakeClock(), []
+    rung = FakeSession([1.0, 1.3, 1.6] * 1000, clock, name="rung", log=log)  # never quiet
+    ref = FakeSession([1.0], clock, name="ref", log=log)
+    rule = Sampling(min_samples=5, min_seconds=0.1, max_seconds=0.5, block_seconds=0.5,
+                    verdict_samples=5)
+    result = sample_session(rung, rule, warmup=0, partner=ref, clock=clock)
+    assert result.stopped_by == "max_seconds"
+    assert result.seconds == pytest.approx(0.5, abs=0.03)  # was 1.0: a turn each of 0.5 s
 
 
 def test_each_turn_starts_with_an_untimed_warm_up_that_outlasts_spinning_threads() -> None:
