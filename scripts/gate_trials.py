@@ -136,16 +136,22 @@ def main() -> None:
             if args.plant != "none":
                 slowed = plant(repo, Path(tmp) / "planted", args.plant)
                 kinds.append(("planted", Path(tmp) / "planted", "HEAD~1", [], slowed))
-            for name, where, base, extra, slowed in kinds:
-                outcomes = []
+            # The kinds take turns, trial by trial, so that both see the same hours of the
+            # machine, and an interrupted run still has as many trials of each.
+            outcomes: dict[str, list[dict]] = {kind[0]: [] for kind in kinds}
+            try:
                 for index in range(args.trials):
-                    outcome = trial(where, base, "HEAD", args, args.cache_dir, extra)
-                    outcomes.append(outcome)
-                    rows = ", ".join(f"{r['kernel']} @ {r['problem']} {r['verdict']} "
-                                     f"{r['ratio'] or 0:.3f}" for r in outcome["rows"])
-                    print(f"{name} trial {index + 1}: exit {outcome['exit']}: {rows} "
-                          f"({outcome['seconds']:.0f} s)", file=sys.stderr, flush=True)
-                lines.append(summarise(name, outcomes, slowed))
+                    for name, where, base, extra, _ in kinds:
+                        outcome = trial(where, base, "HEAD", args, args.cache_dir, extra)
+                        outcomes[name].append(outcome)
+                        rows = ", ".join(f"{r['kernel']} @ {r['problem']} {r['verdict']} "
+                                         f"{r['ratio'] or 0:.3f}" for r in outcome["rows"])
+                        print(f"{name} trial {index + 1}: exit {outcome['exit']}: {rows} "
+                              f"({outcome['seconds']:.0f} s)", file=sys.stderr, flush=True)
+            except KeyboardInterrupt:
+                print("interrupted: the table counts the finished trials", file=sys.stderr)
+            lines = [summarise(name, outcomes[name], slowed)
+                     for name, _, _, _, slowed in kinds if outcomes[name]]
     finally:
         if spinner is not None:
             spinner.kill()
