@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import signal
 import subprocess
 import sys
 import tempfile
@@ -98,7 +99,12 @@ def trial(repo: Path, base: str, head: str, args: argparse.Namespace, cache: Pat
     return {"exit": done.returncode, "rows": rows, "seconds": seconds}
 
 
+def _stop(signum: int, frame: object) -> None:
+    raise KeyboardInterrupt  # SIGTERM ends the trials as Ctrl-C does, with the table
+
+
 def main() -> None:
+    signal.signal(signal.SIGTERM, _stop)
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--repo", type=Path, default=Path("."))
     parser.add_argument("--trials", type=int, default=20)
