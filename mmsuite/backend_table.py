@@ -84,5 +84,6 @@ def in_ladder_order(names: Iterable[str]) -> list[str]:
 def runs_on_host(record: dict) -> bool:
     """Whether a result row ran on the host's CPU (the C ladder, OpenCL on a CPU)."""
     backend = BACKENDS.get(str(record.get("backend")))
-    info = record.get("info") if isinstance(record.get("info"), dict) else {}
-    return backend is not None and backend.on_host(info.get("device_type"))
+    info = record.get("info")
+    return backend is not None and backend.on_host(
+        info.get("device_type") if isinstance(info, dict) else None)

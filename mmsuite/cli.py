@@ -48,7 +48,8 @@ def _console() -> Console:
 def _attach_values(parser: argparse.ArgumentParser, argv: list[str]) -> list[str]:
     """``--shape -3x4x4`` as ``--shape=-3x4x4``: argparse would take a value that starts with
     '-' (and is not a plain negative number) for an option and say "expected one argument"."""
-    takes_value, flags = set(), set()
+    takes_value: set[str] = set()
+    flags: set[str] = set()
     stack = [parser]
     while stack:
         p = stack.pop()

@@ -76,7 +76,8 @@ class Side:
         noise = stats.get("noise")
         if noise is None:
             noise = robust_noise(samples)
-        code = record.get("code") if isinstance(record.get("code"), dict) else {}
+        code = record.get("code")
+        code = code if isinstance(code, dict) else {}
         return cls(str(record.get("status", "ok")), median, samples, noise,
                    bool(record.get("noisy")), _overload(record, cores),
                    others_share(record) if runs_on_host(record) else None,
@@ -87,7 +88,8 @@ def _overload(record: dict, cores: int | None) -> float | None:
     """The load average when ``record`` ran on the host's CPU while it was overloaded (for
     files without the measured share of other processes)."""
     on_host = runs_on_host(record)
-    load = record.get("load_avg") if isinstance(record.get("load_avg"), dict) else {}
+    load = record.get("load_avg")
+    load = load if isinstance(load, dict) else {}
     minute = [v[0] for v in (load.get("before"), load.get("after"))
               if isinstance(v, (list, tuple)) and v and isinstance(v[0], (int, float))]
     if not on_host or not cores or not minute or max(minute) <= cores + LOAD_MARGIN:

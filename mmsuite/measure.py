@@ -363,7 +363,8 @@ def _device_kind(kernel: Kernel, session: Session) -> str:
 def _transfers(session: Session, sampling: Sampling, pinned: bool) -> tuple[list, list]:
     """h2d and d2h samples of one host-memory kind: ``min_samples`` of each, within the cap."""
     session.transfer_ms(pinned)  # untimed first transfer: staging buffers, page faults
-    h2d, d2h = [], []
+    h2d: list[float] = []
+    d2h: list[float] = []
     start = time.perf_counter()
     cap = sampling.max_seconds
     while len(h2d) < sampling.min_samples and (

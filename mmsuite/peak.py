@@ -304,7 +304,7 @@ def peak_for(record: dict, environment: dict) -> Peak | None:
     the TF32 tensor peak for tensor-core kernels); None when the environment lacks it."""
     backends = environment.get("backends") or {}
     backend = record.get("backend")
-    source = BACKENDS[backend].peak if backend in BACKENDS else None
+    source = BACKENDS[backend].peak if isinstance(backend, str) and backend in BACKENDS else None
     if record.get("precision") in TENSOR_PRECISIONS:
         if source != GPU_PEAK:
             return None

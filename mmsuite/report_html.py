@@ -133,8 +133,8 @@ def _ladder_blocks(records: list[dict], figures: _Figures, machine: str,
                                 "drawn as bars.")
             if block:
                 blocks.append(block)
-        fig = charts.transfer_chart(group, title=f"transfers, {label}")
-        block = figures.add(fig, _slug("transfers", machine, label),
+        transfers = charts.transfer_chart(group, title=f"transfers, {label}")
+        block = figures.add(transfers, _slug("transfers", machine, label),
                             f"Host-device transfers on {label}: h2d, kernel and d2h medians "
                             "stacked per device kernel, with kernel-only and host-to-host "
                             "throughput.")
