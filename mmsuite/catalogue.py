@@ -289,6 +289,16 @@ CUDA = [
         "stream-K: SMs x resident blocks share the MAC-loop iterations of the tiles that "
         "would leave a wave partly empty, then a deterministic fix-up kernel", "beyond",
         "23_streamk", layout="col", launch={"planner": "mmsuite.dispatch:plan_streamk"}),
+    # Tensor cores (mmsuite/tensorcore.py plans the operand packing, slices and reduction).
+    _cu("cuda.25_tf32_mma", 25, "cuda.22_adaptive",
+        "TF32 tensor cores: mma.sync m16n8k8 on operands rounded to TF32 and packed into "
+        "tiles, 128x128x32 blocks, 4-stage cp.async pipeline", "beyond", "25_tf32_mma",
+        layout="col", precision=TF32, launch={"planner": "mmsuite.tensorcore:plan_tf32"}),
+    _cu("cuda.26_fp32_accurate", 26, "cuda.25_tf32_mma",
+        "FP32 accuracy on TF32 tensor cores: big and small TF32 parts, three products, "
+        "each 16-k chunk accumulated outside the tensor core in FP32; rung 22 on short K",
+        "beyond", "26_fp32_accurate", layout="col", precision=FP32_ACCURATE,
+        launch={"planner": "mmsuite.tensorcore:plan_accurate"}),
 ]
 
 CATALOGUE: tuple[Kernel, ...] = tuple(CPU + OPENCL + CUDA)

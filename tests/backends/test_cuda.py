@@ -403,3 +403,34 @@ def test_every_splitk_config_agrees_on_shapes_no_tile_divides(config) -> None:
             info = _forced(problem, dispatch.Choice(config, split))
             assert (info["config"], info["split"], info["choice"]) == (config.name, split,
                                                                        "tuned")
+
+
+# ---------------------------------------------------------------- tensor cores
+def accurate_tensor_only() -> Kernel:
+    """Rung 26 with its tensor path on every shape (no FP32 SIMT fallback on short K)."""
+    rung = get("cuda.26_fp32_accurate")
+    return Kernel("cuda.26_tensor_only", "cuda", 26, None, "", "", source=rung.source,
+                  entry=rung.entry, layout="col", precision=rung.precision,
+                  launch=CudaLaunch(planner="mmsuite.tensorcore:plan_accurate_tensor"))
+
+
+TENSOR_SHAPES = NO_TILE_DIVIDES + (Problem(300, 200, 700, batch=2, layout="col", beta=0.5),
+                                   Problem(256, 128, 65536 + 3))
+
+
+@needs_gpu
+@pytest.mark.parametrize("kernel_id", ["cuda.25_tf32_mma", "cuda.26_fp32_accurate",
+                                       "cuda.26_tensor_only"])
+def test_tensor_rungs_agree_with_float64_in_their_precision_class(kernel_id: str) -> None:
+    """Padding, slices and their reduction, batch, both layouts, alpha and beta: every shape
+    within the kernel's class tolerance (rung 26, tensor path forced included: FP32's)."""
+    kernel = accurate_tensor_only() if kernel_id == "cuda.26_tensor_only" else get(kernel_id)
+    for problem in TENSOR_SHAPES:
+        inputs = problem.inputs()
+        call = mmsuite.layout.plan_call(problem, inputs, kernel.layout)
+        with get_backend("cuda").prepare(kernel, call) as session:
+            sample_session(session, Sampling.fixed(1), warmup=1)
+            out = mmsuite.layout.from_storage(session.output(), problem)
+        verdict = verify.check(out, verify.reference(problem, inputs), problem.k,
+                               kernel.precision)
+        assert verdict.ok, f"{kernel_id} on {problem}: {verdict.reason}"
