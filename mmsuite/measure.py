@@ -21,7 +21,11 @@ Adapters give primitives (``mmsuite.backends.base``); the loop lives here:
    (once ``verdict_samples`` are in) or ``max_samples`` is reached. A row
    whose noise stayed above the target, or most of whose samples the timer knows
    were disturbed (another process preempted the CPU rung), is ``noisy``;
-6. C is copied out and verified against the float64 reference.
+6. C is copied out and verified against the float64 reference;
+7. the accuracy column: the backend's FP32 reference library (cuBLAS FP32,
+   OpenBLAS, CLBlast, or OpenBLAS where CLBlast is missing) runs once on the
+   same inputs (``ReferenceError``, shared by the kernels of a problem), and
+   ``err_vs_ref`` is the kernel's max_rel_err over the library's.
 """
 
 from __future__ import annotations
@@ -389,6 +393,36 @@ def _load_avg() -> list[float] | None:
         return None
 
 
+@dataclass(frozen=True)
+class LibraryError:
+    """The FP32 reference library's error on a problem's inputs (the accuracy yardstick)."""
+
+    library: str
+    max_rel_err: float
+
+    def ratio(self, max_rel_err: float) -> float:
+        """``max_rel_err`` over the library's; exact results (0) divide by float32's tiny."""
+        return max_rel_err / max(self.max_rel_err, float(np.finfo(np.float32).tiny))
+
+
+def library_error(problem: Problem, inputs: tuple[np.ndarray, ...], reference: np.ndarray,
+                  options: RunOptions, backend: str) -> LibraryError | None:
+    """The backend's FP32 reference library run once on ``inputs`` and checked against the
+    float64 ``reference``; OpenBLAS stands in where the backend's own (CLBlast) cannot run.
+    None where neither can."""
+    for kernel in (catalogue.reference_of(backend), catalogue.reference_of("cpu")):
+        if kernel is None or unavailable_reason(kernel, options):
+            continue
+        call = plan_call(problem, inputs, kernel.layout)
+        with get_backend(kernel.backend, options).prepare(kernel, call) as session:
+            session.reset_c()
+            session.launch()
+            session.synchronize()
+            output = from_storage(np.asarray(session.output(), dtype=np.float32), problem)
+        return LibraryError(kernel.id, verify.relative_error(output, reference))
+    return None
+
+
 @dataclass
 class Measurement:
     """One kernel on one problem: output, per-phase times and the verification verdict."""
@@ -408,6 +442,12 @@ class Measurement:
     load_avg: dict = field(default_factory=dict)
     host_load: dict = field(default_factory=dict)
     code: dict = field(default_factory=dict)
+    library: LibraryError | None = None
+
+    @property
+    def err_vs_ref(self) -> float | None:
+        """This kernel's max_rel_err over the FP32 reference library's on the same inputs."""
+        return self.library.ratio(self.max_rel_err) if self.library is not None else None
 
     @property
     def host_to_host_ms(self) -> float:
@@ -451,6 +491,9 @@ class Measurement:
             "info": self.info, "noisy": self.noisy, "l2": self.l2, "load_avg": self.load_avg,
             "host_load": self.host_load, "code": self.code, "device": self.info.get("device"),
         }
+        if self.library is not None:
+            record.update(ref_library=self.library.library,
+                          ref_max_rel_err=self.library.max_rel_err, err_vs_ref=self.err_vs_ref)
         if self.sampled is not None:
             record["sampling"] = self.sampled.record()
         if self.reference_ms is not None:
@@ -479,7 +522,8 @@ def _partner(kernel: Kernel, options: RunOptions) -> Kernel | None:
 def run(kernel_id: str, problem: Problem, repeats: int | None = None,
         warmup: int = DEFAULT_WARMUP, options: RunOptions | None = None,
         inputs: tuple[np.ndarray, ...] | None = None,
-        reference: np.ndarray | None = None, sampling: Sampling | None = None) -> Measurement:
+        reference: np.ndarray | None = None, sampling: Sampling | None = None,
+        library: LibraryError | None = None) -> Measurement:
     """Run, time and verify one kernel.
 
     ``repeats`` asks for exactly that many samples (``Sampling.fixed``);
@@ -489,7 +533,8 @@ def run(kernel_id: str, problem: Problem, repeats: int | None = None,
     Raises KeyError for an unknown id (naming close matches) and
     KernelUnavailable, carrying the reason, for a kernel that cannot run here.
     A sweep may pass ``inputs`` (``problem.inputs()``) and their float64
-    ``reference`` so that many kernels share them; a reference alone is refused.
+    ``reference`` so that many kernels share them, and the reference library's
+    ``library`` error on them (``library_error``); a reference alone is refused.
     """
     kernel = catalogue.get(kernel_id)
     if repeats is not None and sampling is not None:
@@ -509,11 +554,16 @@ def run(kernel_id: str, problem: Problem, repeats: int | None = None,
     load_before, window = _load_avg(), LoadWindow.start()
     parts = _run_session(backend, kernel, problem, inputs, call, sampling, warmup, options)
     load_avg, host_load = {"before": load_before, "after": _load_avg()}, window.finish()
+    if reference is None:
+        reference = reference_for(problem, inputs, options, kernel.backend)
     output, verdict = _checked(parts.pop("output"), problem, inputs, options, kernel,
                                reference)
+    if library is None:
+        library = library_error(problem, inputs, reference, options, kernel.backend)
     code = code_identity(kernel.backend, kernel.source, kernel.reference)
     return Measurement(kernel, problem, output, verdict=verdict, l2=options.l2,
-                       load_avg=load_avg, host_load=host_load, code=code, **parts)
+                       load_avg=load_avg, host_load=host_load, code=code, library=library,
+                       **parts)
 
 
 def _runnable_backend(kernel: Kernel, options: RunOptions) -> Backend:

@@ -9,14 +9,23 @@ from dataclasses import dataclass
 import numpy as np
 
 LAYOUTS = ("row", "col")
+#: Input distributions. ``uniform``: [-1, 1]. ``normal``: standard normal. ``wide``: a
+#: mantissa uniform in [1, 2) times 2^e with e uniform over WIDE_BINADES binades around 1
+#: and a random sign: dynamic range and cancellation, what a split into big and small
+#: parts or a short accumulator mishandles first.
+DISTRIBUTIONS = ("uniform", "normal", "wide")
+WIDE_BINADES = 24
 FLOAT32_MAX = float(np.finfo(np.float32).max)
 INT32_MAX = 2**31 - 1
 PROBLEM_FIELDS = ("m", "n", "k", "batch", "layout", "alpha", "beta", "seed")
+# Record key of ``Problem.distribution`` (absent: uniform, as in files older than the field).
+INPUTS_KEY = "inputs"
 
 
 @dataclass(frozen=True)
 class Problem:
-    """One SGEMM problem: shapes, batch, memory layout, scalars and the input seed.
+    """One SGEMM problem: shapes, batch, memory layout, scalars, the input seed and the
+    inputs' distribution (``DISTRIBUTIONS``).
 
     A is (batch, m, k), B is (batch, k, n), C is (batch, m, n); the batch axis is
     dropped when ``batch == 1``. ``layout="row"`` stores every matrix row-major
@@ -32,6 +41,7 @@ class Problem:
     alpha: float = 1.0
     beta: float = 0.0
     seed: int = 0
+    distribution: str = "uniform"
 
     def __post_init__(self) -> None:
         for name in ("m", "n", "k", "batch"):
@@ -61,6 +71,9 @@ class Problem:
         if self.seed < 0:  # numpy's generators take no negative seed
             raise ValueError(f"seed must be a non-negative integer, got {self.seed}")
         object.__setattr__(self, "seed", int(self.seed))
+        if self.distribution not in DISTRIBUTIONS:
+            raise ValueError(f"inputs must be one of {', '.join(DISTRIBUTIONS)}, "
+                             f"got {self.distribution!r}")
 
     # ------------------------------------------------------------------ sizes
     @property
@@ -83,6 +96,8 @@ class Problem:
             extras.append(f"alpha={self.alpha:g} beta={self.beta:g}")
         if self.seed != 0:
             extras.append(f"seed {self.seed}")
+        if self.distribution != "uniform":
+            extras.append(f"{self.distribution} inputs")
         return label + (f" ({', '.join(extras)})" if extras else "")
 
     def logical_shape(self, operand: str) -> tuple[int, ...]:
@@ -105,14 +120,27 @@ class Problem:
         a, b, c = (self.batch * x for x in (self.m * self.k, self.k * self.n, self.m * self.n))
         return 12 * (a + b + c) + 24 * c
 
+    def with_distribution(self, distribution: str) -> Problem:
+        return Problem(self.m, self.n, self.k, self.batch, self.layout, self.alpha, self.beta,
+                       self.seed, distribution)
+
     # ----------------------------------------------------------------- inputs
     def inputs(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """Float32 host arrays (A, B, C0), uniform in [-1, 1] without zeros, fixed by the seed."""
+        """Float32 host arrays (A, B, C0) of the problem's distribution, without zeros, fixed
+        by the seed."""
         rng = np.random.default_rng(self.seed)
         return tuple(self._draw(rng, self.logical_shape(name)) for name in "ABC")  # type: ignore[return-value]
 
     def _draw(self, rng: np.random.Generator, shape: tuple[int, ...]) -> np.ndarray:
-        values = rng.uniform(-1.0, 1.0, size=shape).astype(np.float32)
+        if self.distribution == "normal":
+            values = rng.standard_normal(size=shape).astype(np.float32)
+        elif self.distribution == "wide":
+            exponents = rng.integers(-WIDE_BINADES // 2, WIDE_BINADES // 2, size=shape)
+            signs = rng.choice(np.array([-1.0, 1.0]), size=shape)
+            values = (signs * rng.uniform(1.0, 2.0, size=shape) * np.exp2(exponents)).astype(
+                np.float32)
+        else:
+            values = rng.uniform(-1.0, 1.0, size=shape).astype(np.float32)
         # Zeros hide unwritten outputs and wrong indexing: nudge them away.
         values[values == 0.0] = np.float32(0.5)
         return to_layout(values, self.layout)
@@ -120,13 +148,20 @@ class Problem:
     @classmethod
     def from_dict(cls, fields: dict) -> Problem:
         """The problem a result record's ``problem`` field holds (``to_dict``'s inverse)."""
-        return cls(**{name: fields[name] for name in PROBLEM_FIELDS if name in fields})
+        problem = cls(**{name: fields[name] for name in PROBLEM_FIELDS if name in fields})
+        distribution = fields.get(INPUTS_KEY, "uniform")
+        return problem if distribution == "uniform" else problem.with_distribution(distribution)
 
     def to_dict(self) -> dict:
-        return {
+        """The problem's fields; ``inputs`` only when not uniform, so that the rows of files
+        written before the field existed (all uniform) still match their problems."""
+        fields = {
             "m": self.m, "n": self.n, "k": self.k, "batch": self.batch, "layout": self.layout,
             "alpha": self.alpha, "beta": self.beta, "seed": self.seed,
         }
+        if self.distribution != "uniform":
+            fields["inputs"] = self.distribution
+        return fields
 
 
 def label_of(fields: dict) -> str:

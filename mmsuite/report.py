@@ -118,6 +118,7 @@ def table_rows(records: list[dict]) -> list[dict]:
         row["noisy"] = bool(r.get("noisy")) if ms else False
         row["pct_peak"] = pct_peak(r) if valid or r["status"] == "invalid" else None
         row["max_rel_err"] = r.get("max_rel_err")
+        row["err_vs_ref"] = r.get("err_vs_ref") if r["status"] in MEASURED else None
         base = _base_id(ok_rows, r)
         parent, ref = r.get("parent"), _reference_id(r, ok_rows)
         row["base"], row["ref"] = base, ref if ref in ok_rows else None
@@ -169,7 +170,8 @@ def _columns(rows: list[dict], wide: bool = True) -> tuple[list[Column], float]:
         cols += [Column("h2d_ms", "h2d ms"), Column("d2h_ms", "d2h ms")]
     if any(r["regs"] is not None for r in rows):
         cols += [Column("regs", "regs"), Column("smem", "smem B"), Column("local", "spill B")]
-    cols += [Column("max_rel_err", "max rel err"), Column("status", "status", "left")]
+    cols += [Column("max_rel_err", "max rel err"), Column("err_vs_ref", "err/ref"),
+             Column("status", "status", "left")]
     return cols, scale
 
 
@@ -195,6 +197,10 @@ def _fmt(key: str, value, scale: float) -> str:
         return f"{value:.0f}%"
     if key == "max_rel_err":
         return f"{value:.1e}" if math.isfinite(value) else "inf"
+    if key == "err_vs_ref":
+        if not math.isfinite(value):
+            return "inf"
+        return f"{value:.2f}x" if value < 100 else f"{value:.0f}x"
     return str(value)
 
 
@@ -248,7 +254,8 @@ def _caption(rows: list[dict], wide: bool = True) -> str:
                 "device's FP32 peak" + interleaved)
     return ("x base: speedup over " + (", ".join(bases) or "-") + "; x parent: over the parent "
             "rung; % ref: reference kernel time (" + (", ".join(refs) or "-") + ") over this "
-            "kernel's; spread: (max-min)/median of the kernel time; " + noise + interleaved)
+            "kernel's; spread: (max-min)/median of the kernel time; " + noise + interleaved
+            + "; err/ref: max rel err over the FP32 reference library's on the same inputs")
 
 
 def _column_width(col: Column, cells: list[str]) -> int:

@@ -142,7 +142,7 @@ _TEXT_OR_NULL = ("a string or null", lambda v: v is None or isinstance(v, str))
 _OBJECT_OR_NULL = ("an object or null", lambda v: v is None or isinstance(v, dict))
 FIELD_TYPES: dict[str, tuple[str, Any]] = {
     "backend": _TEXT, "adds": _TEXT, "origin": _TEXT, "reason": _TEXT, "l2": _TEXT,
-    "precision": _TEXT, "peak_kind": _TEXT,
+    "precision": _TEXT, "peak_kind": _TEXT, "ref_library": _TEXT,
     "parent": _TEXT_OR_NULL,
     "rung": ("an integer or null", lambda v: v is None or _is_int(v)),
     "device": ("an integer, a string or null", lambda v: v is None or _is_int(v)
@@ -150,7 +150,7 @@ FIELD_TYPES: dict[str, tuple[str, Any]] = {
     "noisy": ("true or false", lambda v: isinstance(v, bool)),
     **{name: _NUMBER_OR_NULL for name in (
         "flops", "gflops", "host_gflops", "host_to_host_ms", "max_rel_err", "tolerance",
-        "pct_peak", "peak_gflops")},
+        "pct_peak", "peak_gflops", "ref_max_rel_err", "err_vs_ref")},
     **{name: _OBJECT_OR_NULL for name in (
         "kernel_ms", "h2d_ms", "d2h_ms", "reference_ms", "info", "sampling", "load_avg",
         "transfers")},

@@ -41,7 +41,7 @@ from typing import Any
 from . import catalogue
 from .backends import KernelUnavailable, RunOptions, get_backend, is_kernel_failure
 from .launch import LaunchLimit
-from .measure import reference_for, run
+from .measure import library_error, reference_for, run
 from .problem import Problem
 
 # The default per-job timeout: a floor for start-up (spawn, imports, compilation,
@@ -155,8 +155,12 @@ def measure_job(kernel_id: str, problem: Problem, options: RunOptions, run_kwarg
             inputs = problem.inputs()
             _CACHE.update(key=key, inputs=inputs,
                           reference=reference_for(problem, inputs, options, ref_backend))
+        libraries = _CACHE.setdefault("library", {})
+        if kernel.backend not in libraries:
+            libraries[kernel.backend] = library_error(problem, _CACHE["inputs"],
+                                                      _CACHE["reference"], options, kernel.backend)
         m = run(kernel_id, problem, options=options, inputs=_CACHE["inputs"],
-                reference=_CACHE["reference"], **run_kwargs)
+                reference=_CACHE["reference"], library=libraries[kernel.backend], **run_kwargs)
         record = m.to_record()
         return record["status"], record.get("reason", ""), record
     except KernelUnavailable as exc:  # found only now, e.g. the problem exceeds a device limit

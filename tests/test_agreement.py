@@ -44,6 +44,22 @@ def test_batch_layout_and_scalars(kernel_id: str, batch: int, layout: str, alpha
 
 
 @pytest.mark.parametrize("kernel_id", ALL)
+@pytest.mark.parametrize("distribution", ["normal", "wide"])
+def test_every_input_distribution_and_the_accuracy_column(kernel_id: str,
+                                                          distribution: str) -> None:
+    """Normal and wide inputs (uniform is every other test's) agree with float64, and each
+    row carries its error over the FP32 reference library's on the same inputs."""
+    for seed, (m, n, k) in enumerate([(35, 79, 19), (130, 67, 45)]):
+        problem = Problem(m, n, k, seed=seed + 21, distribution=distribution)
+        m_ = mmsuite.run(kernel_id, problem, repeats=1, warmup=0)
+        assert m_.ok, f"{kernel_id} on {problem}: {m_.verdict.reason}"
+        record = m_.to_record()
+        assert record["problem"]["inputs"] == distribution
+        assert record["ref_library"] and record["ref_max_rel_err"] > 0
+        assert record["err_vs_ref"] == pytest.approx(m_.max_rel_err / record["ref_max_rel_err"])
+
+
+@pytest.mark.parametrize("kernel_id", ALL)
 def test_round_shape(kernel_id: str) -> None:
     _assert_ok(kernel_id, Problem(512, 256, 384, seed=5))
 

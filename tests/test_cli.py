@@ -494,3 +494,17 @@ def test_every_option_has_plain_text_help() -> None:
             assert action.help, f"mmsuite {name} {action.option_strings or action.dest}"
             texts.append(action.help)
         assert not any("``" in text or ":func:" in text for text in texts), name
+
+
+def test_run_records_the_input_distribution_and_the_accuracy_column(tmp_path, capsys) -> None:
+    path = tmp_path / "wide.json"
+    assert main(["run", "--kernel", "cpu.blas", "--kernel", "cpu.seq_ikj", "--shape", "24x20x16",
+                 "--inputs", "wide", "--repeats", "2", "--wide", "--json", str(path)]) == 0
+    out = capsys.readouterr().out
+    assert "wide inputs" in out and "err/ref" in out
+    rows = {r["kernel"]: r for r in json.loads(path.read_text())["results"]}
+    for row in rows.values():
+        assert row["problem"]["inputs"] == "wide"
+        assert row["ref_library"] == "cpu.blas" and row["err_vs_ref"] >= 0
+    assert rows["cpu.blas"]["err_vs_ref"] == pytest.approx(1.0)
+    assert main(["run", "--kernel", "cpu.blas", "--inputs", "lognormal"]) == 2

@@ -118,3 +118,30 @@ def test_a_record_problem_reads_back_as_the_problem() -> None:
     problem = Problem(5, 6, 7, batch=2, layout="col", alpha=0.5, beta=1.0, seed=3)
     assert Problem.from_dict(problem.to_dict()) == problem
     assert label_of({"m": 4, "n": 4, "k": 4, "batch": 1}) == "4x4x4"
+    wide = Problem(5, 6, 7, distribution="wide")
+    assert Problem.from_dict(wide.to_dict()) == wide
+    assert wide.shape_label == "5x6x7 (wide inputs)"
+
+
+@pytest.mark.parametrize("distribution", ["uniform", "normal", "wide"])
+def test_every_distribution_is_seeded_finite_and_without_zeros(distribution: str) -> None:
+    problem = Problem(40, 30, 50, batch=2, seed=4, distribution=distribution)
+    first, again = problem.inputs(), problem.inputs()
+    for x, y in zip(first, again):
+        assert x.dtype == np.float32 and np.array_equal(x, y)
+        assert np.isfinite(x).all() and (x != 0).all()
+    assert problem.to_dict().get("inputs", "uniform") == distribution
+
+
+def test_wide_inputs_span_many_binades_with_both_signs() -> None:
+    a, _, _ = Problem(200, 10, 200, distribution="wide").inputs()
+    exponents = np.unique(np.floor(np.log2(np.abs(a))))
+    assert len(exponents) >= 20
+    assert (a < 0).mean() == pytest.approx(0.5, abs=0.05)
+    uniform, _, _ = Problem(200, 10, 200).inputs()
+    assert np.abs(a).max() / np.abs(a).min() > 1e6 > np.abs(uniform).max() / 1e-3
+
+
+def test_an_unknown_distribution_is_refused() -> None:
+    with pytest.raises(ValueError, match="inputs must be one of"):
+        Problem(4, 4, 4, distribution="lognormal")

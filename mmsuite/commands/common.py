@@ -13,7 +13,17 @@ from pathlib import Path
 from .. import catalogue, results
 from ..backends import RunOptions
 from ..catalogue import Kernel
-from ..problem import FLOAT32_MAX, LAYOUTS, PRESET_HELP, PRESETS, Problem, parse_shape, preset
+from ..problem import (
+    DISTRIBUTIONS,
+    FLOAT32_MAX,
+    LAYOUTS,
+    PRESET_HELP,
+    PRESETS,
+    WIDE_BINADES,
+    Problem,
+    parse_shape,
+    preset,
+)
 
 
 class UsageError(Exception):
@@ -222,6 +232,9 @@ def add_problem_arguments(p: argparse.ArgumentParser) -> None:
                       help="C = alpha*A*B + beta*C: beta (default 0)")
     prob.add_argument("--seed", type=non_negative_int, default=0,
                       help="random seed of the inputs (default 0)")
+    prob.add_argument("--inputs", choices=DISTRIBUTIONS, default="uniform",
+                      help="input distribution: uniform in [-1, 1], standard normal, or wide "
+                      f"(magnitudes over {WIDE_BINADES} binades, mixed signs: cancellation)")
     prob.add_argument("--preset", choices=list(PRESETS),
                       help="; ".join(f"{k}: {v}" for k, v in PRESET_HELP.items()))
 
@@ -235,7 +248,7 @@ def problems_from_args(args: argparse.Namespace) -> list[Problem]:
     else:
         shapes = [(*parse_shape(t), args.batch) for t in args.shape or [DEFAULT_SHAPE]]
     try:
-        return [Problem(m, n, k, batch, args.layout, args.alpha, args.beta, args.seed)
-                for m, n, k, batch in shapes]
+        return [Problem(m, n, k, batch, args.layout, args.alpha, args.beta, args.seed,
+                        getattr(args, "inputs", "uniform")) for m, n, k, batch in shapes]
     except ValueError as exc:  # Problem names the field at fault
         raise UsageError(str(exc)) from None
