@@ -39,7 +39,7 @@ from dataclasses import asdict, dataclass, field, replace
 
 import numpy as np
 
-from . import catalogue, verify
+from . import catalogue, energy, verify
 from .backend_table import BACKENDS
 from .backends import (
     KernelFailed,
@@ -443,6 +443,7 @@ class Measurement:
     host_load: dict = field(default_factory=dict)
     code: dict = field(default_factory=dict)
     library: LibraryError | None = None
+    energy: energy.Energy | None = None
 
     @property
     def err_vs_ref(self) -> float | None:
@@ -491,6 +492,8 @@ class Measurement:
             "info": self.info, "noisy": self.noisy, "l2": self.l2, "load_avg": self.load_avg,
             "host_load": self.host_load, "code": self.code, "device": self.info.get("device"),
         }
+        if self.energy is not None:
+            record["energy"] = self.energy.to_dict()
         if self.library is not None:
             record.update(ref_library=self.library.library,
                           ref_max_rel_err=self.library.max_rel_err, err_vs_ref=self.err_vs_ref)
@@ -681,10 +684,30 @@ def _run_session(backend: Backend, kernel: Kernel, problem: Problem,
         session.synchronize()
         output = session.output()
         info = dict(session.info)
+        spent = _energy(session, statistics.median(sampled.kernel_ms), problem.flops) \
+            if options.energy else None
     return {"output": output, "h2d_ms": PhaseStats.of(h2d), "d2h_ms": PhaseStats.of(d2h),
             "kernel_ms": PhaseStats.of(sampled.kernel_ms), "info": info, "sampled": sampled,
             "reference_ms": PhaseStats.of(sampled.reference_ms) if partner_kernel else None,
-            "transfers": transfers}
+            "transfers": transfers, "energy": spent}
+
+
+# Power falls back to idle over a few hundred milliseconds after work stops.
+ENERGY_SETTLE_S = 0.5
+
+
+def _energy(session: Session, kernel_ms: float, flops: int) -> energy.Energy:
+    """Energy per launch over a window of back-to-back launches (after C was copied out:
+    the window overwrites it), idle power measured once per device and taken off."""
+    read = session.energy_reader()
+    if isinstance(read, str):
+        return energy.Energy(reason=read)
+    device = str(session.info.get("device") or session.kernel.backend)
+    if device not in energy._IDLE_W:
+        time.sleep(ENERGY_SETTLE_S)
+    idle = energy.idle_watts(device, read)
+    return energy.measure(session.launch, session.synchronize, read, kernel_ms / 1e3, flops,
+                          idle)
 
 
 def reference_for(problem: Problem, inputs: tuple[np.ndarray, ...],

@@ -119,6 +119,10 @@ def table_rows(records: list[dict]) -> list[dict]:
         row["pct_peak"] = pct_peak(r) if valid or r["status"] == "invalid" else None
         row["max_rel_err"] = r.get("max_rel_err")
         row["err_vs_ref"] = r.get("err_vs_ref") if r["status"] in MEASURED else None
+        spent = r.get("energy") if r["status"] == "ok" else None
+        row["energy"] = spent is not None
+        row["joules"] = (spent or {}).get("joules")
+        row["gflop_per_joule"] = (spent or {}).get("gflop_per_joule")
         base = _base_id(ok_rows, r)
         parent, ref = r.get("parent"), _reference_id(r, ok_rows)
         row["base"], row["ref"] = base, ref if ref in ok_rows else None
@@ -157,7 +161,10 @@ def _columns(rows: list[dict], wide: bool = True) -> tuple[list[Column], float]:
         cols = [Column("kernel", "kernel", "left"), Column("kernel_ms", "ms"),
                 Column("gflops", unit), Column("noise", "noise"),
                 Column("x_parent", "x parent"), Column("pct_ref", "% ref"),
-                Column("pct_peak", "% peak"), Column("status", "status", "left")]
+                Column("pct_peak", "% peak")]
+        if any(r["energy"] for r in rows):
+            cols += [Column("joules", "J"), Column("gflop_per_joule", "GFLOP/J")]
+        cols.append(Column("status", "status", "left"))
         return cols, scale
     cols = [Column("kernel", "kernel", "left"), Column("adds", "adds", "left"),
             Column("kernel_ms", "kernel ms"), Column("spread", "spread"),
@@ -170,6 +177,8 @@ def _columns(rows: list[dict], wide: bool = True) -> tuple[list[Column], float]:
         cols += [Column("h2d_ms", "h2d ms"), Column("d2h_ms", "d2h ms")]
     if any(r["regs"] is not None for r in rows):
         cols += [Column("regs", "regs"), Column("smem", "smem B"), Column("local", "spill B")]
+    if any(r["energy"] for r in rows):
+        cols += [Column("joules", "J per GEMM"), Column("gflop_per_joule", "GFLOP/J")]
     cols += [Column("max_rel_err", "max rel err"), Column("err_vs_ref", "err/ref"),
              Column("status", "status", "left")]
     return cols, scale
@@ -197,6 +206,10 @@ def _fmt(key: str, value, scale: float) -> str:
         return f"{value:.0f}%"
     if key == "max_rel_err":
         return f"{value:.1e}" if math.isfinite(value) else "inf"
+    if key == "joules":
+        return f"{value:.3g}"
+    if key == "gflop_per_joule":
+        return f"{value:.3g}"
     if key == "err_vs_ref":
         if not math.isfinite(value):
             return "inf"
@@ -255,7 +268,9 @@ def _caption(rows: list[dict], wide: bool = True) -> str:
     return ("x base: speedup over " + (", ".join(bases) or "-") + "; x parent: over the parent "
             "rung; % ref: reference kernel time (" + (", ".join(refs) or "-") + ") over this "
             "kernel's; spread: (max-min)/median of the kernel time; " + noise + interleaved
-            + "; err/ref: max rel err over the FP32 reference library's on the same inputs")
+            + "; err/ref: max rel err over the FP32 reference library's on the same inputs"
+            + ("; J: energy per GEMM from NVML's counter over >= 1 s of launches, idle power "
+               "taken off" if any(r["energy"] for r in rows) else ""))
 
 
 def _column_width(col: Column, cells: list[str]) -> int:

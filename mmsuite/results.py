@@ -153,7 +153,7 @@ FIELD_TYPES: dict[str, tuple[str, Any]] = {
         "pct_peak", "peak_gflops", "ref_max_rel_err", "err_vs_ref")},
     **{name: _OBJECT_OR_NULL for name in (
         "kernel_ms", "h2d_ms", "d2h_ms", "reference_ms", "info", "sampling", "load_avg",
-        "transfers")},
+        "transfers", "energy")},
 }
 PHASES = ("kernel_ms", "h2d_ms", "d2h_ms", "reference_ms")
 PROBLEM_TYPES: dict[str, tuple[str, Any]] = {

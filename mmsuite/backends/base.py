@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import time
 from abc import ABC, abstractmethod
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -51,6 +52,7 @@ class RunOptions:
     pinned: bool = False  # page-locked host buffers for GPU transfers
     profile: bool = False  # add registers / shared / spill bytes per kernel
     l2: str = "warm"  # "warm": inputs stay cached between samples; "cold": scrubbed before each
+    energy: bool = False  # energy per GEMM from the device's counter (mmsuite.energy)
 
     def __post_init__(self) -> None:
         if self.l2 not in L2_POLICIES:
@@ -193,6 +195,11 @@ class Session(ABC):
     def close(self) -> None:
         """Free the session's buffers (host sessions: garbage collection does)."""
         return None
+
+    def energy_reader(self) -> Callable[[], float] | str:
+        """A reader of the device's energy counter in joules (``mmsuite.energy``), or why
+        there is none."""
+        return f"no energy counter for {self.kernel.backend} devices"
 
     def __enter__(self) -> Session:
         return self

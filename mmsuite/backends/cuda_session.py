@@ -220,6 +220,11 @@ class CudaSession(Session):
                             runtime.memcpyDeviceToHost, ptr)
         return h2d, timer.end()
 
+    def energy_reader(self) -> Callable[[], float] | str:
+        from .. import energy
+
+        return energy.nvml_reader(self._env["pci_bus_id"])
+
     def close(self) -> None:
         self.steps, self.keep = [], []
         self.a = self.b = self.c = self.c0 = self._scrub = None

@@ -71,6 +71,9 @@ def add_parser(sub) -> argparse.ArgumentParser:
     meas.add_argument("--cl-device", help="OpenCL device: index or name substring")
     meas.add_argument("--pinned", action="store_true",
                       help="page-locked host buffers for GPU transfers")
+    meas.add_argument("--energy", action="store_true",
+                      help="energy per GEMM (J, GFLOP/J) from NVML's energy counter: at least "
+                      "1 s of launches per row, idle power measured once and taken off")
     meas.add_argument("--profile", action="store_true",
                       help="add registers, shared memory and spill bytes (CUDA)")
     meas.add_argument("--devices", type=device_list, metavar="all|0,1,...",
@@ -182,7 +185,7 @@ def run(args: argparse.Namespace, console: Console) -> int:
     problems = problems_from_args(args)
     kernels = select_kernels(args.backend, args.kernel)
     options = RunOptions(threads=args.threads, cl_device=args.cl_device, pinned=args.pinned,
-                         profile=args.profile, l2=args.l2)
+                         profile=args.profile, l2=args.l2, energy=args.energy)
     targets = {"noise_target": CLI_SAMPLING.noise_target,
                "cpu_noise_target": CLI_SAMPLING.cpu_noise_target} if args.max_noise is None \
         else {"noise_target": args.max_noise / 100}
@@ -211,6 +214,7 @@ def run(args: argparse.Namespace, console: Console) -> int:
     settings = {"repeats": args.repeats, "sampling": asdict(sampling) if sampling else None,
                 "l2": args.l2, "warmup": args.warmup, "threads": args.threads,
                 "cl_device": args.cl_device, "pinned": args.pinned, "profile": args.profile,
+                "energy": args.energy,
                 "devices": devices, "timeout": args.timeout,
                 "problems": [p.to_dict() for p in problems]}
     journal = results.Journal(results.journal_path(args.json), settings) if args.json else None
