@@ -268,9 +268,12 @@ __device__ __forceinline__ void tc_gemm(int M, int N, int Kp, float alpha, float
 #ifndef TF32_STAGES
 #define TF32_STAGES 4
 #endif
+#ifndef TF32_MINB
+#define TF32_MINB 1  // blocks per SM the register budget is cut for
+#endif
 
 // A and B packed by mm_25_pack at W + a_offset and W + b_offset; K padded to Kp.
-extern "C" __global__ void __launch_bounds__(TC_THREADS, 1)
+extern "C" __global__ void __launch_bounds__(TC_THREADS, TF32_MINB)
 mm_25_tf32_mma(int M, int N, int Kp, float alpha, float beta, float* C, float* W, int a_offset,
                int b_offset, int Mp, int Np, int kt_per_slice, int slices) {
     tc_gemm<1, TF32_STAGES>(M, N, Kp, alpha, beta, C, W, a_offset, b_offset, Mp, Np,
