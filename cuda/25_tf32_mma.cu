@@ -26,10 +26,14 @@
 #define TC_BN 128
 #define TC_BK 32
 #define TC_LDS (TC_BK + 4)  // words per shared row: 144 bytes, 16-byte aligned
-#define TC_THREADS 256
-#define TC_WARPS_M 2
-#define TC_WM 64  // warp tile: 64 rows (4 m16 tiles) x 32 columns (4 n8 tiles)
+// Warp tile: 64 rows (4 m16 tiles) x TC_WN columns (TC_WN / 8 n8 tiles); 2 x (128 / TC_WN)
+// warps cover the block.
+#ifndef TC_WN
 #define TC_WN 32
+#endif
+#define TC_WARPS_M 2
+#define TC_WM 64
+#define TC_THREADS (32 * TC_WARPS_M * (TC_BN / TC_WN))
 #define TC_MI (TC_WM / 16)
 #define TC_NJ (TC_WN / 8)
 #define TC_TILE (TC_BM * TC_LDS)  // floats of one operand's tile (BM == BN)
