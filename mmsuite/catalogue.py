@@ -292,8 +292,9 @@ CUDA = [
     # Tensor cores (mmsuite/tensorcore.py plans the operand packing, slices and reduction).
     _cu("cuda.25_tf32_mma", 25, "cuda.22_adaptive",
         "TF32 tensor cores: mma.sync m16n8k8 on operands rounded to TF32 and packed into "
-        "tiles, 128x128x32 blocks, 4-stage cp.async pipeline", "beyond", "25_tf32_mma",
-        layout="col", precision=TF32, launch={"planner": "mmsuite.tensorcore:plan_tf32"}),
+        "tiles, 128x128x32 blocks, 3-stage cp.async pipeline, two blocks per SM", "beyond",
+        "25_tf32_mma", layout="col", precision=TF32,
+        launch={"planner": "mmsuite.tensorcore:plan_tf32"}),
     _cu("cuda.26_fp32_accurate", 26, "cuda.25_tf32_mma",
         "FP32 accuracy on TF32 tensor cores: big and small TF32 parts, three products, "
         "each 16-k chunk accumulated outside the tensor core in FP32; rung 22 on short K",

@@ -40,7 +40,7 @@ _ALIGN = 32  # floats
 _INT32_MAX = 2**31 - 1
 # Shared memory of the main kernels: stages x (A and B) x parts x 128 rows x 36 words.
 _TILE_BYTES = TILE_MN * (TILE_K + 4) * 4
-STAGES = {1: 4, 2: 3}  # TF32_STAGES and ACCURATE_STAGES in the sources
+STAGES = {1: 3, 2: 3}  # TF32_STAGES and ACCURATE_STAGES in the sources
 
 
 def _ceil(a: int, b: int) -> int:

@@ -345,17 +345,19 @@ def test_cublas_is_plain_fp32() -> None:
 
 
 @needs_gpu
-@pytest.mark.parametrize("problem", [Problem(512, 512, 1024, seed=9),
-                                     Problem(35, 79, 19, batch=3, alpha=0.5, beta=2.0)],
-                         ids=["512x512x1024", "batch-alpha-beta"])
-def test_cublas_tf32_row_runs_on_tensor_cores_and_fp32_row_after_it_does_not(problem) -> None:
+def test_cublas_tf32_row_runs_on_tensor_cores_and_fp32_row_after_it_does_not() -> None:
     # Set through the handle's math mode: the TF32 error (~1e-4) proves the tensor cores ran,
-    # and cuBLAS FP32 on the same inputs afterwards proves the mode was restored.
+    # and cuBLAS FP32 on the same inputs afterwards proves the mode was restored. (On tiny
+    # shapes cuBLAS may pick a SIMT kernel in either mode: no error gap to see there.)
+    problem = Problem(512, 512, 1024, seed=9)
     tf32 = mmsuite.run("cuda.cublas_tf32", problem, repeats=1)
     fp32 = mmsuite.run("cuda.cublas", problem, repeats=1)
     assert tf32.ok and fp32.ok, (tf32.verdict.reason, fp32.verdict.reason)
     assert tf32.max_rel_err > 10 * fp32.max_rel_err
     assert fp32.max_rel_err < 1e-5 and tf32.info["math_mode"] == "TF32 tensor op"
+    batched = mmsuite.run("cuda.cublas_tf32", Problem(35, 79, 19, batch=3, alpha=0.5, beta=2.0),
+                          repeats=1)
+    assert batched.ok, batched.verdict.reason
 
 
 @needs_gpu
