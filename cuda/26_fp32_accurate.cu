@@ -29,6 +29,19 @@
 // error outweighs what the accumulation saves and the tensor cores gain little:
 // the planner runs rung 22's FP32 SIMT kernels there instead.
 // Any M, N, K >= 1, any batch, as rung 25.
+// Measured on the H100 (same run as cuBLAS FP32, L2 warm), error as max_rel_err
+// over cuBLAS FP32's on the same inputs (uniform / normal / wide):
+//   2048^3  43.9 TFLOP/s, 0.88x cuBLAS FP32; error 0.28x / 0.28x / 0.37x
+//   4096^3  49.1 TFLOP/s, 0.95x;             0.27x / 0.27x / 0.35x
+//   8192^3  51.4 TFLOP/s, 0.99x;             0.26x / 0.26x / 0.35x
+//   256x256x65536 (33 slices) 0.42x-0.53x, batch 20 x 1000^3 0.31x-0.40x;
+//   35x79x19 and 1x1x1 (rung 22's path) 1.0x-1.16x.
+// Energy at 4096^3 (NVML, idle power off): 1.57-1.60 J against cuBLAS FP32's
+// 1.39-1.41 J. So FP32 accuracy, better than cuBLAS's, is there; the speed is
+// not: three mma.sync products run at about 150 TFLOP/s of tensor work (rung 25
+// reaches the same per product), where 2x cuBLAS FP32 needs about 300. The
+// kernel holds 254 registers (8 bytes spilled) and one block of 8 warps per SM;
+// two shared stages instead of three measured the same (50.2 TFLOP/s at 4096^3).
 #include "25_tf32_mma.cu"
 
 #ifndef ACCURATE_STAGES
