@@ -2,7 +2,7 @@
 # Set up mmsuite in .venv, from the repository root.
 #
 #   ./setup.sh          the suite with OpenCL:            .venv/bin/mmsuite run
-#   ./setup.sh --test   editable, with test and asv tools: .venv/bin/python -m pytest
+#   ./setup.sh --test   editable, with test, asv and Dask tools: .venv/bin/python -m pytest
 #
 # Python packages come from PyPI. Two things come from the system, where apt-get
 # is available (as root, or through sudo):
@@ -20,7 +20,7 @@ cd "$(dirname "$0")"
 mode=${1:-}
 case "$mode" in
     "" ) extras="opencl"; editable="" ;;
-    --test ) extras="opencl,test,bench"; editable="-e" ;;
+    --test ) extras="opencl,test,bench,cluster"; editable="-e" ;;
     * ) echo "usage: ./setup.sh [--test]" >&2; exit 2 ;;
 esac
 

@@ -38,6 +38,7 @@ import numpy as np
 from . import results
 from .backend_table import runs_on_host
 from .load import CHANGED_SHARE, others_share
+from .machines import device_model
 from .problem import label_of
 from .stats import mann_whitney_u, robust_noise
 from .verdicts import VERDICTS, VerdictRow, summary_line
@@ -172,27 +173,32 @@ def judge(base: Side, new: Side, threshold: float = DEFAULT_THRESHOLD,
 Key = tuple[str, str, str]
 
 
-def _key(record: dict) -> Key:
-    """(kernel, problem as shown, device): rows on different devices are not compared.
+def _key(record: dict, environment: dict) -> Key:
+    """(kernel, problem as shown, device): rows on different devices are not compared, nor
+    rows timed on different device models (a cluster file holds several).
 
-    A GPU index is shown with the problem; a device named by a label (OpenCL) is
-    only shown for rows found on one side."""
+    A GPU index is shown with the problem; a device named by a label (OpenCL) and the
+    device model are only shown for rows found on one side."""
     label = label_of(record["problem"])
     device = record.get("device")
     if isinstance(device, int) and not isinstance(device, bool):
         label += f" @ device {device}"
     if record.get("l2") not in (None, "warm"):
         label += f" (L2 {record['l2']})"
-    return str(record.get("kernel")), label, "" if device is None else str(device)
+    where = " ".join(x for x in ("" if device is None else str(device),
+                                 device_model(record, environment)) if x)
+    return str(record.get("kernel")), label, where
 
 
 def load_records(path: Path) -> tuple[dict[Key, dict], dict]:
-    """The records of one result file keyed by kernel x problem, and the document.
+    """The records of one result file keyed by kernel x problem x device model, and the
+    document.
 
     Raises ValueError naming the file when it is unreadable or holds no samples.
     """
     document = results.load(path)
-    keyed = {_key(r): r for r in document.get("results") or []}
+    environment = document.get("environment") or {}
+    keyed = {_key(r, environment): r for r in document.get("results") or []}
     if not any((r.get("kernel_ms") or {}).get("samples") for r in keyed.values()):
         raise ValueError(f"{path}: no kernel timing samples to compare "
                          f"(not one result has kernel_ms.samples)")

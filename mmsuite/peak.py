@@ -34,6 +34,7 @@ from pathlib import Path
 
 from . import cpu_probe
 from .backend_table import BACKENDS, DEVICE_PEAK, GPU_PEAK, HOST_PEAK
+from .machines import environment_of
 
 #: FP32 lanes (CUDA cores) per SM by compute capability; a major version alone
 #: covers every minor one not listed. sm_80 (A100) has 64, the rest of Ampere 128.
@@ -301,7 +302,9 @@ def _gpu_figures(environment: dict, record: dict) -> dict:
 
 def peak_for(record: dict, environment: dict) -> Peak | None:
     """The peak of the device ``record`` ran on in the record's precision class (FP32, or
-    the TF32 tensor peak for tensor-core kernels); None when the environment lacks it."""
+    the TF32 tensor peak for tensor-core kernels); None when the environment lacks it.
+    A cluster row is judged by its worker's environment, where the file recorded it."""
+    environment = environment_of(record, environment)
     backends = environment.get("backends") or {}
     backend = record.get("backend")
     source = BACKENDS[backend].peak if isinstance(backend, str) and backend in BACKENDS else None

@@ -143,6 +143,8 @@ _OBJECT_OR_NULL = ("an object or null", lambda v: v is None or isinstance(v, dic
 FIELD_TYPES: dict[str, tuple[str, Any]] = {
     "backend": _TEXT, "adds": _TEXT, "origin": _TEXT, "reason": _TEXT, "l2": _TEXT,
     "precision": _TEXT, "peak_kind": _TEXT, "ref_library": _TEXT,
+    # Where a cluster run's row ran (mmsuite.machines).
+    "host": _TEXT, "worker": _TEXT, "device_model": _TEXT, "device_uuid": _TEXT,
     "parent": _TEXT_OR_NULL,
     "rung": ("an integer or null", lambda v: v is None or _is_int(v)),
     "device": ("an integer, a string or null", lambda v: v is None or _is_int(v)

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from . import results
+from .machines import environment_of, row_machine
 
 
 @dataclass
@@ -50,13 +51,23 @@ def machine_label(environment: dict) -> str:
 
 
 def load_runs(paths: list[Path]) -> list[Run]:
-    """Read result files (ValueError naming a bad one), oldest first."""
+    """Read result files (ValueError naming a bad one), oldest first. A cluster run's file
+    becomes one run per machine and device model, each with its worker's environment."""
     runs = []
     for path in paths:
         document = results.load(Path(path))
         env = document.get("environment") or {}
-        runs.append(Run(Path(path), env, document.get("settings") or {},
-                        document.get("results") or [], machine_label(env)))
+        settings = document.get("settings") or {}
+        groups: dict[str | None, list[dict]] = {}
+        for record in document.get("results") or []:
+            groups.setdefault(row_machine(record), []).append(record)
+        for machine, records in groups.items():
+            if machine is None:  # a local run's rows: the file names the machine
+                runs.append(Run(Path(path), env, settings, records, machine_label(env)))
+            else:
+                recorded = [r for r in records if r.get("worker") in (env.get("workers") or {})]
+                runs.append(Run(Path(path), environment_of(recorded[0], env) if recorded
+                                else env, settings, records, machine))
     runs.sort(key=lambda r: r.created)
     return runs
 

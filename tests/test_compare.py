@@ -90,6 +90,28 @@ def test_a_kernel_that_stops_working_is_broken() -> None:
 
 
 # -------------------------------------------------------------- whole files
+def test_rows_from_different_device_models_are_never_paired(tmp_path: Path) -> None:
+    # A cluster run's file holds rows of several machines, each naming its device.
+    def on(model: str, host: str, samples: list[float]) -> dict:
+        return {**record("cuda.k", samples), "host": host, "worker": f"{host}-gpu0",
+                "device_model": model}
+
+    base = write(tmp_path / "base.json", [on("NVIDIA H100", "a", timings(1.0, 0.01, seed=1)),
+                                          on("NVIDIA A100", "b", timings(2.0, 0.01, seed=2))])
+    new = write(tmp_path / "new.json", [on("NVIDIA H100", "c", timings(1.0, 0.01, seed=3)),
+                                        on("NVIDIA L4", "d", timings(9.0, 0.01, seed=4))])
+    result = compare.compare(base, new)
+    assert [(r.kernel, r.verdict) for r in result.rows] == [("cuda.k", "same")]
+    assert result.only_base == [("cuda.k", "512x512x512", "NVIDIA A100")]
+    assert result.only_new == [("cuda.k", "512x512x512", "NVIDIA L4")]
+    # A local run's rows take the model from their file: a CPU row meets another CPU's.
+    other_cpu = tmp_path / "other.json"
+    results.save(other_cpu, [record("cpu.a", timings(1.0, 0.01))], {"cpu": "other CPU"}, {})
+    with pytest.raises(ValueError, match="share no measured kernel x problem"):
+        compare.compare(write(tmp_path / "cpu.json", [record("cpu.a", timings(1.0, 0.01))]),
+                        other_cpu)
+
+
 def test_files_compare_row_by_row(tmp_path: Path) -> None:
     base = write(tmp_path / "base.json", [
         record("cpu.a", timings(1.0, 0.01, seed=1)),
@@ -107,8 +129,8 @@ def test_files_compare_row_by_row(tmp_path: Path) -> None:
     assert [(r.kernel, r.problem, r.verdict) for r in result.rows] == [
         ("cpu.a", "512x512x512", "same"), ("cpu.b", "512x512x512", "slower"),
         ("cpu.a", "1024x1024x1024", "faster")]
-    assert result.only_base == [("cpu.gone", "512x512x512", "")]
-    assert result.only_new == [("cpu.added", "512x512x512", "")]
+    assert result.only_base == [("cpu.gone", "512x512x512", "test CPU")]
+    assert result.only_new == [("cpu.added", "512x512x512", "test CPU")]
     assert "setting threads: 2 in BASE, 1 in NEW" in result.notes
     assert result.exit_status == 1
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from types import ModuleType
 
-from . import compare, continuous, history, listing, report, run, tune
+from . import compare, continuous, history, listing, report, run, tune, worker
 
 COMMANDS: dict[str, ModuleType] = {
     "list": listing,
@@ -18,4 +18,5 @@ COMMANDS: dict[str, ModuleType] = {
     "continuous": continuous,
     "tune": tune,
     "history": history,
+    "worker": worker,
 }

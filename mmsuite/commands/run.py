@@ -12,11 +12,12 @@ from pathlib import Path
 
 from rich.console import Console
 
-from .. import environment, load, peak, report, results, workers
+from .. import cluster, environment, load, peak, report, results, workers
 from ..backends import RunOptions, unavailable_reason
 from ..backends.base import L2_POLICIES
 from ..catalogue import Kernel
 from ..measure import CLI_SAMPLING, DEFAULT_WARMUP, Sampling
+from ..problem import Problem
 from ..sweep import Row, sweep
 from .common import (
     THREADS_PER_CORE_CAP,
@@ -82,6 +83,9 @@ def add_parser(sub) -> argparse.ArgumentParser:
                       help="per GPU kernel; its worker is killed past it (default: "
                            f"{workers.TIMEOUT_FLOOR_S:.0f} s plus {workers.TIMEOUT_LAUNCHES} "
                            "launches at 10 GFLOP/s)")
+    meas.add_argument("--cluster", metavar="ADDRESS|FILE",
+                      help="run each kernel x problem as a task on this Dask scheduler's "
+                           "workers (`mmsuite worker`); a scheduler address or file")
     out = p.add_argument_group("output")
     out.add_argument("--json", type=Path, metavar="FILE",
                      help="write the results here; rows also go to FILE.jsonl as they finish")
@@ -181,6 +185,30 @@ def _resumed(args: argparse.Namespace) -> list[dict]:
     return records
 
 
+def _check_local(args: argparse.Namespace, kernels: list[Kernel], options: RunOptions,
+                 problems: list[Problem]) -> None:
+    """What this host must offer before a local sweep starts."""
+    check_selectors(kernels, options)
+    why_not = _nothing_can_run(kernels, options)
+    if why_not:
+        raise UsageError(f"nothing requested can run here: {why_not}")
+    for problem in problems:
+        try:
+            workers.check_host_memory(problem)
+        except workers.HostMemoryError as exc:
+            raise UsageError(str(exc)) from None
+
+
+def _connect(target: str | None) -> cluster.Cluster | None:
+    """The Dask cluster of ``--cluster``, its workers checked; None for a local run."""
+    if target is None:
+        return None
+    try:
+        return cluster.Cluster(target)
+    except cluster.ClusterError as exc:
+        raise UsageError(str(exc)) from None
+
+
 def run(args: argparse.Namespace, console: Console) -> int:
     problems = problems_from_args(args)
     kernels = select_kernels(args.backend, args.kernel)
@@ -196,18 +224,15 @@ def run(args: argparse.Namespace, console: Console) -> int:
         **targets)
     if sampling is not None and args.min_time > args.max_time:
         raise UsageError(f"--min-time {args.min_time} is above --max-time {args.max_time}")
-    check_selectors(kernels, options)
-    why_not = _nothing_can_run(kernels, options)
-    if why_not:
-        raise UsageError(f"nothing requested can run here: {why_not}")
-    devices = _devices(args.devices, kernels, options)
-    for problem in problems:
-        try:
-            workers.check_host_memory(problem)
-        except workers.HostMemoryError as exc:
-            raise UsageError(str(exc)) from None
+    if args.cluster is None:  # with --cluster, each worker judges what it can run
+        _check_local(args, kernels, options, problems)
+    elif args.devices is not None:
+        raise UsageError("--devices picks this host's GPUs; with --cluster every GPU worker "
+                         "has its own")
+    devices = _devices(args.devices, kernels, options) if args.cluster is None else []
     resumed = _resumed(args)
     _check_outputs(args)
+    session = _connect(args.cluster)
 
     order = [f"{k.id} @ {p.shape_label}" for p in problems for k in kernels]
     total = len(order)
@@ -215,7 +240,7 @@ def run(args: argparse.Namespace, console: Console) -> int:
                 "l2": args.l2, "warmup": args.warmup, "threads": args.threads,
                 "cl_device": args.cl_device, "pinned": args.pinned, "profile": args.profile,
                 "energy": args.energy,
-                "devices": devices, "timeout": args.timeout,
+                "devices": devices, "timeout": args.timeout, "cluster": args.cluster,
                 "problems": [p.to_dict() for p in problems]}
     journal = results.Journal(results.journal_path(args.json), settings) if args.json else None
     finished: list[Row] = []
@@ -230,10 +255,16 @@ def run(args: argparse.Namespace, console: Console) -> int:
         interrupted = 0
         previous = signal.signal(signal.SIGTERM, _on_sigterm)
         try:
-            rows = sweep(kernels, problems, repeats=args.repeats, sampling=sampling,
-                         warmup=args.warmup,
-                         options=options, on_row=on_row, resume=resumed, devices=devices,
-                         timeout=args.timeout, on_start=progress.start, on_plan=progress.plan)
+            run_kwargs = {"repeats": args.repeats, "sampling": sampling, "warmup": args.warmup}
+            if session is None:
+                rows = sweep(kernels, problems, options=options, on_row=on_row,
+                             resume=resumed, devices=devices, timeout=args.timeout,
+                             on_start=progress.start, on_plan=progress.plan, **run_kwargs)
+            else:
+                rows = session.sweep(kernels, problems, options=options, on_row=on_row,
+                                     resume=resumed, timeout=args.timeout,
+                                     on_start=progress.start, on_plan=progress.plan,
+                                     **run_kwargs)
         except (KeyboardInterrupt, Terminated) as exc:
             # Keep every finished row, in ladder order, and save them like a full run.
             interrupted = 143 if isinstance(exc, Terminated) else 130
@@ -245,13 +276,17 @@ def run(args: argparse.Namespace, console: Console) -> int:
             signal.signal(signal.SIGTERM, previous)
             if journal is not None:
                 journal.close()
+            if session is not None:
+                session.close()
 
     shown, notes = _collapse_unavailable(rows, set(args.backend or []))
     records = [row.to_record() for row in rows]
     shown_records = [row.to_record() for row in shown]
     env = environment.collect(sorted({k.backend for k in kernels}), options)
     cuda_env = (env.get("backends") or {}).get("cuda")
-    if cuda_env and any(r.kernel.backend == "cuda" and r.record for r in rows):
+    if session is not None:  # each worker's host, for its rows' peak and the report
+        env["workers"] = session.environments
+    elif cuda_env and any(r.kernel.backend == "cuda" and r.record for r in rows):
         cuda_env["devices"] = workers.cuda_device_facts(devices)  # what each row's device was
     peak.annotate(records + shown_records, env)  # % peak; above 100% is a measurement error
     distorted = load.distortion_warning(records)

@@ -1,0 +1,514 @@
+"""Sweeps on a Dask cluster: every kernel x problem one task, run on the device it times.
+
+Workers advertise two resources (``mmsuite worker`` sets them; a plain ``dask
+worker --resources`` with these names works too):
+
+- ``GPU``: one slot per worker process, each process pinned to one GPU with
+  ``CUDA_VISIBLE_DEVICES``. A CUDA job takes the slot, so no two timings share a GPU.
+- ``HOST``: one slot for the machine's CPU. C, OpenMP and OpenCL jobs take it
+  whole, so no two of them share a CPU.
+
+What crosses the network is a job description (:class:`JobSpec`: a kernel id, the
+problem, the options, the sampling rule) and what comes back is a result record
+(:class:`Outcome`). The function a task runs is named, not sent: a worker imports
+it from its own mmsuite install. On the worker each job runs in a job process of its
+own (``mmsuite.workers.Worker``), so a kernel that crashes or hangs costs one row,
+as in a local sweep.
+
+No task is retried. A worker that dies while it runs a job leaves that job
+claimed (a Dask ``Variable`` holding the worker's name and host): when the
+scheduler hands the task to another worker, the task finds the claim and reports
+the row as failed, "worker lost", instead of measuring again. The rest of the
+sweep goes on; ``--resume`` reruns only the rows that are missing or failed.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import threading
+import time
+import uuid
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from . import __version__, results, workers
+from .backends import RunOptions
+from .catalogue import Kernel
+from .problem import Problem
+from .sweep import Row, row_key
+
+GPU = "GPU"
+HOST = "HOST"
+#: Backends whose jobs take a GPU slot; every other backend's take the HOST slot.
+GPU_BACKENDS = ("cuda",)
+#: How long connecting to the scheduler may take (Dask retries a refused connection).
+CONNECT_TIMEOUT_S = 10.0
+#: How long ``connect`` waits for a first worker to join the scheduler.
+WORKER_WAIT_S = 10.0
+#: How long a resource may be missing from the cluster mid-sweep (a worker being
+#: restarted by its nanny) before the jobs that need it are given up.
+RESOURCE_GRACE_S = 30.0
+#: How often the client looks at which resources the cluster still offers.
+RESOURCE_POLL_S = 2.0
+CLAIM_PREFIX = "mmsuite-claim"
+
+
+class ClusterError(Exception):
+    """The cluster cannot take the sweep: one line for the user (exit 2)."""
+
+
+def resource_for(kernel: Kernel) -> str:
+    """The slot a kernel's job takes: a GPU for CUDA, the whole host CPU for the rest."""
+    return GPU if kernel.backend in GPU_BACKENDS else HOST
+
+
+NO_WORKER = {
+    GPU: "no worker of the cluster offers a GPU (start `mmsuite worker` on a GPU host)",
+    HOST: "no worker of the cluster offers its host CPU (start `mmsuite worker` without "
+          "--no-host)",
+}
+
+
+# ------------------------------------------------------------ what goes over the wire
+@dataclass(frozen=True)
+class JobSpec:
+    """One kernel on one problem: all a worker is told."""
+
+    index: int
+    kernel_id: str
+    problem: Problem
+    options: RunOptions
+    run_kwargs: dict
+    timeout: float | None
+    client_version: str
+    claim: str
+    job: workers.JobFn | None = None  # a function the worker's install holds; None: measure
+
+
+@dataclass(frozen=True)
+class WorkerFacts:
+    """Where a row ran: the host, the Dask worker, and the device it timed."""
+
+    host: str
+    worker: str
+    address: str
+    device_model: str = ""
+    device_uuid: str = ""
+
+    def stamp(self, record: dict) -> dict:
+        """``record`` with the fields that name where it ran."""
+        record.update(host=self.host, worker=self.worker, device_model=self.device_model)
+        if self.device_uuid:
+            record["device_uuid"] = self.device_uuid
+        return record
+
+
+@dataclass
+class Outcome:
+    """What a worker sends back for one job."""
+
+    status: str
+    reason: str
+    record: dict | None
+    facts: WorkerFacts
+    environment: dict | None = None
+
+
+# ---------------------------------------------------------------- on the worker
+# One job process per resource in each Dask worker, with the job function it runs.
+_LANES: dict[str, tuple[workers.Worker, workers.JobFn]] = {}
+_DEVICES: dict[str, tuple[str, str]] = {}  # resource -> (model, uuid) last read
+
+
+def _dask_worker() -> Any:
+    from distributed import get_worker
+
+    return get_worker()
+
+
+def _worker_resource() -> str:
+    resources = getattr(_dask_worker().state, "total_resources", {}) or {}
+    return GPU if resources.get(GPU) else HOST
+
+
+def gpu_uuid(raw: Any) -> str:
+    """The ``GPU-xxxxxxxx-...`` form of a CUDA device UUID (16 bytes from CUDA)."""
+    if isinstance(raw, str):
+        return raw
+    data = bytes(raw)
+    if len(data) != 16:
+        return data.hex()
+    h = data.hex()
+    return f"GPU-{h[:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:]}"
+
+
+def _device_facts(backend: str) -> tuple[str, str]:
+    """(model, UUID) of the device a job of ``backend`` ran on, read in the job process."""
+    from .host import cpu_model
+
+    if backend not in GPU_BACKENDS:
+        return cpu_model(), ""
+    import cupy
+
+    props = cupy.cuda.runtime.getDeviceProperties(0)  # the worker's one visible GPU
+    name = props.get("name", b"GPU")
+    return (name.decode() if isinstance(name, bytes) else str(name),
+            gpu_uuid(props["uuid"]) if props.get("uuid") is not None else "")
+
+
+_ENVIRONMENT: dict = {}  # this job process's environment, one probe per backend
+PARENT_POLL_S = 1.0
+
+
+def _exit_with_parent() -> None:
+    """End this job process when the Dask worker that started it is gone (killed, not
+    closed), instead of keeping its slot's CPU or GPU busy for nobody."""
+    parent = os.getppid()
+
+    def watch() -> None:
+        while os.getppid() == parent:
+            time.sleep(PARENT_POLL_S)
+        os._exit(1)
+
+    threading.Thread(target=watch, name="mmsuite-parent-watch", daemon=True).start()
+
+
+def measure_here(kernel_id: str, problem: Problem, options: RunOptions,
+                 run_kwargs: dict) -> workers.Result:
+    """The job a worker runs by default: ``workers.measure_job``, plus the device it ran on
+    and this host's environment (for the row's FP32 peak and the report)."""
+    from . import environment
+
+    if not _ENVIRONMENT:  # the first job of this process
+        _exit_with_parent()
+    status, reason, record = workers.measure_job(kernel_id, problem, options, run_kwargs)
+    if record is not None:
+        backend = str(record.get("backend"))
+        model, device_uuid = _device_facts(backend)
+        record["device_model"] = model
+        if device_uuid:
+            record["device_uuid"] = device_uuid
+        if not _ENVIRONMENT:
+            _ENVIRONMENT.update(environment.host_environment(), backends={})
+        if backend not in _ENVIRONMENT["backends"]:
+            _ENVIRONMENT["backends"].update(
+                environment.collect([backend], options).get("backends", {}))
+        record["worker_environment"] = _ENVIRONMENT
+    return status, reason, record
+
+
+def _facts(resource: str) -> WorkerFacts:
+    worker = _dask_worker()
+    model, device_uuid = _DEVICES.get(resource, ("", ""))
+    if not model and resource == HOST:
+        from .host import cpu_model
+
+        model = cpu_model()
+    return WorkerFacts(socket.gethostname(), str(worker.name), str(worker.address), model,
+                       device_uuid)
+
+
+def lost_reason(facts: dict) -> str:
+    return (f"worker lost: worker {facts.get('worker')} on host {facts.get('host')} "
+            f"({facts.get('address')}) died while running it")
+
+
+def _claim(name: str, facts: WorkerFacts) -> dict | None:
+    """Claim the job for this worker; the earlier claim when one exists (a replay)."""
+    from distributed import Variable
+
+    variable = Variable(name)
+    try:
+        return variable.get(timeout="50ms")
+    except TimeoutError:
+        variable.set({"host": facts.host, "worker": facts.worker, "address": facts.address})
+        return None
+
+
+def run_job(spec: JobSpec) -> Outcome:
+    """A task: run one job in this worker's job process; never measures a job twice."""
+    resource = _worker_resource()
+    facts = _facts(resource)
+    if spec.client_version != __version__:
+        return Outcome("error", f"worker {facts.worker} on host {facts.host} runs mmsuite "
+                       f"{__version__}; the client runs {spec.client_version}", None, facts)
+    earlier = _claim(spec.claim, facts)
+    if earlier is not None:
+        return Outcome("error", lost_reason(earlier), None, facts)
+    job = spec.job or measure_here
+    lane, lane_job = _LANES.get(resource, (None, None))
+    if lane is None or repr(lane_job) != repr(job):  # a job process runs one job function
+        if lane is not None:
+            lane.close()
+        # A GPU worker sees its one GPU as device 0 (CUDA_VISIBLE_DEVICES pins it).
+        lane = workers.Worker(0 if resource == GPU else None, job)
+        _LANES[resource] = (lane, job)
+    status, reason, record = lane.run(spec.kernel_id, spec.problem, spec.options,
+                                      spec.run_kwargs, spec.timeout)
+    environment = None
+    if record is not None:
+        environment = record.pop("worker_environment", None)
+        if record.get("device_model"):
+            _DEVICES[resource] = (record["device_model"], record.get("device_uuid") or "")
+            facts = _facts(resource)
+    return Outcome(status, reason, record, facts, environment)
+
+
+def worker_check() -> dict:
+    """What the client checks of each worker before a sweep (run through ``Client.run``)."""
+    import multiprocessing
+
+    return {"mmsuite": __version__, "host": socket.gethostname(),
+            "daemon": bool(multiprocessing.current_process().daemon)}
+
+
+# ---------------------------------------------------------------- on the client
+def parse_target(text: str) -> tuple[str | None, Path | None]:
+    """(scheduler address, scheduler file): ``tcp://host:port`` or ``host:port``, else a file."""
+    text = text.strip()
+    if "://" in text:
+        return text, None
+    host, _, port = text.rpartition(":")
+    if host and port.isdigit() and "/" not in text:
+        return f"tcp://{text}", None
+    path = Path(text)
+    if path.is_file():
+        return None, path
+    raise ClusterError(f"--cluster {text}: not a scheduler address (tcp://HOST:PORT) nor an "
+                       "existing scheduler file")
+
+
+def _import_distributed():
+    try:
+        import distributed
+    except ImportError:
+        raise ClusterError("--cluster needs Dask distributed: pip install 'mmsuite[cluster]'") \
+            from None
+    return distributed
+
+
+class Cluster:
+    """A connection to a Dask scheduler whose workers run mmsuite jobs."""
+
+    def __init__(self, target: str, worker_wait: float = WORKER_WAIT_S) -> None:
+        distributed = _import_distributed()
+        address, scheduler_file = parse_target(target)
+        where = address or f"the scheduler named in {scheduler_file}"
+        try:
+            self.client = distributed.Client(address, scheduler_file=str(scheduler_file)
+                                             if scheduler_file else None,
+                                             timeout=CONNECT_TIMEOUT_S,
+                                             set_as_default=True)
+        except (OSError, TimeoutError, ValueError) as exc:
+            raise ClusterError(f"cannot reach the Dask scheduler at {where}: "
+                               f"{str(exc).splitlines()[0] if str(exc) else type(exc).__name__}"
+                               " (is `dask scheduler` running there?)") from None
+        self.target = target
+        self.environments: dict[str, dict] = {}  # worker name -> its host's environment
+        try:
+            self._check_workers(worker_wait)
+        except BaseException:
+            self.close()
+            raise
+
+    def close(self) -> None:
+        self.client.close()
+
+    def __enter__(self) -> Cluster:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def workers(self) -> dict[str, dict]:
+        return self.client.scheduler_info(n_workers=-1).get("workers", {})
+
+    def resources(self) -> set[str]:
+        """The resources some worker offers now."""
+        return {name for info in self.workers().values()
+                for name, amount in (info.get("resources") or {}).items() if amount}
+
+    def _check_workers(self, worker_wait: float) -> None:
+        """Refuse workers that would fail every job: another mmsuite version, none at all, or
+        a daemonic process (which cannot start a job process)."""
+        try:
+            self.client.wait_for_workers(1, timeout=worker_wait)
+        except TimeoutError:
+            raise ClusterError(f"the scheduler at {self.target} has no workers after "
+                               f"{worker_wait:.0f} s: start `mmsuite worker "
+                               f"{self.client.scheduler.address}` on each host") from None
+        answers = self.client.run(worker_check, on_error="return")
+        names = {address: info.get("name", address) for address, info in self.workers().items()}
+        for address, answer in sorted(answers.items()):
+            name = names.get(address, address)
+            if isinstance(answer, BaseException):
+                raise ClusterError(f"worker {name} ({address}) cannot run mmsuite jobs: "
+                                   f"{type(answer).__name__}: {answer}")
+            if answer["mmsuite"] != __version__:
+                raise ClusterError(f"worker {name} on host {answer['host']} runs mmsuite "
+                                   f"{answer['mmsuite']}; this client runs {__version__}: "
+                                   "install the same version on every host")
+            if answer["daemon"]:
+                raise ClusterError(f"worker {name} on host {answer['host']} is a daemonic "
+                                   "process and cannot start job processes: start it with "
+                                   "`mmsuite worker`, or `dask worker --no-nanny`")
+
+    def sweep(self, kernels: Iterable[Kernel], problems: Iterable[Problem], *,
+              options: RunOptions, on_row: Callable[[Row], None] | None = None,
+              resume: Iterable[dict] = (), timeout: float | None = None,
+              job: workers.JobFn | None = None, **run_kwargs) -> list[Row]:
+        """``mmsuite.sweep.sweep`` on the cluster: the same rows, in ladder order.
+
+        ``timeout``: seconds per GPU job (default ``workers.default_timeout``), as on one
+        host; host jobs have none. ``job``: a function of the workers' install to run
+        instead of measuring (tests plant crashing or slow ones).
+        """
+        from distributed import wait
+
+        kernels, problems = list(kernels), list(problems)
+        done = {row_key(r["kernel"], r["problem"]): r for r in resume
+                if r.get("status") in results.MEASURED}
+        slots: list[Row | None] = [None] * (len(kernels) * len(problems))
+        sweep_id = uuid.uuid4().hex
+        offered = self.resources()
+        pending: dict[Any, tuple[JobSpec, Kernel]] = {}
+
+        def finish(index: int, row: Row) -> None:
+            slots[index] = row
+            if on_row is not None:
+                on_row(row)
+
+        for p_index, problem in enumerate(problems):
+            for k_index, kernel in enumerate(kernels):
+                index = p_index * len(kernels) + k_index
+                previous = done.get(row_key(kernel.id, problem.to_dict()))
+                resource = resource_for(kernel)
+                if previous is not None:
+                    finish(index, Row(kernel, problem, previous["status"],
+                                      previous.get("reason", ""), previous,
+                                      previous.get("device")))
+                    continue
+                if resource not in offered:
+                    finish(index, Row(kernel, problem, "unavailable", NO_WORKER[resource]))
+                    continue
+                limit = timeout if timeout is not None else (
+                    workers.default_timeout(problem) if resource == GPU else None)
+                spec = JobSpec(index, kernel.id, problem, options, run_kwargs, limit,
+                               __version__, f"{CLAIM_PREFIX}-{sweep_id}-{index}", job)
+                future = self.client.submit(run_job, spec, resources={resource: 1},
+                                            key=f"mmsuite-{sweep_id}-{index}", pure=False,
+                                            priority=-index, retries=0)
+                pending[future] = (spec, kernel)
+
+        missing_since: dict[str, float] = {}
+        last_poll = time.monotonic()
+        try:
+            while pending:
+                try:
+                    finished = wait(list(pending), timeout=1.0,
+                                    return_when="FIRST_COMPLETED").done
+                except TimeoutError:
+                    finished = set()
+                for future in finished:
+                    spec, kernel = pending.pop(future)
+                    finish(spec.index, self._row(future, spec, kernel))
+                if time.monotonic() - last_poll >= RESOURCE_POLL_S:
+                    last_poll = time.monotonic()
+                    self._give_up_without(pending, missing_since, finish)
+        finally:
+            if pending:  # interrupted: jobs not started are dropped; running ones finish there
+                self.client.cancel(list(pending))
+        return [row for row in slots if row is not None]
+
+    def _give_up_without(self, pending: dict, missing_since: dict[str, float],
+                         finish: Callable[[int, Row], None]) -> None:
+        """Jobs whose resource has been gone from the cluster for RESOURCE_GRACE_S become
+        unavailable rows, so that a sweep never waits for a worker that is not coming."""
+        offered, now = self.resources(), time.monotonic()
+        for resource in (GPU, HOST):
+            if resource in offered:
+                missing_since.pop(resource, None)
+                continue
+            since = missing_since.setdefault(resource, now)
+            if now - since < RESOURCE_GRACE_S:
+                continue
+            lost = [f for f, (spec, kernel) in pending.items()
+                    if resource_for(kernel) == resource]
+            if lost:
+                self.client.cancel(lost)
+            for future in lost:
+                spec, kernel = pending.pop(future)
+                finish(spec.index, Row(kernel, spec.problem, "unavailable",
+                                       f"{NO_WORKER[resource]}: the last one left mid-sweep"))
+
+    def _row(self, future: Any, spec: JobSpec, kernel: Kernel) -> Row:
+        """The row of a finished task. A bug on the worker raises here, with its traceback."""
+        from distributed import KilledWorker
+
+        if future.status == "finished":
+            outcome: Outcome = future.result()
+            if outcome.environment is not None:
+                self.environments[outcome.facts.worker] = outcome.environment
+            record = outcome.record or Row(kernel, spec.problem, outcome.status,
+                                           outcome.reason).to_record()
+            return Row(kernel, spec.problem, outcome.status, outcome.reason,
+                       outcome.facts.stamp(record))
+        exception = future.exception() if future.status == "error" else None
+        if future.status == "error" and not isinstance(exception, KilledWorker):
+            future.result()  # a bug in mmsuite on the worker: raise it here
+        # The scheduler gave up on the task (its workers kept dying) or dropped it.
+        earlier = self._claimed(spec.claim)
+        reason = lost_reason(earlier) if earlier else (
+            f"worker lost before the job started: {exception}" if exception
+            else f"the scheduler dropped the job ({future.status})")
+        record = Row(kernel, spec.problem, "error", reason).to_record()
+        if earlier:
+            record.update(host=earlier.get("host"), worker=earlier.get("worker"))
+        return Row(kernel, spec.problem, "error", reason, record)
+
+    def _claimed(self, name: str) -> dict | None:
+        from distributed import Variable
+
+        try:
+            return Variable(name, client=self.client).get(timeout="50ms")
+        except TimeoutError:
+            return None
+
+
+@dataclass
+class WorkerPlan:
+    """The Dask worker processes ``mmsuite worker`` starts on this host."""
+
+    name: str
+    resources: dict[str, int]
+    environ: dict[str, str] = field(default_factory=dict)
+
+
+def visible_gpus() -> list[str]:
+    """This host's visible GPUs, as the IDs to pin each worker with (UUIDs where CUDA gives
+    them, else indices); empty without CuPy or a GPU."""
+    try:
+        import cupy
+
+        count = cupy.cuda.runtime.getDeviceCount()
+    except Exception:  # no CuPy, no driver, no GPU: a host without GPUs
+        return []
+    ids = []
+    for index in range(count):
+        props = cupy.cuda.runtime.getDeviceProperties(index)
+        raw = props.get("uuid")
+        ids.append(gpu_uuid(raw) if raw is not None else
+                   workers.visible_device(index, os.environ.get("CUDA_VISIBLE_DEVICES")))
+    return ids
+
+
+def worker_plans(gpus: list[str], host_slot: bool, prefix: str) -> list[WorkerPlan]:
+    """One worker for the host CPU (the HOST slot) and one per GPU, pinned to it."""
+    plans = [WorkerPlan(f"{prefix}-host", {HOST: 1}, {"CUDA_VISIBLE_DEVICES": ""})] \
+        if host_slot else []
+    plans += [WorkerPlan(f"{prefix}-gpu{i}", {GPU: 1}, {"CUDA_VISIBLE_DEVICES": gpu})
+              for i, gpu in enumerate(gpus)]
+    return plans

@@ -1,0 +1,177 @@
+"""``mmsuite worker ADDRESS``: offer this host's CPU and GPUs to a Dask scheduler.
+
+It starts one Dask worker (under a nanny, which replaces it if it dies) for the
+host CPU, with the resource ``HOST=1``, and one per visible GPU, pinned to it with
+``CUDA_VISIBLE_DEVICES`` and offering ``GPU=1``; each runs one job at a time. It
+stays in the foreground until Ctrl-C or SIGTERM, which stop every worker it started.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+
+from rich.console import Console
+
+from .. import cluster
+from .common import UsageError
+
+#: How long the scheduler may take to answer before the command gives up.
+PROBE_TIMEOUT_S = cluster.CONNECT_TIMEOUT_S
+#: How long the workers may take to close when the command is stopped.
+STOP_GRACE_S = 10.0
+
+
+def gpu_selection(text: str) -> str | list[int]:
+    """An argparse type: ``all``, ``none`` or indices ``0,1`` into this host's visible GPUs."""
+    text = text.strip()
+    if text in ("all", "none"):
+        return text
+    try:
+        ids = [int(x) for x in text.split(",")]
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"expected 'all', 'none' or indices like 0,1, got {text!r}") from None
+    if any(i < 0 for i in ids) or len(set(ids)) != len(ids):
+        raise argparse.ArgumentTypeError(f"expected distinct indices >= 0, got {text!r}")
+    return ids
+
+
+def add_parser(sub) -> argparse.ArgumentParser:
+    p = sub.add_parser("worker", help="offer this host's CPU and GPUs to a Dask scheduler "
+                                      "(for `run --cluster`)")
+    p.add_argument("address", metavar="ADDRESS",
+                   help="the scheduler: tcp://HOST:PORT, HOST:PORT or a scheduler file")
+    p.add_argument("--gpus", type=gpu_selection, default="all", metavar="all|none|0,1,...",
+                   help="which visible GPUs get a worker each (default all)")
+    p.add_argument("--no-host", action="store_true",
+                   help="offer no HOST slot: this host's CPU runs no C, OpenMP or OpenCL job")
+    p.add_argument("--name", metavar="PREFIX", default=socket.gethostname(),
+                   help="worker names are PREFIX-host and PREFIX-gpuN (default: the hostname)")
+    return p
+
+
+async def _reachable(address: str) -> None:
+    from distributed.comm import connect
+
+    comm = await connect(address, timeout=PROBE_TIMEOUT_S)
+    await comm.close()
+
+
+def _scheduler_address(target: str) -> str:
+    address, scheduler_file = cluster.parse_target(target)
+    if address is not None:
+        return address
+    try:
+        return str(json.loads(scheduler_file.read_text())["address"])
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        raise UsageError(f"{scheduler_file} is not a Dask scheduler file: {exc}") from None
+
+
+def _gpus(selection: str | list[int]) -> list[str]:
+    if selection == "none":
+        return []
+    visible = cluster.visible_gpus()
+    if selection == "all":
+        return visible
+    missing = [i for i in selection if i >= len(visible)]
+    if missing:
+        raise UsageError(f"--gpus: no GPU {missing[0]}; this host sees {len(visible)}")
+    return [visible[i] for i in selection]
+
+
+def _command(address: str, plan: cluster.WorkerPlan) -> list[str]:
+    resources = ",".join(f"{name}={amount}" for name, amount in plan.resources.items())
+    return [sys.executable, "-m", "distributed.cli.dask_worker", address,
+            "--nthreads", "1", "--resources", resources, "--name", plan.name,
+            # The job checks the problem's host memory itself; the nanny must not kill a
+            # worker for holding a large problem's inputs.
+            "--memory-limit", "0", "--no-dashboard"]
+
+
+class _Stop(BaseException):
+    """SIGTERM: stop the workers like Ctrl-C."""
+
+
+def _on_sigterm(signum: int, frame: object) -> None:
+    raise _Stop()
+
+
+def run(args: argparse.Namespace, console: Console) -> int:
+    try:
+        import distributed  # noqa: F401
+    except ImportError:
+        raise UsageError("mmsuite worker needs Dask distributed: "
+                         "pip install 'mmsuite[cluster]'") from None
+    try:
+        address = _scheduler_address(args.address)
+    except cluster.ClusterError as exc:
+        raise UsageError(str(exc)) from None
+    try:
+        asyncio.run(_reachable(address))
+    except (OSError, TimeoutError) as exc:
+        raise UsageError(f"cannot reach the Dask scheduler at {address}: "
+                         f"{str(exc).splitlines()[0] if str(exc) else type(exc).__name__}") \
+            from None
+    plans = cluster.worker_plans(_gpus(args.gpus), not args.no_host, args.name)
+    if not plans:
+        raise UsageError("nothing to offer: --no-host and no GPU")
+    # Non-daemonic worker processes: each job runs in a job process of its own.
+    base = {**os.environ, "DASK_DISTRIBUTED__WORKER__DAEMON": "False"}
+    children: list[tuple[cluster.WorkerPlan, subprocess.Popen]] = []
+    previous = signal.signal(signal.SIGTERM, _on_sigterm)
+    try:
+        for plan in plans:
+            # A session of its own: stopping a worker reaches its nanny, the worker and
+            # the worker's job processes, whatever state each is in.
+            children.append((plan, subprocess.Popen(_command(address, plan),
+                                                    env={**base, **plan.environ},
+                                                    start_new_session=True)))
+            pinned = plan.environ.get("CUDA_VISIBLE_DEVICES")
+            console.print(f"worker {plan.name}: "
+                          + ", ".join(f"{k}={v}" for k, v in plan.resources.items())
+                          + (f", CUDA_VISIBLE_DEVICES={pinned}" if pinned else "")
+                          + f" -> {address}")
+        while True:
+            for plan, child in children:
+                code = child.poll()
+                if code is not None:
+                    print(f"mmsuite: worker {plan.name} exited with status {code}; stopping "
+                          "the others", file=sys.stderr)
+                    return 1
+            time.sleep(0.5)
+    except (KeyboardInterrupt, _Stop):
+        return 0
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+        _stop([child for _, child in children])
+
+
+def _signal_group(child: subprocess.Popen, signum: int) -> None:
+    try:
+        os.killpg(child.pid, signum)
+    except (ProcessLookupError, PermissionError):
+        pass
+
+
+def _stop(children: list[subprocess.Popen]) -> None:
+    """SIGTERM to each worker's process group (the nanny closes its worker), then SIGKILL
+    to what is left after STOP_GRACE_S."""
+    for child in children:
+        _signal_group(child, signal.SIGTERM)
+    deadline = time.monotonic() + STOP_GRACE_S
+    for child in children:
+        try:
+            child.wait(timeout=max(0.1, deadline - time.monotonic()))
+        except subprocess.TimeoutExpired:
+            pass
+    for child in children:
+        _signal_group(child, signal.SIGKILL)  # also the job processes of a closed worker
+        child.wait()

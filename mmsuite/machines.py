@@ -1,0 +1,45 @@
+"""Which machine and device a result row ran on, from the row or from its file.
+
+A row of a local run ran where its file's environment says. A row of a cluster
+run (``mmsuite run --cluster``) names its own ``host``, ``worker`` and
+``device_model`` (``device_uuid`` for a GPU), and the file keeps each worker's
+environment under ``environment.workers``: one file then holds several machines.
+"""
+
+from __future__ import annotations
+
+
+def environment_of(record: dict, environment: dict) -> dict:
+    """The environment ``record`` was measured in: its worker's, for a cluster row whose
+    worker's environment was recorded; the file's otherwise."""
+    worker = record.get("worker")
+    found = (environment.get("workers") or {}).get(worker) if worker is not None else None
+    return found if isinstance(found, dict) else environment
+
+
+def device_model(record: dict, environment: dict) -> str:
+    """The model of the device ``record`` timed: the GPU's name, the OpenCL device's, or the
+    CPU's; empty where neither the row nor its environment says."""
+    if record.get("device_model"):
+        return str(record["device_model"])
+    env = environment_of(record, environment)
+    backends = env.get("backends") or {}
+    backend = record.get("backend")
+    if backend == "cuda":
+        cuda = backends.get("cuda") or {}
+        for entry in cuda.get("devices") or []:  # a multi-GPU sweep: one entry per GPU
+            if isinstance(entry, dict) and entry.get("index") == record.get("device"):
+                return str(entry.get("gpu") or "")
+        return str(cuda.get("gpu") or "")
+    if backend == "opencl":
+        return str((backends.get("opencl") or {}).get("opencl_device") or "")
+    return str(env.get("cpu") or "")
+
+
+def row_machine(record: dict) -> str | None:
+    """The machine label of a cluster row (its device model on its host); None for a row
+    that does not name its host (a local run's: its file names the machine)."""
+    host = record.get("host")
+    if not host:
+        return None
+    return f"{record.get('device_model') or 'unknown device'} on {host}"

@@ -1,0 +1,356 @@
+"""Sweeps on a Dask cluster: a real scheduler and two workers on this machine.
+
+One worker is started by `mmsuite worker` (a nanny that replaces a dead worker),
+the other by a plain `dask worker` with the documented resources. Jobs are CPU
+kernels on small problems, so the module runs without a GPU; the GPU slot is
+exercised on the GPU host.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from mmsuite import Problem, catalogue, cli, machines, peak, results, workers
+from mmsuite.backends import RunOptions
+from mmsuite.host import cpu_model
+from mmsuite.runs import load_runs, merge
+
+distributed = pytest.importorskip("distributed", reason="needs the cluster extra (Dask)")
+
+from mmsuite import cluster  # noqa: E402
+
+ROOT = Path(__file__).resolve().parent.parent
+SHAPE = "24x17x9"
+QUICK = ["--repeats", "2", "--warmup", "0"]
+LADDER = ["cpu.blas", "cpu.seq_naive", "cpu.seq_ikj", "cpu.seq_tiled", "cpu.omp_tiled"]
+START_S = 60.0
+
+
+def _environ(**extra: str) -> dict:
+    # The workers import the planted jobs of this module from the checkout.
+    return {**os.environ, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1", **extra}
+
+
+def _wait_for(what: str, check, timeout: float = START_S) -> None:
+    end = time.monotonic() + timeout
+    while not check():
+        if time.monotonic() > end:
+            raise TimeoutError(f"{what} did not happen within {timeout:.0f} s")
+        time.sleep(0.2)
+
+
+def _worker_names(scheduler_file: Path) -> set[str]:
+    with distributed.Client(scheduler_file=str(scheduler_file), timeout=10,
+                            set_as_default=False) as client:
+        return {str(w["name"]) for w in client.scheduler_info(n_workers=-1)["workers"].values()}
+
+
+def _stop(process: subprocess.Popen) -> None:
+    if process.poll() is None:
+        process.terminate()
+        try:
+            process.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+
+
+@pytest.fixture(scope="module")
+def scheduler(tmp_path_factory):
+    """A scheduler with `mmsuite worker` (w1-host, under a nanny) and a plain `dask worker`
+    (w2-host); yields the scheduler file."""
+    folder = tmp_path_factory.mktemp("cluster")
+    scheduler_file = folder / "scheduler.json"
+    logs = open(folder / "cluster.log", "w")
+    processes = [subprocess.Popen(
+        [sys.executable, "-m", "distributed.cli.dask_scheduler", "--scheduler-file",
+         str(scheduler_file), "--port", "0", "--no-dashboard"],
+        env=_environ(), stdout=logs, stderr=subprocess.STDOUT, cwd=folder)]
+    try:
+        _wait_for("the scheduler file", scheduler_file.exists)
+        processes.append(subprocess.Popen(
+            [sys.executable, "-m", "mmsuite.cli", "worker", str(scheduler_file),
+             "--gpus", "none", "--name", "w1"],
+            env=_environ(), stdout=logs, stderr=subprocess.STDOUT, cwd=folder))
+        processes.append(subprocess.Popen(
+            [sys.executable, "-m", "distributed.cli.dask_worker", "--scheduler-file",
+             str(scheduler_file), "--nthreads", "1", "--resources", "HOST=1", "--name",
+             "w2-host", "--no-nanny", "--no-dashboard"],
+            env=_environ(), stdout=logs, stderr=subprocess.STDOUT, cwd=folder))
+        _wait_for("two workers", lambda: _worker_names(scheduler_file) >= {"w1-host",
+                                                                             "w2-host"})
+        yield scheduler_file
+    finally:
+        workers_first = processes[1:]  # all at once (each takes a moment), the scheduler last
+        for process in workers_first:
+            if process.poll() is None:
+                process.terminate()
+        for process in [*workers_first, processes[0]]:
+            _stop(process)
+        logs.close()
+
+
+def _run(argv: list[str], capsys) -> tuple[int, str]:
+    code = cli.main(argv)
+    return code, capsys.readouterr().err
+
+
+# ---------------------------------------------------------------- the sweep
+def test_a_cpu_sweep_through_the_cluster_gives_the_local_rows_each_naming_its_worker(
+        scheduler, tmp_path, capsys) -> None:
+    selection = ["--backend", "cpu", "--shapes", f"{SHAPE},5x3x2", *QUICK]
+    local, remote = tmp_path / "local.json", tmp_path / "cluster.json"
+    assert _run(["run", *selection, "--json", str(local)], capsys)[0] == 0
+    started = time.monotonic()
+    code, err = _run(["run", *selection, "--cluster", str(scheduler), "--json", str(remote)],
+                     capsys)
+    assert code == 0, err
+    assert time.monotonic() - started < 60
+
+    def rows(path: Path) -> list[tuple]:
+        return [(r["kernel"], json.dumps(r["problem"], sort_keys=True), r["status"])
+                for r in results.load(path)["results"]]
+
+    assert rows(remote) == rows(local)  # the same rows, in ladder order, all ok
+    assert {status for *_, status in rows(remote)} == {"ok"}
+    document = results.load(remote)
+    for record in document["results"]:
+        assert record["worker"] in ("w1-host", "w2-host")
+        assert record["host"] == socket.gethostname()
+        assert record["device_model"] == cpu_model()
+        assert "device_uuid" not in record  # a CPU has none
+        assert record["max_rel_err"] < record["tolerance"]
+        assert 0 < record["pct_peak"] <= 100  # judged by its worker's recorded environment
+    # Each worker that ran a row recorded its host's environment in the one file.
+    assert set(document["environment"]["workers"]) == {r["worker"]
+                                                       for r in document["results"]}
+    # The journal streamed the same rows as they came back.
+    assert len(results.load_rows(results.journal_path(remote))) == len(rows(local))
+
+
+def test_cuda_rows_without_a_gpu_worker_are_unavailable_with_the_reason(
+        scheduler, tmp_path, capsys) -> None:
+    out = tmp_path / "cuda.json"
+    started = time.monotonic()
+    code, err = _run(["run", "--kernel", "cuda.01*", "--backend", "cuda", "--shape", SHAPE,
+                      "--cluster", str(scheduler), "--json", str(out), *QUICK], capsys)
+    assert time.monotonic() - started < 30  # not hung waiting for a GPU
+    assert code == 2 and "nothing requested could run here" in err
+    (record,) = results.load(out)["results"]
+    assert record["status"] == "unavailable"
+    assert record["reason"] == cluster.NO_WORKER[cluster.GPU]
+
+
+def test_a_worker_with_another_mmsuite_version_is_refused_naming_both(
+        scheduler, tmp_path, capsys) -> None:
+    preload = tmp_path / "other_version.py"
+    preload.write_text("import mmsuite\nmmsuite.__version__ = '0.0.0-other'\n")
+    other = subprocess.Popen(
+        [sys.executable, "-m", "distributed.cli.dask_worker", "--scheduler-file",
+         str(scheduler), "--nthreads", "1", "--resources", "HOST=1", "--name", "w3-host",
+         "--no-nanny", "--no-dashboard", "--preload", str(preload)],
+        env=_environ(), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        _wait_for("the third worker", lambda: "w3-host" in _worker_names(scheduler))
+        code, err = _run(["run", "--kernel", "cpu.blas", "--shape", SHAPE, "--cluster",
+                          str(scheduler), *QUICK], capsys)
+    finally:
+        _stop(other)
+    _wait_for("the third worker to leave", lambda: "w3-host" not in _worker_names(scheduler))
+    assert code == 2
+    assert err.strip() == (f"mmsuite: error: worker w3-host on host {socket.gethostname()} "
+                           "runs mmsuite 0.0.0-other; this client runs "
+                           f"{cluster.__version__}: install the same version on every host")
+
+
+def slow_job(plan: dict, kernel_id: str, problem: Problem, options: RunOptions,
+             run_kwargs: dict) -> workers.Result:
+    """Runs in a worker's job process: for the job named in ``plan`` (``kernel@m``), write
+    the Dask worker's pid to the file named there and wait (until that worker is gone)."""
+    marker = plan.get(f"{kernel_id}@{problem.m}")
+    if marker:
+        Path(marker).write_text(str(os.getppid()))
+        parent = os.getppid()
+        for _ in range(600):  # ends with its orphaned process once the worker is killed
+            if os.getppid() != parent:
+                os._exit(0)
+            time.sleep(0.1)
+    return cluster.measure_here(kernel_id, problem, options, run_kwargs)
+
+
+def test_a_worker_killed_mid_job_fails_that_row_and_resume_completes_the_set(
+        scheduler, tmp_path, capsys) -> None:
+    marker = tmp_path / "running"
+    kernels = [catalogue.get(k) for k in LADDER]
+    problems = [Problem(24, 17, 9), Problem(5, 3, 2)]
+    killed: list[int] = []
+
+    def kill_when_running() -> None:
+        _wait_for("the planted job", marker.exists)
+        time.sleep(0.2)
+        pid = int(marker.read_text())
+        os.kill(pid, signal.SIGKILL)
+        killed.append(pid)
+
+    killer = threading.Thread(target=kill_when_running, daemon=True)
+    killer.start()
+    with cluster.Cluster(str(scheduler)) as session:
+        names = session.client.run(os.getpid)  # address -> pid of each Dask worker
+        rows = session.sweep(kernels, problems, options=RunOptions(), repeats=2, warmup=0,
+                             job=functools.partial(slow_job, {"cpu.seq_ikj@24": str(marker)}))
+    killer.join(timeout=5)
+    assert killed and killed[0] in names.values()
+    victim = next(a for a, pid in names.items() if pid == killed[0])
+    statuses = [(r.kernel.id, r.problem.m, r.status) for r in rows]
+    assert len(rows) == len(kernels) * len(problems)  # the sweep finished
+    lost = [r for r in rows if r.status != "ok"]
+    assert [(r.kernel.id, r.problem.m, r.status) for r in lost] == [
+        ("cpu.seq_ikj", 24, "error")], statuses
+    reason = lost[0].reason
+    assert reason.startswith("worker lost: worker w") and victim in reason
+    assert socket.gethostname() in reason and reason.endswith("died while running it")
+    record = lost[0].to_record()
+    assert record["host"] == socket.gethostname() and record["worker"] in ("w1-host",
+                                                                          "w2-host")
+
+    # --resume through the command line reruns only the lost row.
+    saved = tmp_path / "killed.json"
+    results.save(saved, [r.to_record() for r in rows], {}, {})
+    out = tmp_path / "resumed.json"
+    _wait_for("a worker to serve the resumed sweep",
+              lambda: bool(_worker_names(scheduler)))
+    code, err = _run(["run", "--kernel", "cpu.blas", "--kernel", "cpu.seq*", "--kernel",
+                      "cpu.omp_tiled", "--shapes", f"{SHAPE},5x3x2", *QUICK,
+                      "--cluster", str(scheduler), "--resume", str(saved), "--json", str(out)],
+                     capsys)
+    assert code == 0, err
+    before = {(r.kernel.id, r.problem.m): r.to_record() for r in rows}
+    after = {(r["kernel"], r["problem"]["m"]): r for r in results.load(out)["results"]}
+    assert set(after) == set(before) and {r["status"] for r in after.values()} == {"ok"}
+    for key, record in after.items():
+        if key != ("cpu.seq_ikj", 24):  # kept as measured, not run again
+            assert record["kernel_ms"]["samples"] == before[key]["kernel_ms"]["samples"]
+    assert after[("cpu.seq_ikj", 24)]["worker"] in ("w1-host", "w2-host")
+
+
+# ------------------------------------------------------------------ bad input
+def test_an_unreachable_scheduler_is_one_line_exit_2(monkeypatch, capsys) -> None:
+    monkeypatch.setattr(cluster, "CONNECT_TIMEOUT_S", 1.0)
+    with socket.socket() as probe:  # a port where nothing listens
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    code, err = _run(["run", "--backend", "cpu", "--cluster", f"127.0.0.1:{port}"], capsys)
+    assert code == 2
+    assert err.startswith(f"mmsuite: error: cannot reach the Dask scheduler at "
+                          f"tcp://127.0.0.1:{port}: ")
+    assert len(err.strip().splitlines()) == 1
+
+
+def test_a_cluster_target_that_is_neither_address_nor_file_is_refused(capsys) -> None:
+    code, err = _run(["run", "--backend", "cpu", "--cluster", "no-such-file.json"], capsys)
+    assert code == 2
+    assert err.strip() == ("mmsuite: error: --cluster no-such-file.json: not a scheduler "
+                           "address (tcp://HOST:PORT) nor an existing scheduler file")
+
+
+def test_devices_is_refused_with_cluster(capsys) -> None:
+    code, err = _run(["run", "--devices", "0", "--cluster", "127.0.0.1:1"], capsys)
+    assert code == 2 and "--devices picks this host's GPUs" in err
+
+
+def test_mmsuite_worker_refuses_an_unreachable_scheduler(monkeypatch, capsys) -> None:
+    from mmsuite.commands import worker
+
+    monkeypatch.setattr(worker, "PROBE_TIMEOUT_S", 1.0)
+    code, err = _run(["worker", "127.0.0.1:1", "--gpus", "none"], capsys)
+    assert code == 2 and err.startswith("mmsuite: error: cannot reach the Dask scheduler at "
+                                        "tcp://127.0.0.1:1: ")
+
+
+# ------------------------------------------------------------ pieces, no cluster
+def test_jobs_take_a_gpu_slot_for_cuda_and_the_host_slot_otherwise() -> None:
+    assert {k.backend: cluster.resource_for(k) for k in catalogue.kernels()} == {
+        "cpu": "HOST", "opencl": "HOST", "cuda": "GPU"}
+
+
+def test_targets_are_addresses_or_scheduler_files(tmp_path) -> None:
+    assert cluster.parse_target("tcp://10.0.0.5:8786") == ("tcp://10.0.0.5:8786", None)
+    assert cluster.parse_target("node7:8786") == ("tcp://node7:8786", None)
+    scheduler_file = tmp_path / "scheduler.json"
+    scheduler_file.write_text("{}")
+    assert cluster.parse_target(str(scheduler_file)) == (None, scheduler_file)
+    with pytest.raises(cluster.ClusterError, match="not a scheduler address"):
+        cluster.parse_target("node7")
+
+
+def test_mmsuite_worker_plans_a_host_worker_and_one_pinned_worker_per_gpu() -> None:
+    plans = cluster.worker_plans(["GPU-aa", "GPU-bb"], host_slot=True, prefix="n1")
+    assert [(p.name, p.resources, p.environ["CUDA_VISIBLE_DEVICES"]) for p in plans] == [
+        ("n1-host", {"HOST": 1}, ""), ("n1-gpu0", {"GPU": 1}, "GPU-aa"),
+        ("n1-gpu1", {"GPU": 1}, "GPU-bb")]
+    assert [p.name for p in cluster.worker_plans([], host_slot=True, prefix="n")] == ["n-host"]
+
+
+def test_gpu_uuids_read_as_nvidia_smi_writes_them() -> None:
+    raw = bytes(range(16))
+    assert cluster.gpu_uuid(raw) == "GPU-00010203-0405-0607-0809-0a0b0c0d0e0f"
+
+
+CLUSTER_ENV = {"cpu": "client CPU", "cpu_cores": 4, "created": "2026-01-01T00:00:00+00:00",
+               "workers": {
+                   "a-host": {"cpu": "EPYC 9654", "cpu_cores": 2, "cpu_max_mhz": 1000.0,
+                              "cpu_simd": "avx2", "created": "2026-01-01T00:00:01+00:00"},
+                   "b-gpu0": {"cpu": "Xeon", "created": "2026-01-01T00:00:02+00:00",
+                              "backends": {"cuda": {"gpu": "NVIDIA H100", "sm_count": 132,
+                                                    "sm_clock_mhz": 1980,
+                                                    "compute_capability": "90"}}}}}
+
+
+def _row(kernel: str, worker: str, host: str, model: str, gflops: float) -> dict:
+    samples = [1.0, 1.0, 1.0]
+    return {"kernel": kernel, "backend": kernel.split(".")[0], "status": "ok", "reason": "",
+            "problem": {"m": 64, "n": 64, "k": 64, "batch": 1, "layout": "row",
+                        "alpha": 1.0, "beta": 0.0, "seed": 0}, "flops": 2 * 64**3,
+            "kernel_ms": {"median": 1.0, "min": 1.0, "max": 1.0, "samples": samples},
+            "gflops": gflops, "max_rel_err": 1e-7, "host": host, "worker": worker,
+            "device_model": model}
+
+
+def test_a_cluster_row_is_judged_by_its_own_workers_device() -> None:
+    cpu_row = _row("cpu.seq_naive", "a-host", "a", "EPYC 9654", 8.0)
+    gpu_row = _row("cuda.01_naive", "b-gpu0", "b", "NVIDIA H100", 1000.0)
+    peak.annotate([cpu_row, gpu_row], CLUSTER_ENV)
+    assert cpu_row["peak_gflops"] == pytest.approx(2 * 1000.0 * 32 / 1e3)  # a-host's CPU
+    assert gpu_row["peak_gflops"] == pytest.approx(132 * 128 * 2 * 1980 / 1e3)
+    assert machines.device_model({"backend": "cpu"}, CLUSTER_ENV) == "client CPU"
+    assert machines.row_machine(gpu_row) == "NVIDIA H100 on b"
+    assert machines.row_machine({"kernel": "cpu.blas"}) is None
+
+
+def test_the_report_groups_a_cluster_file_by_machine_and_device_model(tmp_path) -> None:
+    path = tmp_path / "cluster.json"
+    results.save(path, [_row("cpu.seq_naive", "a-host", "a", "EPYC 9654", 8.0),
+                        _row("cuda.01_naive", "b-gpu0", "b", "NVIDIA H100", 1000.0),
+                        _row("cpu.seq_naive", "c-host", "c", "EPYC 9654", 9.0)],
+                 CLUSTER_ENV, {})
+    runs = load_runs([path])
+    assert sorted((r.machine, len(r.records)) for r in runs) == [
+        ("EPYC 9654 on a", 1), ("EPYC 9654 on c", 1), ("NVIDIA H100 on b", 1)]
+    by_machine = {r.machine: r for r in runs}
+    # Each machine is described by its own worker's environment; one without a recorded
+    # environment falls back to the file's.
+    assert by_machine["EPYC 9654 on a"].environment["cpu"] == "EPYC 9654"
+    assert by_machine["EPYC 9654 on c"].environment["cpu"] == "client CPU"
+    merged = merge(runs)
+    assert len(merged) == 3  # the same kernel on two hosts stays two rows
