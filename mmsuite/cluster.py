@@ -24,6 +24,7 @@ sweep goes on; ``--resume`` reruns only the rows that are missing or failed.
 
 from __future__ import annotations
 
+import asyncio
 import os
 import socket
 import threading
@@ -54,6 +55,7 @@ RESOURCE_GRACE_S = 30.0
 #: How often the client looks at which resources the cluster still offers.
 RESOURCE_POLL_S = 2.0
 CLAIM_PREFIX = "mmsuite-claim"
+CLAIM_LOOKUP = "1ms"
 
 
 class ClusterError(Exception):
@@ -221,9 +223,9 @@ def _claim(name: str, facts: WorkerFacts) -> dict | None:
     from distributed import Variable
 
     variable = Variable(name)
-    try:
-        return variable.get(timeout="50ms")
-    except TimeoutError:
+    try:  # a set variable is returned at once, whatever the timeout
+        return variable.get(timeout=CLAIM_LOOKUP)
+    except (TimeoutError, asyncio.TimeoutError):
         variable.set({"host": facts.host, "worker": facts.worker, "address": facts.address})
         return None
 
@@ -375,6 +377,7 @@ class Cluster:
         sweep_id = uuid.uuid4().hex
         offered = self.resources()
         pending: dict[Any, tuple[JobSpec, Kernel]] = {}
+        claims: list[str] = []
 
         def finish(index: int, row: Row) -> None:
             slots[index] = row
@@ -402,6 +405,7 @@ class Cluster:
                                             key=f"mmsuite-{sweep_id}-{index}", pure=False,
                                             priority=-index, retries=0)
                 pending[future] = (spec, kernel)
+                claims.append(spec.claim)
 
         missing_since: dict[str, float] = {}
         last_poll = time.monotonic()
@@ -421,7 +425,16 @@ class Cluster:
         finally:
             if pending:  # interrupted: jobs not started are dropped; running ones finish there
                 self.client.cancel(list(pending))
+            self._forget_claims(claims)
         return [row for row in slots if row is not None]
+
+    def _forget_claims(self, names: list[str]) -> None:
+        """Drop this sweep's claims from the scheduler (one message each, not awaited)."""
+        from distributed import Variable
+
+        if self.client.status == "running":
+            for name in names:
+                Variable(name, client=self.client).delete()
 
     def _give_up_without(self, pending: dict, missing_since: dict[str, float],
                          finish: Callable[[int, Row], None]) -> None:
@@ -473,8 +486,8 @@ class Cluster:
         from distributed import Variable
 
         try:
-            return Variable(name, client=self.client).get(timeout="50ms")
-        except TimeoutError:
+            return Variable(name, client=self.client).get(timeout=CLAIM_LOOKUP)
+        except (TimeoutError, asyncio.TimeoutError):
             return None
 
 
