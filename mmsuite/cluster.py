@@ -27,6 +27,7 @@ from __future__ import annotations
 import asyncio
 import os
 import socket
+import sys
 import threading
 import time
 import uuid
@@ -259,12 +260,33 @@ def run_job(spec: JobSpec) -> Outcome:
     return Outcome(status, reason, record, facts, environment)
 
 
+#: Thread settings that a Dask nanny sets to 1 in its worker unless told otherwise.
+THREAD_VARIABLES = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS")
+
+
 def worker_check() -> dict:
     """What the client checks of each worker before a sweep (run through ``Client.run``)."""
     import multiprocessing
 
     return {"mmsuite": __version__, "host": socket.gethostname(),
-            "daemon": bool(multiprocessing.current_process().daemon)}
+            "daemon": bool(multiprocessing.current_process().daemon),
+            "cores": os.cpu_count() or 1,
+            "threads": {name: os.environ[name] for name in THREAD_VARIABLES
+                        if name in os.environ}}
+
+
+def thread_warning(name: str, answer: dict, resources: dict) -> str:
+    """Why a HOST worker's CPU rows would time fewer cores than its host has; empty if not."""
+    if not resources.get(HOST):
+        return ""
+    limited = {k: v for k, v in answer.get("threads", {}).items()
+               if v.isdigit() and int(v) < answer.get("cores", 1)}
+    if not limited:
+        return ""
+    return (f"worker {name} on host {answer['host']} has "
+            + ", ".join(f"{k}={v}" for k, v in sorted(limited.items()))
+            + f" on {answer['cores']} cores: its CPU rows time that many threads (a Dask "
+              "nanny sets them to 1; `mmsuite worker` does not)")
 
 
 # ---------------------------------------------------------------- on the client
@@ -343,7 +365,8 @@ class Cluster:
                                f"{worker_wait:.0f} s: start `mmsuite worker "
                                f"{self.client.scheduler.address}` on each host") from None
         answers = self.client.run(worker_check, on_error="return")
-        names = {address: info.get("name", address) for address, info in self.workers().items()}
+        infos = self.workers()
+        names = {address: info.get("name", address) for address, info in infos.items()}
         for address, answer in sorted(answers.items()):
             name = names.get(address, address)
             if isinstance(answer, BaseException):
@@ -357,6 +380,9 @@ class Cluster:
                 raise ClusterError(f"worker {name} on host {answer['host']} is a daemonic "
                                    "process and cannot start job processes: start it with "
                                    "`mmsuite worker`, or `dask worker --no-nanny`")
+            warning = thread_warning(name, answer, infos.get(address, {}).get("resources", {}))
+            if warning:
+                print(f"mmsuite: warning: {warning}", file=sys.stderr)
 
     def sweep(self, kernels: Iterable[Kernel], problems: Iterable[Problem], *,
               options: RunOptions, on_row: Callable[[Row], None] | None = None,

@@ -33,13 +33,13 @@ from mmsuite import cluster  # noqa: E402
 ROOT = Path(__file__).resolve().parent.parent
 SHAPE = "24x17x9"
 QUICK = ["--repeats", "2", "--warmup", "0"]
-LADDER = ["cpu.blas", "cpu.seq_naive", "cpu.seq_ikj", "cpu.seq_tiled", "cpu.omp_tiled"]
+LADDER = ["cpu.blas", "cpu.seq_naive", "cpu.seq_ikj", "cpu.omp_tiled"]
 START_S = 60.0
 
 
 def _environ(**extra: str) -> dict:
     # The workers import the planted jobs of this module from the checkout.
-    return {**os.environ, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1", **extra}
+    return {**os.environ, "PYTHONPATH": str(ROOT), **extra}
 
 
 def _wait_for(what: str, check, timeout: float = START_S) -> None:
@@ -50,10 +50,15 @@ def _wait_for(what: str, check, timeout: float = START_S) -> None:
         time.sleep(0.2)
 
 
+_WATCHERS: dict[Path, distributed.Client] = {}  # one client per scheduler, to poll it
+
+
 def _worker_names(scheduler_file: Path) -> set[str]:
-    with distributed.Client(scheduler_file=str(scheduler_file), timeout=10,
-                            set_as_default=False) as client:
-        return {str(w["name"]) for w in client.scheduler_info(n_workers=-1)["workers"].values()}
+    client = _WATCHERS.get(scheduler_file)
+    if client is None:
+        client = _WATCHERS[scheduler_file] = distributed.Client(
+            scheduler_file=str(scheduler_file), timeout=10, set_as_default=False)
+    return {str(w["name"]) for w in client.scheduler_info(n_workers=-1)["workers"].values()}
 
 
 def _stop(process: subprocess.Popen) -> None:
@@ -92,6 +97,9 @@ def scheduler(tmp_path_factory):
                                                                              "w2-host"})
         yield scheduler_file
     finally:
+        watcher = _WATCHERS.pop(scheduler_file, None)
+        if watcher is not None:
+            watcher.close()
         workers_first = processes[1:]  # all at once (each takes a moment), the scheduler last
         for process in workers_first:
             if process.poll() is None:
@@ -109,7 +117,7 @@ def _run(argv: list[str], capsys) -> tuple[int, str]:
 # ---------------------------------------------------------------- the sweep
 def test_a_cpu_sweep_through_the_cluster_gives_the_local_rows_each_naming_its_worker(
         scheduler, tmp_path, capsys) -> None:
-    selection = ["--backend", "cpu", "--shapes", f"{SHAPE},5x3x2", *QUICK]
+    selection = ["--backend", "cpu", "--shape", SHAPE, *QUICK]
     local, remote = tmp_path / "local.json", tmp_path / "cluster.json"
     assert _run(["run", *selection, "--json", str(local)], capsys)[0] == 0
     started = time.monotonic()
@@ -137,6 +145,28 @@ def test_a_cpu_sweep_through_the_cluster_gives_the_local_rows_each_naming_its_wo
                                                        for r in document["results"]}
     # The journal streamed the same rows as they came back.
     assert len(results.load_rows(results.journal_path(remote))) == len(rows(local))
+
+
+def test_mmsuite_worker_keeps_the_hosts_thread_settings(scheduler) -> None:
+    # A Dask nanny sets OMP_NUM_THREADS, MKL_NUM_THREADS and OPENBLAS_NUM_THREADS to 1 in
+    # its worker; `mmsuite worker` (w1, under a nanny) must leave the host's own settings.
+    _worker_names(scheduler)
+    client = _WATCHERS[scheduler]
+    answers = client.run(cluster.worker_check)
+    names = {a: w["name"] for a, w in client.scheduler_info(n_workers=-1)["workers"].items()}
+    (w1,) = [answer for address, answer in answers.items() if names[address] == "w1-host"]
+    assert w1["threads"] == {k: os.environ[k] for k in cluster.THREAD_VARIABLES
+                             if k in os.environ}
+    assert w1["daemon"] is False
+
+
+def test_a_host_worker_limited_to_fewer_threads_than_cores_is_named() -> None:
+    answer = {"host": "n1", "cores": 16, "threads": {"OMP_NUM_THREADS": "1"}}
+    assert cluster.thread_warning("n1-host", answer, {"HOST": 1}).startswith(
+        "worker n1-host on host n1 has OMP_NUM_THREADS=1 on 16 cores")
+    assert cluster.thread_warning("n1-gpu0", answer, {"GPU": 1}) == ""  # its CPU times nothing
+    assert cluster.thread_warning("n1-host", {**answer, "threads": {"OMP_NUM_THREADS": "16"}},
+                                  {"HOST": 1}) == ""
 
 
 def test_cuda_rows_without_a_gpu_worker_are_unavailable_with_the_reason(
@@ -230,7 +260,7 @@ def test_a_worker_killed_mid_job_fails_that_row_and_resume_completes_the_set(
     out = tmp_path / "resumed.json"
     _wait_for("a worker to serve the resumed sweep",
               lambda: bool(_worker_names(scheduler)))
-    code, err = _run(["run", "--kernel", "cpu.blas", "--kernel", "cpu.seq*", "--kernel",
+    code, err = _run(["run", "--kernel", "cpu.blas", "--kernel", "cpu.seq_[ni]*", "--kernel",
                       "cpu.omp_tiled", "--shapes", f"{SHAPE},5x3x2", *QUICK,
                       "--cluster", str(scheduler), "--resume", str(saved), "--json", str(out)],
                      capsys)

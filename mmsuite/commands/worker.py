@@ -96,6 +96,18 @@ def _command(address: str, plan: cluster.WorkerPlan) -> list[str]:
             "--memory-limit", "0", "--no-dashboard"]
 
 
+#: Dask settings of the workers, as environment variables: non-daemonic worker processes
+#: (each job runs in a job process of its own), and the host's own thread settings: a
+#: nanny otherwise sets OMP_NUM_THREADS, MKL_NUM_THREADS and OPENBLAS_NUM_THREADS to 1
+#: before it starts its worker, and the CPU ladder and OpenBLAS would time one core.
+WORKER_CONFIG = {
+    "DASK_DISTRIBUTED__WORKER__DAEMON": "False",
+    # A whole dict: Dask lower-cases the keys of nested variables, these are upper-case.
+    "DASK_DISTRIBUTED__NANNY__PRE_SPAWN_ENVIRON": repr(
+        dict.fromkeys(cluster.THREAD_VARIABLES)),
+}
+
+
 class _Stop(BaseException):
     """SIGTERM: stop the workers like Ctrl-C."""
 
@@ -123,8 +135,7 @@ def run(args: argparse.Namespace, console: Console) -> int:
     plans = cluster.worker_plans(_gpus(args.gpus), not args.no_host, args.name)
     if not plans:
         raise UsageError("nothing to offer: --no-host and no GPU")
-    # Non-daemonic worker processes: each job runs in a job process of its own.
-    base = {**os.environ, "DASK_DISTRIBUTED__WORKER__DAEMON": "False"}
+    base = {**os.environ, **WORKER_CONFIG}
     children: list[tuple[cluster.WorkerPlan, subprocess.Popen]] = []
     previous = signal.signal(signal.SIGTERM, _on_sigterm)
     try:
