@@ -163,12 +163,16 @@ def _device_facts(backend: str) -> tuple[str, str]:
 
 
 _ENVIRONMENT: dict = {}  # this job process's environment, one probe per backend
+_WATCHING: list[bool] = []  # whether this job process watches its parent
 PARENT_POLL_S = 1.0
 
 
 def _exit_with_parent() -> None:
     """End this job process when the Dask worker that started it is gone (killed, not
-    closed), instead of keeping its slot's CPU or GPU busy for nobody."""
+    closed), instead of keeping its slot's CPU or GPU busy for nobody; once per process."""
+    if _WATCHING:
+        return
+    _WATCHING.append(True)
     parent = os.getppid()
 
     def watch() -> None:
@@ -185,8 +189,7 @@ def measure_here(kernel_id: str, problem: Problem, options: RunOptions,
     and this host's environment (for the row's FP32 peak and the report)."""
     from . import environment
 
-    if not _ENVIRONMENT:  # the first job of this process
-        _exit_with_parent()
+    _exit_with_parent()
     status, reason, record = workers.measure_job(kernel_id, problem, options, run_kwargs)
     if record is not None:
         backend = str(record.get("backend"))
