@@ -57,6 +57,7 @@ RESOURCE_GRACE_S = 30.0
 RESOURCE_POLL_S = 2.0
 CLAIM_PREFIX = "mmsuite-claim"
 CLAIM_LOOKUP = "1ms"
+START_PREFIX = "mmsuite-start"
 
 
 class ClusterError(Exception):
@@ -88,6 +89,7 @@ class JobSpec:
     timeout: float | None
     client_version: str
     claim: str
+    start_topic: str  # the event a worker logs as it starts the job (for progress)
     job: workers.JobFn | None = None  # a function the worker's install holds; None: measure
 
 
@@ -244,6 +246,7 @@ def run_job(spec: JobSpec) -> Outcome:
     earlier = _claim(spec.claim, facts)
     if earlier is not None:
         return Outcome("error", lost_reason(earlier), None, facts)
+    _dask_worker().log_event(spec.start_topic, {"index": spec.index})
     job = spec.job or measure_here
     lane, lane_job = _LANES.get(resource, (None, None))
     if lane is None or repr(lane_job) != repr(job):  # a job process runs one job function
@@ -390,12 +393,16 @@ class Cluster:
     def sweep(self, kernels: Iterable[Kernel], problems: Iterable[Problem], *,
               options: RunOptions, on_row: Callable[[Row], None] | None = None,
               resume: Iterable[dict] = (), timeout: float | None = None,
-              job: workers.JobFn | None = None, **run_kwargs) -> list[Row]:
+              job: workers.JobFn | None = None,
+              on_start: Callable[[Kernel, Problem], None] | None = None,
+              on_plan: Callable[[int], None] | None = None, **run_kwargs) -> list[Row]:
         """``mmsuite.sweep.sweep`` on the cluster: the same rows, in ladder order.
 
         ``timeout``: seconds per GPU job (default ``workers.default_timeout``), as on one
         host; host jobs have none. ``job``: a function of the workers' install to run
-        instead of measuring (tests plant crashing or slow ones).
+        instead of measuring (tests plant crashing or slow ones). ``on_plan(n)``: the
+        number of jobs sent, before any starts; ``on_start(kernel, problem)``: as a worker
+        starts one (from the client's event thread).
         """
         from distributed import wait
 
@@ -407,12 +414,14 @@ class Cluster:
         offered = self.resources()
         pending: dict[Any, tuple[JobSpec, Kernel]] = {}
         claims: list[str] = []
+        start_topic = f"{START_PREFIX}-{sweep_id}"
 
         def finish(index: int, row: Row) -> None:
             slots[index] = row
             if on_row is not None:
                 on_row(row)
 
+        specs: list[tuple[JobSpec, Kernel, str]] = []
         for p_index, problem in enumerate(problems):
             for k_index, kernel in enumerate(kernels):
                 index = p_index * len(kernels) + k_index
@@ -422,19 +431,29 @@ class Cluster:
                     finish(index, Row(kernel, problem, previous["status"],
                                       previous.get("reason", ""), previous,
                                       previous.get("device")))
-                    continue
-                if resource not in offered:
+                elif resource not in offered:
                     finish(index, Row(kernel, problem, "unavailable", NO_WORKER[resource]))
-                    continue
-                limit = timeout if timeout is not None else (
-                    workers.default_timeout(problem) if resource == GPU else None)
-                spec = JobSpec(index, kernel.id, problem, options, run_kwargs, limit,
-                               __version__, f"{CLAIM_PREFIX}-{sweep_id}-{index}", job)
-                future = self.client.submit(run_job, spec, resources={resource: 1},
-                                            key=f"mmsuite-{sweep_id}-{index}", pure=False,
-                                            priority=-index, retries=0)
-                pending[future] = (spec, kernel)
-                claims.append(spec.claim)
+                else:
+                    limit = timeout if timeout is not None else (
+                        workers.default_timeout(problem) if resource == GPU else None)
+                    specs.append((JobSpec(index, kernel.id, problem, options, run_kwargs, limit,
+                                          __version__, f"{CLAIM_PREFIX}-{sweep_id}-{index}",
+                                          start_topic, job), kernel, resource))
+        if on_plan is not None:
+            on_plan(len(specs))
+        if on_start is not None:
+            by_index = {spec.index: (kernel, spec.problem) for spec, kernel, _ in specs}
+
+            def announce(event: tuple[float, dict]) -> None:
+                on_start(*by_index[event[1]["index"]])
+
+            self.client.subscribe_topic(start_topic, announce)
+        for spec, kernel, resource in specs:
+            future = self.client.submit(run_job, spec, resources={resource: 1},
+                                        key=f"mmsuite-{sweep_id}-{spec.index}", pure=False,
+                                        priority=-spec.index, retries=0)
+            pending[future] = (spec, kernel)
+            claims.append(spec.claim)
 
         missing_since: dict[str, float] = {}
         last_poll = time.monotonic()
@@ -455,6 +474,8 @@ class Cluster:
             if pending:  # interrupted: jobs not started are dropped; running ones finish there
                 self.client.cancel(list(pending))
             self._forget_claims(claims)
+            if on_start is not None and self.client.status == "running":
+                self.client.unsubscribe_topic(start_topic)
         return [row for row in slots if row is not None]
 
     def _forget_claims(self, names: list[str]) -> None:
