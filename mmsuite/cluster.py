@@ -36,7 +36,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from . import __version__, results, workers
+from . import __version__, backend_table, results, workers
+from .backend_table import BACKENDS
 from .backends import RunOptions
 from .catalogue import Kernel
 from .problem import Problem
@@ -44,8 +45,9 @@ from .sweep import Row, row_key
 
 GPU = "GPU"
 HOST = "HOST"
-#: Backends whose jobs take a GPU slot; every other backend's take the HOST slot.
-GPU_BACKENDS = ("cuda",)
+#: Backends whose jobs take a GPU slot; every other backend's take the HOST slot (OpenCL
+#: included: a HOST worker sees the host's CPU devices).
+GPU_BACKENDS = tuple(name for name, row in BACKENDS.items() if row.device == backend_table.GPU)
 #: How long connecting to the scheduler may take (Dask retries a refused connection).
 CONNECT_TIMEOUT_S = 10.0
 #: How long ``connect`` waits for a first worker to join the scheduler.

@@ -8,6 +8,8 @@ environment under ``environment.workers``: one file then holds several machines.
 
 from __future__ import annotations
 
+from .backend_table import BACKENDS, GPU, SELECTED
+
 
 def environment_of(record: dict, environment: dict) -> dict:
     """The environment ``record`` was measured in: its worker's, for a cluster row whose
@@ -23,16 +25,16 @@ def device_model(record: dict, environment: dict) -> str:
     if record.get("device_model"):
         return str(record["device_model"])
     env = environment_of(record, environment)
-    backends = env.get("backends") or {}
-    backend = record.get("backend")
-    if backend == "cuda":
-        cuda = backends.get("cuda") or {}
-        for entry in cuda.get("devices") or []:  # a multi-GPU sweep: one entry per GPU
+    backend = str(record.get("backend"))
+    facts = (env.get("backends") or {}).get(backend) or {}
+    kind = BACKENDS[backend].device if backend in BACKENDS else None
+    if kind == GPU:
+        for entry in facts.get("devices") or []:  # a multi-GPU sweep: one entry per GPU
             if isinstance(entry, dict) and entry.get("index") == record.get("device"):
                 return str(entry.get("gpu") or "")
-        return str(cuda.get("gpu") or "")
-    if backend == "opencl":
-        return str((backends.get("opencl") or {}).get("opencl_device") or "")
+        return str(facts.get("gpu") or "")
+    if kind == SELECTED:
+        return str(facts.get("opencl_device") or "")
     return str(env.get("cpu") or "")
 
 
