@@ -268,7 +268,7 @@ def test_a_worker_killed_mid_job_fails_that_row_and_resume_completes_the_set(
     _wait_for("a worker to serve the resumed sweep",
               lambda: bool(_worker_names(scheduler)))
     code, err = _run(["run", "--kernel", "cpu.blas", "--kernel", "cpu.seq_[ni]*", "--kernel",
-                      "cpu.omp_tiled", "--shapes", f"{SHAPE},5x3x2", *QUICK,
+                      "cpu.omp_tiled", "--shape", f"{SHAPE},5x3x2", *QUICK,
                       "--cluster", str(scheduler), "--resume", str(saved), "--json", str(out)],
                      capsys)
     assert code == 0, err
