@@ -257,8 +257,9 @@ def run_job(spec: JobSpec) -> Outcome:
         # A GPU worker sees its one GPU as device 0 (CUDA_VISIBLE_DEVICES pins it).
         lane = workers.Worker(0 if resource == GPU else None, job)
         _LANES[resource] = (lane, job)
+    limit = spec.timeout if spec.timeout is not None else threading.TIMEOUT_MAX
     status, reason, record = lane.run(spec.kernel_id, spec.problem, spec.options,
-                                      spec.run_kwargs, spec.timeout)
+                                      spec.run_kwargs, limit)
     environment = None
     if record is not None:
         environment = record.pop("worker_environment", None)
@@ -355,12 +356,13 @@ class Cluster:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
-    def workers(self) -> dict[str, dict]:
-        return self.client.scheduler_info(n_workers=-1).get("workers", {})
+    def worker_info(self) -> dict[str, dict]:
+        """What the scheduler knows of each worker, by address."""
+        return dict(self.client.scheduler_info(n_workers=-1).get("workers", {}))
 
     def resources(self) -> set[str]:
         """The resources some worker offers now."""
-        return {name for info in self.workers().values()
+        return {name for info in self.worker_info().values()
                 for name, amount in (info.get("resources") or {}).items() if amount}
 
     def _check_workers(self, worker_wait: float) -> None:
@@ -373,7 +375,7 @@ class Cluster:
                                f"{worker_wait:.0f} s: start `mmsuite worker "
                                f"{self.client.scheduler.address}` on each host") from None
         answers = self.client.run(worker_check, on_error="return")
-        infos = self.workers()
+        infos = self.worker_info()
         names = {address: info.get("name", address) for address, info in infos.items()}
         for address, answer in sorted(answers.items()):
             name = names.get(address, address)

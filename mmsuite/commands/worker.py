@@ -67,8 +67,8 @@ async def _reachable(address: str) -> None:
 
 def _scheduler_address(target: str) -> str:
     address, scheduler_file = cluster.parse_target(target)
-    if address is not None:
-        return address
+    if address is not None or scheduler_file is None:
+        return str(address)
     try:
         return str(json.loads(scheduler_file.read_text())["address"])
     except (OSError, ValueError, KeyError, TypeError) as exc:
@@ -79,7 +79,7 @@ def _gpus(selection: str | list[int]) -> list[str]:
     if selection == "none":
         return []
     visible = cluster.visible_gpus()
-    if selection == "all":
+    if isinstance(selection, str):  # "all"
         return visible
     missing = [i for i in selection if i >= len(visible)]
     if missing:
