@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import ctypes
 import json
 import os
 import signal
@@ -27,6 +28,7 @@ from .common import UsageError
 PROBE_TIMEOUT_S = cluster.CONNECT_TIMEOUT_S
 #: How long the workers may take to close when the command is stopped.
 STOP_GRACE_S = 10.0
+PR_SET_PDEATHSIG = 1  # prctl(2)
 
 
 def gpu_selection(text: str) -> str | list[int]:
@@ -144,7 +146,8 @@ def run(args: argparse.Namespace, console: Console) -> int:
             # the worker's job processes, whatever state each is in.
             children.append((plan, subprocess.Popen(_command(address, plan),
                                                     env={**base, **plan.environ},
-                                                    start_new_session=True)))
+                                                    start_new_session=True,
+                                                    preexec_fn=_die_with_parent)))
             pinned = plan.environ.get("CUDA_VISIBLE_DEVICES")
             console.print(f"worker {plan.name}: "
                           + ", ".join(f"{k}={v}" for k, v in plan.resources.items())
@@ -163,6 +166,16 @@ def run(args: argparse.Namespace, console: Console) -> int:
     finally:
         signal.signal(signal.SIGTERM, previous)
         _stop([child for _, child in children])
+
+
+def _die_with_parent() -> None:
+    """In a worker's nanny, before it starts: SIGTERM when this command dies, even by
+    SIGKILL, so that no worker outlives the command that started it (Linux only)."""
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
+    except (OSError, AttributeError):  # not Linux: the command's own stop still applies
+        pass
 
 
 def _signal_group(child: subprocess.Popen, signum: int) -> None:
