@@ -11,6 +11,7 @@ from mmsuite import catalogue, identity
 
 
 def test_a_kernel_has_one_identity_with_every_part() -> None:
+    pytest.importorskip("pyopencl", reason="pyopencl is not installed: pip install -e '.[opencl]'")
     kernel = catalogue.get("opencl.tiled")
     first = identity.code_identity(kernel.backend, kernel.source, kernel.reference)
     assert first == identity.code_identity(kernel.backend, kernel.source, kernel.reference)
