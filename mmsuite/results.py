@@ -1,34 +1,53 @@
-"""Result files: one JSON document per run, written atomically, and its row journal.
+"""Result files: one JSON document per run, written atomically, its row journal and its lock.
 
 While a run goes on, every finished row is appended to a JSON Lines journal
 beside the final file (``X.json`` -> ``X.jsonl``): a header line with the
-settings, then one record a line. A run that is interrupted or killed keeps
-every row it finished there; ``--resume`` reads either file.
+settings, then one record a line, and a last line marking the run complete once
+``X.json`` holds every row. A run that is interrupted, killed or cannot write
+``X.json`` keeps every row it finished there; ``--resume`` reads either file.
+One run at a time owns ``X.json``: :class:`Lock` holds an OS file lock on
+``X.json.lock`` for the run's life.
 
-Every reader goes through ``load`` (or ``load_rows``), which checks each record
-and names the file, the record and the field at fault: a damaged file is
-refused, never shown with an ``ok`` row that lost its figures.
+Every reader goes through ``load`` (or ``load_rows``): one JSON Schema
+(:data:`RECORD_SCHEMA`, :data:`DOCUMENT_SCHEMA`) checked with ``jsonschema``,
+field types included, samples finite and positive; the medians are then
+recomputed from the samples, never taken from the file. A damaged file is refused
+in one line naming the file, the record and the field.
 """
 
 from __future__ import annotations
 
+import errno
+import fcntl
 import json
 import math
 import os
 import secrets
+import stat
+import statistics
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
+import jsonschema
+
 FORMAT = "mmsuite-results/1"
 JOURNAL_FORMAT = "mmsuite-journal/1"
-STATUSES = ("ok", "failed", "error", "unavailable", "invalid")
+STATUSES = ("ok", "failed", "error", "crashed", "unavailable", "invalid")
 # Statuses whose row carries measured figures (kernel time, GFLOP/s).
 MEASURED = ("ok", "failed", "invalid")
+# A readable results file is far below this; a bigger one (or /dev/zero) is refused unread.
+MAX_BYTES = 256 * 2**20
+# The journal's last line once the final file holds every row.
+COMPLETE = {"complete": True}
 
 
 class ResultsError(ValueError):
     """A results file that cannot be read: the message names the file, record and field."""
+
+
+class ResultsLocked(ResultsError):
+    """Another run owns this results file."""
 
 
 def _clean(value: Any) -> Any:
@@ -48,6 +67,13 @@ def journal_path(path: Path) -> Path:
     return path.with_name(path.name + ("l" if path.suffix == ".json" else ".jsonl"))
 
 
+def lock_path(path: Path) -> Path:
+    """The lock file of a results file: ``X.json`` -> ``X.json.lock`` (while a run owns it)."""
+    path = Path(path)
+    return path.with_name(path.name + ".lock")
+
+
+# ------------------------------------------------------------------ writing
 def _create(path: Path) -> tuple[int, Path]:
     """A new hidden file beside ``path``, created with the user's umask (mkstemp's is 0600)."""
     while True:
@@ -58,14 +84,25 @@ def _create(path: Path) -> tuple[int, Path]:
             continue
 
 
-def write_atomically(path: Path, text: str) -> None:
+def write_atomically(path: Path, content: str | bytes) -> None:
+    """Write ``content`` to a new file beside ``path``, then rename it over ``path``.
+
+    Every output goes through here: a reader never sees half a file, a failed
+    write (disk full) leaves the old one, and a symlink planted at ``path`` is
+    replaced, never followed. An OSError names the temporary file's target.
+    """
+    path = Path(path)
+    data = content.encode() if isinstance(content, str) else content
     fd, tmp = _create(path)
     try:
-        with os.fdopen(fd, "w") as fh:
-            fh.write(text)
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(data)
             fh.flush()
             os.fsync(fh.fileno())
         os.replace(tmp, path)
+    except OSError as exc:
+        tmp.unlink(missing_ok=True)
+        raise OSError(exc.errno, exc.strerror, str(path)) from exc
     except BaseException:
         tmp.unlink(missing_ok=True)
         raise
@@ -97,159 +134,381 @@ def check_writable(path: Path, what: str = "output file") -> None:
         raise ValueError(f"{what} {path} is not writable")
 
 
+class Lock:
+    """An OS file lock (``flock``) on ``X.json.lock``: one run at a time writes ``X.json``.
+
+    The kernel drops the lock when its holder exits, however it exits, so a killed
+    run never blocks the next. The file holds the holder's pid, for the refusal.
+    """
+
+    def __init__(self, path: Path) -> None:
+        self.results = Path(path)
+        self.path = lock_path(path)
+        self._fd: int | None = None
+
+    def acquire(self) -> None:
+        """Take the lock, or raise ResultsLocked naming the holder's pid."""
+        while True:
+            fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o666)
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                holder = os.pread(fd, 32, 0).decode(errors="replace").strip() or "unknown"
+                os.close(fd)
+                raise ResultsLocked(
+                    f"{self.results} is being written by another mmsuite run (pid {holder}); "
+                    "wait for it to finish or choose another --json") from None
+            try:  # the holder we waited on may have removed the file: lock the current one
+                same = os.stat(self.path, follow_symlinks=False).st_ino == os.fstat(fd).st_ino
+            except FileNotFoundError:
+                same = False
+            if same:
+                break
+            os.close(fd)
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
+        self._fd = fd
+
+    def release(self) -> None:
+        """Remove the lock file, then drop the lock (in this order: see ``acquire``)."""
+        if self._fd is None:
+            return
+        self.path.unlink(missing_ok=True)
+        os.close(self._fd)
+        self._fd = None
+
+    def __enter__(self) -> Lock:
+        self.acquire()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.release()
+
+
 class Journal:
     """The JSON Lines journal of a run: a header, then one finished row a line.
 
     Each line is flushed and synced as it is written, so a kill loses at most
-    the row being written (and ``load_rows`` skips a torn last line).
+    the row being written (and ``load_rows`` skips a torn last line). A write
+    that fails (disk full) is kept in ``error`` and ends the journaling, not the
+    run: the rows are still saved at the end, or that save names the error.
     """
 
     def __init__(self, path: Path, settings: dict, records: Iterable[dict] = ()) -> None:
         self.path = Path(path)
-        header = {"format": JOURNAL_FORMAT, "settings": settings}
+        self.error: OSError | None = None
+        header = {"format": JOURNAL_FORMAT, "settings": settings, "pid": os.getpid()}
         lines = [header, *records]
         write_atomically(self.path, "".join(json.dumps(_clean(x)) + "\n" for x in lines))
         self._fh = open(self.path, "a")  # kept open for the whole run
 
+    def _write(self, line: dict) -> None:
+        if self.error is not None or self._fh.closed:
+            return
+        try:
+            self._fh.write(json.dumps(_clean(line)) + "\n")
+            self._fh.flush()
+            os.fsync(self._fh.fileno())
+        except OSError as exc:
+            self.error = OSError(exc.errno, exc.strerror, str(self.path))
+
     def append(self, record: dict) -> None:
-        self._fh.write(json.dumps(_clean(record)) + "\n")
-        self._fh.flush()
-        os.fsync(self._fh.fileno())
+        self._write(record)
+
+    def finish(self) -> None:
+        """Mark the run complete: the final file holds every row."""
+        self._write(COMPLETE)
 
     def close(self) -> None:
-        self._fh.close()
+        try:
+            self._fh.close()
+        except OSError as exc:  # the last buffered write failed
+            self.error = self.error or OSError(exc.errno, exc.strerror, str(self.path))
 
 
-def _record_error(path: Path, index: int, record: Any, message: str) -> ResultsError:
-    name = record.get("kernel") if isinstance(record, dict) else None
-    which = f"record {index}" + (f" ({name})" if isinstance(name, str) else "")
-    return ResultsError(f"{path}: {which}: {message}")
+def unfinished_rows(path: Path) -> int:
+    """How many rows a journal left by an interrupted run holds (0: none, or it completed)."""
+    path = Path(path)
+    try:
+        lines = _read_text(path).splitlines()
+    except ResultsError:
+        return 1 if path.exists() else 0  # damaged or unreadable: never wiped either
+    rows = [line for line in lines[1:] if line.strip()]
+    if not rows:
+        return 0
+    try:
+        if json.loads(rows[-1]) == COMPLETE:
+            return 0
+    except ValueError:
+        pass
+    return len(rows)
 
 
-def _is_number(value: Any) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool)
+# ------------------------------------------------------------------ the schema
+def _nullable(schema: dict) -> dict:
+    return {"anyOf": [{"type": "null"}, schema]}
 
 
-def _is_int(value: Any) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool)
-
-
-# The type of every field a reader uses; NaN and Inf are written as null, so numbers may
-# be null. Fields not listed are left to their readers (files from newer versions).
-_NUMBER_OR_NULL = ("a number or null", lambda v: v is None or _is_number(v))
-_TEXT = ("a string", lambda v: isinstance(v, str))
-_TEXT_OR_NULL = ("a string or null", lambda v: v is None or isinstance(v, str))
-_OBJECT_OR_NULL = ("an object or null", lambda v: v is None or isinstance(v, dict))
-FIELD_TYPES: dict[str, tuple[str, Any]] = {
-    "backend": _TEXT, "adds": _TEXT, "origin": _TEXT, "reason": _TEXT, "l2": _TEXT,
-    "precision": _TEXT, "peak_kind": _TEXT, "ref_library": _TEXT,
-    # Where a cluster run's row ran (mmsuite.machines).
-    "host": _TEXT, "worker": _TEXT, "device_model": _TEXT, "device_uuid": _TEXT,
-    "parent": _TEXT_OR_NULL,
-    "rung": ("an integer or null", lambda v: v is None or _is_int(v)),
-    "device": ("an integer, a string or null", lambda v: v is None or _is_int(v)
-               or isinstance(v, str)),
-    "noisy": ("true or false", lambda v: isinstance(v, bool)),
-    **{name: _NUMBER_OR_NULL for name in (
-        "flops", "gflops", "host_gflops", "host_to_host_ms", "max_rel_err", "tolerance",
-        "pct_peak", "peak_gflops", "ref_max_rel_err", "err_vs_ref")},
-    **{name: _OBJECT_OR_NULL for name in (
-        "kernel_ms", "h2d_ms", "d2h_ms", "reference_ms", "info", "sampling", "load_avg",
-        "transfers", "energy")},
-}
+_TEXT = {"type": "string"}
+_NUMBER = {"type": "number"}
+_POSITIVE = {"type": "number", "exclusiveMinimum": 0}
+_COUNT = {"type": "integer", "minimum": 1}
+_PHASE = _nullable({
+    "type": "object",
+    "properties": {
+        "median": _nullable(_NUMBER), "min": _nullable(_NUMBER), "max": _nullable(_NUMBER),
+        "spread": _nullable(_NUMBER), "noise": _nullable(_NUMBER),
+        "samples": {"type": "array", "items": _POSITIVE},
+    },
+})
 PHASES = ("kernel_ms", "h2d_ms", "d2h_ms", "reference_ms")
-PROBLEM_TYPES: dict[str, tuple[str, Any]] = {
-    "layout": ("'row' or 'col'", lambda v: v in ("row", "col")),
-    "alpha": ("a number", _is_number), "beta": ("a number", _is_number),
-    "seed": ("an integer", _is_int),
+# Fields a reader uses; others are left to their readers (files from newer versions).
+RECORD_SCHEMA: dict = {
+    "type": "object",
+    "required": ["kernel", "backend", "status", "problem"],
+    "properties": {
+        "kernel": {"type": "string", "minLength": 1},
+        "backend": {"type": "string", "minLength": 1},
+        "status": {"enum": list(STATUSES)},
+        "reason": _TEXT, "adds": _TEXT, "origin": _TEXT, "seed": _TEXT, "l2": _TEXT,
+        "precision": _TEXT, "peak_kind": _TEXT, "ref_library": _TEXT,
+        # Where a cluster run's row ran (mmsuite.machines).
+        "host": _TEXT, "worker": _TEXT, "device_model": _TEXT, "device_uuid": _TEXT,
+        "parent": _nullable(_TEXT),
+        "rung": _nullable({"type": "integer"}),
+        "device": {"anyOf": [{"type": "null"}, {"type": "integer"}, {"type": "string"}]},
+        "noisy": {"type": "boolean"},
+        "problem": {
+            "type": "object",
+            "required": ["m", "n", "k", "batch"],
+            "properties": {
+                "m": _COUNT, "n": _COUNT, "k": _COUNT, "batch": _COUNT,
+                "layout": {"enum": ["row", "col"]},
+                "alpha": _NUMBER, "beta": _NUMBER,
+                "seed": {"type": "integer", "minimum": 0},
+            },
+        },
+        **{name: _nullable(_NUMBER) for name in (
+            "flops", "gflops", "host_gflops", "host_to_host_ms", "max_rel_err", "tolerance",
+            "pct_peak", "peak_gflops", "ref_max_rel_err", "err_vs_ref")},
+        **{name: _PHASE for name in PHASES},
+        **{name: _nullable({"type": "object"}) for name in (
+            "info", "sampling", "load_avg", "transfers", "energy")},
+    },
+    "allOf": [
+        {"if": {"properties": {"status": {"enum": list(MEASURED)}}},
+         "then": {"required": ["kernel_ms"], "properties": {"kernel_ms": {
+             "type": "object", "required": ["samples"],
+             "properties": {"samples": {"minItems": 1}}}}}},
+        {"if": {"properties": {"status": {"const": "ok"}}},
+         "then": {"required": ["gflops", "max_rel_err"],
+                  "properties": {"gflops": _POSITIVE, "max_rel_err": _NUMBER}}},
+    ],
 }
+_BACKEND_FACTS = _nullable({
+    "type": "object",
+    "properties": {
+        "omp_threads": _nullable(_COUNT), "compute_units": _nullable(_COUNT),
+        "sm_count": _nullable({"type": "integer", "minimum": 0}),
+        "sm_clock_mhz": _nullable(_NUMBER), "max_clock_mhz": _nullable(_NUMBER),
+        "gpu": _nullable(_TEXT), "opencl_device": _nullable(_TEXT),
+        "opencl_platform": _nullable(_TEXT), "opencl_device_type": _nullable(_TEXT),
+        "compute_capability": {"anyOf": [{"type": "null"}, _TEXT, {"type": "integer"}]},
+        "unavailable": _TEXT,
+        "devices": {"type": "array", "items": {"type": "object", "properties": {
+            "index": {"type": "integer", "minimum": 0}, "gpu": _TEXT,
+            "sm_count": {"type": "integer", "minimum": 0}, "sm_clock_mhz": _NUMBER}}},
+    },
+})
+ENVIRONMENT_SCHEMA: dict = {
+    "type": "object",
+    "properties": {
+        "created": _TEXT, "mmsuite": _TEXT, "git_commit": _nullable(_TEXT),
+        "python": _TEXT, "numpy": _TEXT, "platform": _TEXT, "cpu": _nullable(_TEXT),
+        "cpu_cores": _nullable(_COUNT), "cpu_avx512": {"type": "boolean"},
+        "cpu_max_mhz": _nullable(_POSITIVE), "cpu_simd": _nullable(_TEXT),
+        "backends": {"type": "object", "additionalProperties": _BACKEND_FACTS},
+    },
+}
+DOCUMENT_SCHEMA: dict = {
+    "type": "object",
+    "required": ["format", "results"],
+    "properties": {
+        "format": {"const": FORMAT},
+        "environment": ENVIRONMENT_SCHEMA,
+        "settings": {"type": "object"},
+        "results": {"type": "array"},  # each record is checked on its own, to name it
+    },
+}
+# An integer is an int in the file, never 1.0 (jsonschema's default takes both) or true.
+_Validator = jsonschema.validators.extend(
+    jsonschema.Draft202012Validator,
+    type_checker=jsonschema.Draft202012Validator.TYPE_CHECKER.redefine(
+        "integer", lambda checker, value: isinstance(value, int) and not isinstance(value, bool)))
+_RECORD = _Validator(RECORD_SCHEMA)
+_DOCUMENT = _Validator(DOCUMENT_SCHEMA)
+
+
+def _short(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+def _field(error: jsonschema.ValidationError) -> str:
+    """The dotted path of the field at fault: ``kernel_ms.samples[2]``."""
+    parts: list[str] = []
+    for part in error.absolute_path:
+        parts.append(f"[{part}]" if isinstance(part, int) else ("." if parts else "") + part)
+    if error.validator == "required":
+        missing = next((name for name in error.validator_value
+                        if isinstance(error.instance, dict) and name not in error.instance), "")
+        parts.append(("." if parts else "") + missing)
+    return "".join(parts)
+
+
+def _describe(error: jsonschema.ValidationError) -> str:
+    """One line for the deepest, most specific failure of ``error``."""
+    while error.context:  # anyOf: the branch that got furthest says the most
+        deepest = max(len(e.absolute_path) for e in error.context)
+        branch = [e for e in error.context if len(e.absolute_path) == deepest]
+        specific = [e for e in branch if e.validator != "type"]
+        if deepest == len(error.absolute_path) and not specific:  # null or a number, ...
+            types = [t for e in branch for t in (e.validator_value if isinstance(
+                e.validator_value, list) else [e.validator_value])]
+            return f"field {_field(error)!r} is {_short(error.instance)}, expected " \
+                + " or ".join(dict.fromkeys(types))
+        error = (specific or branch)[0]
+    field = _field(error)
+    value, how = error.instance, error.validator
+    if how == "required":
+        return f"field {field!r} is missing"
+    if how == "type":
+        types = error.validator_value
+        expected = " or ".join(types) if isinstance(types, list) else types
+        return f"field {field!r} is {_short(value)}, expected {expected}"
+    if how in ("exclusiveMinimum", "minimum"):
+        bound = "above" if how == "exclusiveMinimum" else "at least"
+        return f"field {field!r} is {_short(value)}, expected a number {bound} " \
+               f"{error.validator_value}"
+    if how == "minItems":
+        return f"field {field!r} is empty"
+    if how in ("enum", "const"):
+        choices = error.validator_value if how == "enum" else [error.validator_value]
+        return f"field {field!r} is {_short(value)}, expected one of " \
+               + ", ".join(map(repr, choices))
+    return f"field {field!r}: {error.message[:120]}"
+
+
+def _record_error(path: Path, which: str, record: Any, message: str) -> ResultsError:
+    name = record.get("kernel") if isinstance(record, dict) else None
+    return ResultsError(f"{path}: {which}" + (f" ({name})" if isinstance(name, str) and name
+                                               else "") + f": {message}")
 
 
 def check_record(record: Any) -> str:
     """What is wrong with one result record; empty when it is sound."""
-    if not isinstance(record, dict):
-        return f"expected an object, got {type(record).__name__}"
-    if not isinstance(record.get("kernel"), str) or not record["kernel"]:
-        return "field 'kernel' is missing or not a string"
-    status = record.get("status")
-    if status not in STATUSES:
-        return f"field 'status' is {status!r}, expected one of {', '.join(STATUSES)}"
-    problem = record.get("problem")
-    if not isinstance(problem, dict):
-        return "field 'problem' is missing or not an object"
-    for key in ("m", "n", "k", "batch"):
-        if not _is_int(problem.get(key)) or problem[key] < 1:
-            return f"field 'problem.{key}' is missing or not a positive integer"
-    for key, (what, ok) in PROBLEM_TYPES.items():
-        if key in problem and not ok(problem[key]):
-            return f"field 'problem.{key}' is {problem[key]!r}, expected {what}"
-    for key, (what, ok) in FIELD_TYPES.items():
-        if key in record and not ok(record[key]):
-            return f"field {key!r} is {record[key]!r}, expected {what}"
-    for phase in PHASES:
-        stats = record.get(phase) or {}
-        for key in ("median", "min", "max", "spread", "noise"):
-            if key in stats and not _NUMBER_OR_NULL[1](stats[key]):
-                return f"field '{phase}.{key}' is {stats[key]!r}, expected a number or null"
-        samples = stats.get("samples", [])
-        if not isinstance(samples, list) or not all(_NUMBER_OR_NULL[1](x) for x in samples):
-            return f"field '{phase}.samples' is not a list of numbers"
-    if status in MEASURED:
-        stats = record.get("kernel_ms")
-        if not isinstance(stats, dict):
-            return f"field 'kernel_ms' is missing on a row with status {status!r}"
-        median = stats.get("median")
-        if not _is_number(median) or not math.isfinite(median) or median <= 0:
-            return f"field 'kernel_ms.median' is {median!r}, expected a positive number"
-        if not stats.get("samples"):
-            return f"field 'kernel_ms.samples' is empty on a row with status {status!r}"
-    if status == "ok":
-        gflops = record.get("gflops")
-        if not _is_number(gflops) or not math.isfinite(gflops) or gflops <= 0:
-            return f"field 'gflops' is {gflops!r}, expected a positive number"
-        err = record.get("max_rel_err")
-        if not _is_number(err) or not math.isfinite(err):
-            return f"field 'max_rel_err' is {err!r}, expected a number"
-    return ""
+    error = jsonschema.exceptions.best_match(_RECORD.iter_errors(record))
+    return "" if error is None else _describe(error)
 
 
 def _normalise(record: dict) -> dict:
+    """Recompute what the samples determine; a stored median is never trusted."""
     if isinstance(record.get("seed"), str) and "origin" not in record:
         # Files before 0.2 called a rung's origin "seed", beside the problem's RNG seed.
         record["origin"] = record.pop("seed")
     if record.get("max_rel_err") is None and "max_rel_err" in record:
         record["max_rel_err"] = math.inf  # written as null: NaN/Inf output
+    for phase in PHASES:
+        stats = record.get(phase)
+        if isinstance(stats, dict) and stats.get("samples"):
+            samples = stats["samples"]
+            stats.update(median=statistics.median(samples), min=min(samples), max=max(samples))
+    kernel = record.get("kernel_ms")
+    flops = record.get("flops")
+    if record["status"] in MEASURED and isinstance(flops, (int, float)) and flops > 0:
+        record["gflops"] = flops / (kernel["median"] * 1e6)
     return record
+
+
+# ------------------------------------------------------------------ reading
+def _read_text(path: Path) -> str:
+    """A regular file's text, at most MAX_BYTES: a FIFO, a device or a folder is refused
+    unread (opening a FIFO for reading would wait for a writer; /dev/zero never ends)."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC)
+    except FileNotFoundError:
+        raise ResultsError(f"no such file: {path}") from None
+    except OSError as exc:
+        raise ResultsError(f"{path} cannot be read: {exc.strerror or exc}") from None
+    try:
+        info = os.fstat(fd)
+        if stat.S_ISDIR(info.st_mode):
+            raise ResultsError(f"{path} is a directory, not a results file")
+        if not stat.S_ISREG(info.st_mode):
+            raise ResultsError(f"{path} is not a regular file")
+        if info.st_size > MAX_BYTES:
+            raise ResultsError(f"{path} is {info.st_size / 2**20:.0f} MiB, more than a "
+                               f"results file can be ({MAX_BYTES // 2**20} MiB)")
+        chunks, size = [], 0
+        while size <= MAX_BYTES:  # the file may grow while it is read
+            chunk = os.read(fd, 1 << 20)
+            if not chunk:
+                break
+            chunks.append(chunk)
+            size += len(chunk)
+        if size > MAX_BYTES:
+            raise ResultsError(f"{path} grew past {MAX_BYTES // 2**20} MiB while being read")
+        return b"".join(chunks).decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise ResultsError(f"{path} is not UTF-8 text: {exc}") from None
+    except OSError as exc:
+        raise ResultsError(f"{path} cannot be read: {exc.strerror or exc}") from None
+    finally:
+        os.close(fd)
+
+
+def _no_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not a number in a results file")
+
+
+def _finite_float(text: str) -> float:
+    value = float(text)
+    if not math.isfinite(value):
+        raise ValueError(f"{text} is beyond a float's range")
+    return value
+
+
+def _parse(text: str) -> Any:
+    """JSON without NaN or Infinity (a sample must be a finite number). ValueError, or
+    RecursionError/MemoryError for a crafted file, propagate."""
+    return json.loads(text, parse_constant=_no_constant, parse_float=_finite_float)
+
+
+def _parse_or_refuse(path: Path, text: str, where: str = "") -> Any:
+    try:
+        return _parse(text)
+    except RecursionError:
+        raise ResultsError(f"{path}{where} is nested too deeply to be a results file") from None
+    except MemoryError:
+        raise ResultsError(f"{path}{where} is too large to read") from None
+    except ValueError as exc:  # JSONDecodeError, or NaN, Infinity, 1e999
+        raise ResultsError(f"{path}{where} is not JSON: {exc}") from None
 
 
 def load(path: Path) -> dict:
     """Read a result file written by ``save``; ``ResultsError`` (a ValueError) names what is
     wrong with a file that is not one or is damaged."""
     path = Path(path)
-    try:
-        text = path.read_text()
-    except FileNotFoundError:
-        raise ResultsError(f"no such result file: {path}") from None
-    except IsADirectoryError:
-        raise ResultsError(f"{path} is a directory, not a result file") from None
-    except (PermissionError, UnicodeDecodeError) as exc:
-        raise ResultsError(f"{path} cannot be read: {exc}") from None
-    try:
-        document = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise ResultsError(f"{path} is not JSON: {exc}") from None
+    document = _parse_or_refuse(path, _read_text(path))
     if not isinstance(document, dict) or document.get("format") != FORMAT:
         raise ResultsError(f"{path} is not an mmsuite result file")
-    records = document.get("results")
-    if not isinstance(records, list):
-        raise ResultsError(f"{path}: field 'results' is missing or not a list")
-    for name in ("environment", "settings"):
-        if not isinstance(document.get(name, {}), dict):
-            raise ResultsError(f"{path}: field {name!r} is not an object")
-    for index, record in enumerate(records):
+    error = jsonschema.exceptions.best_match(_DOCUMENT.iter_errors(document))
+    if error is not None:
+        raise ResultsError(f"{path}: {_describe(error)}")
+    for index, record in enumerate(document["results"]):
         problem = check_record(record)
         if problem:
-            raise _record_error(path, index, record, problem)
+            raise _record_error(path, f"record {index}", record, problem)
         _normalise(record)
     return document
 
@@ -263,28 +522,39 @@ def load_rows(path: Path) -> list[dict]:
     path = Path(path)
     if path.suffix != ".jsonl":
         return load(path)["results"]
+    lines = _read_text(path).splitlines()
     try:
-        lines = path.read_text().splitlines()
-    except FileNotFoundError:
-        raise ResultsError(f"no such journal: {path}") from None
-    except (IsADirectoryError, PermissionError, UnicodeDecodeError) as exc:
-        raise ResultsError(f"{path} cannot be read: {exc}") from None
-    try:
-        header = json.loads(lines[0]) if lines else None
-    except json.JSONDecodeError:
+        header = _parse(lines[0]) if lines else None
+    except (ValueError, RecursionError):
         header = None
     if not isinstance(header, dict) or header.get("format") != JOURNAL_FORMAT:
         raise ResultsError(f"{path} is not an mmsuite journal")
     records = []
     for number, line in enumerate(lines[1:], start=2):
         try:
-            record = json.loads(line)
-        except json.JSONDecodeError as exc:
-            if number == len(lines):
+            record = _parse(line)
+        except (ValueError, RecursionError, MemoryError) as exc:
+            if number == len(lines) and isinstance(exc, ValueError):
                 break  # the row being written when the run was killed
-            raise ResultsError(f"{path}: line {number} is not JSON: {exc}") from None
+            raise _parse_error(path, number, exc) from None
+        if record == COMPLETE:
+            continue
         problem = check_record(record)
         if problem:
-            raise _record_error(path, number - 2, record, problem)
+            raise _record_error(path, f"line {number}", record, problem)
         records.append(_normalise(record))
     return records
+
+
+def _parse_error(path: Path, number: int, exc: BaseException) -> ResultsError:
+    if isinstance(exc, RecursionError):
+        return ResultsError(f"{path}: line {number} is nested too deeply to be a record")
+    if isinstance(exc, MemoryError):
+        return ResultsError(f"{path}: line {number} is too large to read")
+    return ResultsError(f"{path}: line {number} is not JSON: {exc}")
+
+
+def write_error(exc: OSError) -> str:
+    """One line for an OSError while writing an output: the path and the cause."""
+    where = exc.filename if exc.filename is not None else "output"
+    return f"cannot write {where}: {exc.strerror or errno.errorcode.get(exc.errno, exc)}"

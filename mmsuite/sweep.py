@@ -6,12 +6,12 @@ in ladder order (problem by problem, catalogue order within each), however
 many devices ran them; ``on_row`` sees each row as it finishes, so a caller
 can save it at once.
 
-Host kernels run in this process, one after another, first. OpenCL kernels on
-a GPU then run in one worker process, and the kernels of an ``isolated``
-backend (CUDA by default) last, in worker processes, one per device (see
-``mmsuite.workers``): a GPU is never shared by two phases. The float64
-reference is computed once per problem in each process and shared by its
-kernels.
+Host kernels run first, one after another, in one long-lived worker process
+(a segfault costs one ``crashed`` row). OpenCL kernels on a GPU then run in one
+worker process, and the kernels of an ``isolated`` backend (CUDA by default)
+last, in worker processes, one per device (see ``mmsuite.workers``): a GPU is
+never shared by two phases. The float64 reference is computed once per problem
+in each process and shared by its kernels.
 """
 
 from __future__ import annotations
@@ -27,11 +27,15 @@ from .catalogue import Kernel
 from .problem import Problem
 
 ISOLATED = tuple(name for name, backend in BACKENDS.items() if backend.isolated)
+# Backends whose host kernels run in this process instead of the host worker: none by
+# default; tests that patch functions of this process list theirs here.
+IN_PROCESS: tuple[str, ...] = ()
 
 
 @dataclass
 class Row:
-    """One kernel on one problem: status is ok, failed, invalid, unavailable or error."""
+    """One kernel on one problem: status is ok, failed, invalid, unavailable, error or
+    crashed (its worker process died)."""
 
     kernel: Kernel
     problem: Problem
@@ -77,12 +81,14 @@ def sweep(kernels: Iterable[Kernel], problems: Iterable[Problem], *, options: Ru
           devices: Sequence[int] | None = None, timeout: float | None = None,
           isolated: Collection[str] = ISOLATED, job: workers.JobFn = workers.measure_job,
           on_start: Callable[[Kernel, Problem], None] | None = None,
-          on_plan: Callable[[int], None] | None = None, **run_kwargs) -> list[Row]:
+          on_plan: Callable[[int], None] | None = None, retry_crashed: bool = False,
+          in_process: Collection[str] | None = None, **run_kwargs) -> list[Row]:
     """Run every kernel on every problem and return the rows in ladder order.
 
     ``run_kwargs`` go to ``mmsuite.measure.run`` (``repeats``, ``warmup``, ...).
     ``resume``: records of an earlier run; a pair measured there (ok, failed or
-    invalid) is taken from it instead of run again. ``devices``: the GPUs the
+    invalid, and crashed unless ``retry_crashed``) is taken from it instead of run
+    again: a kernel that crashed its worker would crash it again. ``devices``: the GPUs the
     isolated backends' kernels are spread over (default: device 0). ``timeout``:
     seconds per isolated job (default ``workers.default_timeout``). ``job`` is
     the function a job runs (tests plant crashing ones). For a progress display:
@@ -91,8 +97,9 @@ def sweep(kernels: Iterable[Kernel], problems: Iterable[Problem], *, options: Ru
     each of them starts.
     """
     kernels, problems = list(kernels), list(problems)
-    done = {row_key(r["kernel"], r["problem"]): r for r in resume
-            if r.get("status") in results.MEASURED}
+    kept = results.MEASURED + (() if retry_crashed else ("crashed",))
+    done = {row_key(r["kernel"], r["problem"]): r for r in resume if r.get("status") in kept}
+    in_process = IN_PROCESS if in_process is None else in_process
     slots: list[Row | None] = [None] * (len(kernels) * len(problems))
     lock = threading.Lock()  # rows arrive from several device threads
 
@@ -102,7 +109,8 @@ def sweep(kernels: Iterable[Kernel], problems: Iterable[Problem], *, options: Ru
             if on_row is not None:
                 on_row(row)
 
-    host_jobs: list[workers.Job] = []
+    host_jobs: list[workers.Job] = []  # in this process
+    host_worker_jobs: list[workers.Job] = []
     selected_gpu_jobs: list[workers.Job] = []
     device_jobs: list[workers.Job] = []
     on_selected_gpu = {b: _selected_gpu(b, options) for b in {k.backend for k in kernels}}
@@ -122,11 +130,14 @@ def sweep(kernels: Iterable[Kernel], problems: Iterable[Problem], *, options: Ru
                     device_jobs.append(item)
                 elif on_selected_gpu[kernel.backend]:
                     selected_gpu_jobs.append(item)
-                else:
+                elif kernel.backend in in_process:
                     host_jobs.append(item)
+                else:
+                    host_worker_jobs.append(item)
 
     if on_plan is not None:
-        on_plan(len(host_jobs) + len(selected_gpu_jobs) + len(device_jobs))
+        on_plan(len(host_jobs) + len(host_worker_jobs) + len(selected_gpu_jobs)
+                + len(device_jobs))
 
     def started(item: workers.Job, device: int | None = None) -> None:
         if on_start is not None:
@@ -149,6 +160,9 @@ def sweep(kernels: Iterable[Kernel], problems: Iterable[Problem], *, options: Ru
         finally:
             lane.close()
             workers.clear_cache()
+    if host_worker_jobs:
+        workers.run_in_host_worker(host_worker_jobs, options, run_kwargs, record_result, job=job,
+                                   on_start=started)
     if selected_gpu_jobs:  # one worker, no device binding: the user selected the GPU
         workers.run_on_devices(selected_gpu_jobs, [None], options, run_kwargs, timeout,
                                record_result, job=job, on_start=started)

@@ -10,10 +10,12 @@ returns then costs one row: a worker that died, timed out or raised is
 replaced by a fresh one, and the next job starts clean. Spawn, not fork: CUDA
 and libgomp do not survive a fork.
 
-Host kernels (C, OpenMP, OpenCL on a CPU) run in this process on one daemon
-thread while the main thread waits, so that Ctrl-C is seen at once even while a
-C kernel runs (the C call itself cannot be stopped; it is left behind when the
-process exits).
+Host kernels (C, OpenMP, OpenCL on a CPU) run in one long-lived worker process
+of their own (:func:`run_in_host_worker`), started once per sweep: a segfault in
+a C rung costs its row, recorded as ``crashed``, and the next kernel gets a fresh
+worker. Ctrl-C is seen at once by the waiting main process, which kills the
+worker. :class:`HostLane` runs jobs in this process instead, for tests that patch
+functions of this process.
 
 Before any allocation a job checks the problem's host memory against what the
 host and its cgroup have available.
@@ -294,8 +296,9 @@ class Worker:
             pool.shutdown(wait=True, cancel_futures=True)
 
     def run(self, kernel_id: str, problem: Problem, options: RunOptions, run_kwargs: dict,
-            timeout: float) -> Result:
-        """Run one job with a time limit; a worker that dies, hangs or fails is replaced."""
+            timeout: float | None) -> Result:
+        """Run one job with a time limit (None: none); a worker that dies, hangs or fails is
+        replaced. A worker that died (a segfault, an abort) makes a ``crashed`` row."""
         if self._pool is None:
             try:
                 self._start()
@@ -314,7 +317,7 @@ class Worker:
         except BrokenProcessPool:
             cause = self._crash_cause()
             self.retire()
-            return "error", "its worker process died" + (
+            return "crashed", "its worker process died" + (
                 f": {cause}" if cause else " (killed, out of memory, or a native crash)"), None
         if status == "error":
             self.retire()  # a CUDA error may have left the context unusable
@@ -333,6 +336,27 @@ def cuda_device_facts(devices: Iterable[int]) -> list[dict]:
     from .backends.cuda import GpuFacts
 
     return [GpuFacts.read(cupy, index).to_dict() for index in devices]
+
+
+def run_in_host_worker(jobs: Iterable[Job], options: RunOptions, run_kwargs: dict,
+                       on_result: Callable[[Job, int | None, Result], None],
+                       job: JobFn = measure_job,
+                       on_start: Callable[[Job, int | None], None] | None = None) -> None:
+    """Run host ``jobs`` one after another in one worker process, started once and kept
+    for every job (a fresh one only after a crash or an error).
+
+    No time limit: a CPU rung's time is bounded by the stopping rule, and a slow
+    one is not a hung GPU. Ctrl-C kills the worker and propagates.
+    """
+    worker = Worker(None, job)
+    try:
+        for item in jobs:
+            if on_start is not None:
+                on_start(item, None)
+            on_result(item, None, worker.run(item.kernel_id, item.problem, options, run_kwargs,
+                                             None))
+    finally:
+        worker.close()
 
 
 @dataclass(frozen=True)

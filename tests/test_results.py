@@ -73,21 +73,32 @@ def test_load_rejects_other_files(tmp_path) -> None:
 
 
 @pytest.mark.parametrize("change,message", [
-    ({"kernel_ms": None}, r"record 0 \(cpu.blas\): field 'kernel_ms' is missing"),
-    ({"kernel_ms": {"median": None}}, r"field 'kernel_ms.median' is None"),
-    ({"gflops": "fast"}, r"field 'gflops' is 'fast'"),
-    ({"status": "great"}, r"field 'status' is 'great'"),
-    ({"kernel": 7}, r"record 0: field 'kernel' is missing or not a string"),
-    ({"problem": {"m": 4}}, r"field 'problem.n'"),
+    ({"kernel_ms": None}, r"record 0 \(cpu.blas\): field 'kernel_ms' is None, expected object"),
+    ({"kernel_ms": {"median": None}}, r"field 'kernel_ms.samples' is missing"),
+    ({"gflops": "fast"}, r"field 'gflops' is 'fast', expected number"),
+    ({"status": "great"}, r"field 'status' is 'great', expected one of 'ok'"),
+    ({"kernel": 7}, r"record 0: field 'kernel' is 7, expected string"),
+    ({"problem": {"m": 4}}, r"field 'problem.n' is missing"),
+    ({"problem": {"m": 4.0, "n": 4, "k": 4, "batch": 1}},
+     r"field 'problem.m' is 4.0, expected integer"),
     ({"kernel_ms": {"median": 0.5, "samples": []}}, r"field 'kernel_ms.samples' is empty"),
-    ({"h2d_ms": "fast"}, r"field 'h2d_ms' is 'fast', expected an object or null"),
-    ({"info": 3}, r"field 'info' is 3, expected an object or null"),
-    ({"parent": []}, r"field 'parent' is \[\], expected a string or null"),
+    ({"h2d_ms": "fast"}, r"field 'h2d_ms' is 'fast', expected null or object"),
+    ({"info": 3}, r"field 'info' is 3, expected null or object"),
+    ({"parent": []}, r"field 'parent' is \[\], expected null or string"),
     ({"problem": {"m": 4, "n": 4, "k": 4, "batch": 1, "layout": None}},
-     r"field 'problem.layout' is None, expected 'row' or 'col'"),
+     r"field 'problem.layout' is None, expected one of 'row', 'col'"),
     ({"kernel_ms": {"median": 0.5, "samples": [0.5], "noise": "low"}},
-     r"field 'kernel_ms.noise' is 'low'"),
-    ({"d2h_ms": {"samples": ["a"]}}, r"field 'd2h_ms.samples' is not a list of numbers"),
+     r"field 'kernel_ms.noise' is 'low', expected null or number"),
+    ({"d2h_ms": {"samples": ["a"]}}, r"field 'd2h_ms.samples\[0\]' is 'a', expected number"),
+    # Table row 5: a negative, zero or missing sample is refused, whatever the median says.
+    ({"kernel_ms": {"median": 0.5, "samples": [-1.0, -1.0]}},
+     r"field 'kernel_ms.samples\[0\]' is -1.0, expected a number above 0"),
+    ({"kernel_ms": {"median": 0.5, "samples": [0.5, 0]}},
+     r"field 'kernel_ms.samples\[1\]' is 0, expected a number above 0"),
+    ({"kernel_ms": {"median": 0.5, "samples": [0.5, None]}},
+     r"field 'kernel_ms.samples\[1\]' is None, expected a number above 0|expected number"),
+    # Table row 7: a record without its backend (charts group by it).
+    ({"backend": None}, r"field 'backend' is None, expected string"),
 ])
 def test_load_names_the_file_record_and_field_at_fault(tmp_path, change, message) -> None:
     path = tmp_path / "r.json"
@@ -108,7 +119,7 @@ def test_an_ok_row_without_its_figures_is_refused(tmp_path) -> None:
 
 def test_rows_without_figures_are_fine_when_not_measured(tmp_path) -> None:
     path = tmp_path / "r.json"
-    rows = [{"kernel": "cuda.01_naive", "status": s, "reason": "no GPU",
+    rows = [{"kernel": "cuda.01_naive", "backend": "cuda", "status": s, "reason": "no GPU",
              "problem": {"m": 4, "n": 4, "k": 4, "batch": 1}} for s in ("unavailable", "error")]
     results.save(path, rows, {}, {})
     assert [r["status"] for r in results.load(path)["results"]] == ["unavailable", "error"]
@@ -156,3 +167,150 @@ def test_check_writable(tmp_path) -> None:
         results.check_writable(tmp_path)
     with pytest.raises(ValueError, match="/dev/null is not a regular file"):
         results.check_writable(Path("/dev/null"))
+
+
+# ------------------------------------------------------- the schema and its limits
+@pytest.mark.parametrize("token", ["NaN", "Infinity", "-Infinity", "1e999"])
+def test_a_non_finite_sample_is_refused(tmp_path, token) -> None:
+    path = tmp_path / "r.json"
+    results.save(path, [_ok_record()], {}, {})
+    path.write_text(path.read_text().replace('"samples": [\n     0.4', f'"samples": [{token}'))
+    with pytest.raises(results.ResultsError, match=rf"{path} is not JSON: .*{token[-8:]}"):
+        results.load(path)
+
+
+def test_the_median_is_recomputed_from_the_samples(tmp_path) -> None:
+    path = tmp_path / "r.json"
+    record = _ok_record(flops=128, gflops=99.0)
+    record["kernel_ms"] = {"median": 0.001, "min": 0.001, "max": 0.001, "samples": [2.0, 4.0, 3.0]}
+    results.save(path, [record], {}, {})
+    stats = results.load(path)["results"][0]["kernel_ms"]
+    assert (stats["median"], stats["min"], stats["max"]) == (3.0, 2.0, 4.0)
+    assert results.load(path)["results"][0]["gflops"] == pytest.approx(128 / 3e6)
+
+
+def test_deep_nesting_is_refused_in_one_line(tmp_path) -> None:
+    path = tmp_path / "r.json"
+    path.write_text("[" * 100_000 + "]" * 100_000)
+    with pytest.raises(results.ResultsError, match="nested too deeply"):
+        results.load(path)
+    journal = tmp_path / "r.jsonl"
+    results.Journal(journal, {}).close()
+    with open(journal, "a") as fh:
+        fh.write("[" * 100_000 + "]" * 100_000 + "\n" + json.dumps(_ok_record()) + "\n")
+    with pytest.raises(results.ResultsError, match="line 2 is nested too deeply"):
+        results.load_rows(journal)
+
+
+@pytest.mark.parametrize("field,value,message", [
+    ("cpu_cores", "two", r"field 'environment.cpu_cores' is 'two', expected null or integer"),
+    ("cpu_max_mhz", -5, r"field 'environment.cpu_max_mhz' is -5, expected a number above 0"),
+    ("backends", {"cuda": {"sm_count": "many"}},
+     r"field 'environment.backends.cuda.sm_count' is 'many'"),
+    ("backends", {"cpu": 3}, r"field 'environment.backends.cpu' is 3, expected null or object"),
+])
+def test_wrongly_typed_environment_fields_are_refused(tmp_path, field, value, message) -> None:
+    path = tmp_path / "r.json"
+    results.save(path, [_ok_record()], {field: value}, {})
+    with pytest.raises(results.ResultsError, match=rf"{path}: {message}"):
+        results.load(path)
+
+
+def test_special_files_are_refused_unread(tmp_path) -> None:
+    fifo = tmp_path / "fifo.json"
+    os.mkfifo(fifo)  # opening it for reading would wait for a writer forever
+    with pytest.raises(results.ResultsError, match=f"{fifo} is not a regular file"):
+        results.load(fifo)
+    with pytest.raises(results.ResultsError, match="/dev/zero is not a regular file"):
+        results.load(Path("/dev/zero"))
+    with pytest.raises(results.ResultsError, match="is a directory"):
+        results.load_rows(tmp_path)
+    journal = tmp_path / "x.jsonl"
+    os.mkfifo(journal)
+    with pytest.raises(results.ResultsError, match="is not a regular file"):
+        results.load_rows(journal)
+
+
+def test_a_file_beyond_the_size_cap_is_refused_unread(tmp_path, monkeypatch) -> None:
+    path = tmp_path / "r.json"
+    results.save(path, [_ok_record()], {}, {})
+    monkeypatch.setattr(results, "MAX_BYTES", 100)
+    with pytest.raises(results.ResultsError, match="more than a results file can be"):
+        results.load(path)
+
+
+def test_outputs_replace_a_planted_symlink_and_never_write_its_target(tmp_path) -> None:
+    target = tmp_path / "precious.txt"
+    target.write_text("keep me")
+    link = tmp_path / "r.json"
+    link.symlink_to(target)
+    results.save(link, [_ok_record()], {}, {})
+    assert target.read_text() == "keep me"
+    assert not link.is_symlink() and results.load(link)["results"][0]["kernel"] == "cpu.blas"
+    results.write_atomically(link, b"\x89PNG")  # figures are bytes
+    assert link.read_bytes() == b"\x89PNG"
+
+
+def test_a_failed_write_names_the_path(tmp_path, monkeypatch) -> None:
+    def full(fd):
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(os, "fsync", full)
+    with pytest.raises(OSError) as info:
+        results.save(tmp_path / "r.json", [], {}, {})
+    assert info.value.filename == str(tmp_path / "r.json") and info.value.errno == 28
+    assert results.write_error(info.value) == \
+        f"cannot write {tmp_path / 'r.json'}: No space left on device"
+    assert list(tmp_path.iterdir()) == []  # no temporary file left
+
+
+# ------------------------------------------------------------- owner and journal
+def test_a_second_owner_is_refused_naming_the_holders_pid(tmp_path) -> None:
+    path = tmp_path / "r.json"
+    first = results.Lock(path)
+    first.acquire()
+    with pytest.raises(results.ResultsLocked,
+                       match=rf"{path} is being written by another mmsuite run "
+                             rf"\(pid {os.getpid()}\)"):
+        results.Lock(path).acquire()
+    first.release()
+    assert not results.lock_path(path).exists()
+    with results.Lock(path):  # free again
+        pass
+
+
+def test_a_lock_left_by_a_killed_run_is_free(tmp_path) -> None:
+    path = tmp_path / "r.json"
+    results.lock_path(path).write_text("12345\n")  # the file stays, the OS lock went
+    with results.Lock(path) as lock:
+        assert lock.path.read_text() == f"{os.getpid()}\n"
+
+
+def test_unfinished_rows_of_a_journal(tmp_path) -> None:
+    path = tmp_path / "r.jsonl"
+    assert results.unfinished_rows(path) == 0
+    journal = results.Journal(path, {})
+    assert results.unfinished_rows(path) == 0  # a header only: nothing to lose
+    journal.append(_ok_record())
+    journal.append(_ok_record(kernel="cpu.seq_naive"))
+    assert results.unfinished_rows(path) == 2
+    journal.finish()
+    journal.close()
+    assert results.unfinished_rows(path) == 0
+    assert [r["kernel"] for r in results.load_rows(path)] == ["cpu.blas", "cpu.seq_naive"]
+
+
+def test_a_journal_write_that_fails_is_kept_not_raised(tmp_path, monkeypatch) -> None:
+    path = tmp_path / "r.jsonl"
+    journal = results.Journal(path, {})
+    journal.append(_ok_record())
+
+    def full(fd):
+        raise OSError(27, "File too large")
+
+    monkeypatch.setattr(os, "fsync", full)
+    journal.append(_ok_record(kernel="cpu.seq_naive"))
+    journal.append(_ok_record(kernel="cpu.seq_ikj"))
+    journal.close()
+    assert journal.error is not None and journal.error.filename == str(path)
+    assert results.load_rows(path)[0]["kernel"] == "cpu.blas"

@@ -10,6 +10,8 @@ from mmsuite.backends import KernelFailed, KernelUnavailable, RunOptions
 from mmsuite.sweep import row_key, sweep
 
 QUICK = {"repeats": 1, "warmup": 0}
+# Tests that patch this process's functions run the host kernels here, not in the host worker.
+HERE = {"in_process": ("cpu",)}
 
 
 def _kernels(*ids: str) -> list:
@@ -37,7 +39,7 @@ def test_a_raising_kernel_becomes_an_error_row_and_the_sweep_goes_on(monkeypatch
 
     monkeypatch.setattr(workers, "run", run)
     rows = sweep(_kernels("cpu.seq_naive", "cpu.blas"), [Problem(4, 4, 4)], options=RunOptions(),
-                 **QUICK)
+                 **QUICK, **HERE)
     assert [r.status for r in rows] == ["error", "ok"]
     assert rows[0].reason == "KernelFailed: launch failed: illegal address"
 
@@ -57,7 +59,8 @@ def test_a_kernel_found_unavailable_at_run_time_is_an_unavailable_row(monkeypatc
         raise KernelUnavailable(f"{kernel_id} cannot run on this device: 2 KiB local memory")
 
     monkeypatch.setattr(workers, "run", run)
-    rows = sweep(_kernels("cpu.blas"), [Problem(4, 4, 4)], options=RunOptions(), **QUICK)
+    rows = sweep(_kernels("cpu.blas"), [Problem(4, 4, 4)], options=RunOptions(), **QUICK,
+                 **HERE)
     assert rows[0].status == "unavailable" and "2 KiB local memory" in rows[0].reason
 
 
@@ -70,7 +73,8 @@ def test_wrong_output_becomes_a_failed_row(monkeypatch) -> None:
         return original(output, ref, k, precision)
 
     monkeypatch.setattr(verify, "check", corrupt)
-    rows = sweep(_kernels("cpu.seq_naive"), [Problem(8, 8, 8)], options=RunOptions(), **QUICK)
+    rows = sweep(_kernels("cpu.seq_naive"), [Problem(8, 8, 8)], options=RunOptions(), **QUICK,
+                 **HERE)
     assert rows[0].status == "failed" and "exceeds tolerance" in rows[0].reason
 
 
@@ -92,7 +96,7 @@ def test_resume_skips_what_is_already_measured() -> None:
         return workers.measure_job(kernel_id, problem, options, run_kwargs)
 
     rows = sweep(_kernels("cpu.blas", "cpu.seq_naive"), [problem], options=RunOptions(),
-                 resume=[r.to_record() for r in first], job=job, **QUICK)
+                 resume=[r.to_record() for r in first], job=job, **QUICK, **HERE)
     assert calls == ["cpu.seq_naive"]
     assert [r.kernel.id for r in rows] == ["cpu.blas", "cpu.seq_naive"]
     assert rows[0].to_record() is first[0].to_record()
@@ -133,6 +137,18 @@ def test_row_key_ignores_field_order() -> None:
 def test_a_problem_too_big_for_host_memory_is_an_error_row(monkeypatch) -> None:
     monkeypatch.setattr(workers, "available_host_memory", lambda: 4 * 2**30)
     rows = sweep(_kernels("cpu.blas", "cpu.seq_naive"), [Problem(20000, 20000, 20000)],
-                 options=RunOptions(), **QUICK)
+                 options=RunOptions(), **QUICK, **HERE)
     assert [r.status for r in rows] == ["error", "error"]
     assert "GiB of host memory" in rows[0].reason and "4.0 GiB is available" in rows[0].reason
+
+
+def test_resume_keeps_crashed_rows_unless_asked_to_retry_them() -> None:
+    crashed = {"kernel": "cpu.seq_naive", "backend": "cpu", "status": "crashed",
+               "reason": "its worker process died: Fatal Python error: Segmentation fault",
+               "problem": Problem(4, 4, 4).to_dict()}
+    rows = sweep(_kernels("cpu.seq_naive"), [Problem(4, 4, 4)], options=RunOptions(),
+                 resume=[crashed], **QUICK)
+    assert rows[0].status == "crashed" and rows[0].to_record() is crashed  # not run again
+    rows = sweep(_kernels("cpu.seq_naive"), [Problem(4, 4, 4)], options=RunOptions(),
+                 resume=[crashed], retry_crashed=True, **QUICK)
+    assert rows[0].status == "ok"

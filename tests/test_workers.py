@@ -10,6 +10,7 @@ import functools
 import os
 import sys
 import time
+from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
@@ -20,6 +21,7 @@ from mmsuite.backends import KernelFailed, RunOptions, is_kernel_failure
 from mmsuite.catalogue import Kernel
 from mmsuite.launch import CudaLaunch, LaunchLimit
 from mmsuite.sweep import sweep
+from tests.planted.native import build, plant
 
 QUICK = {"repeats": 1, "warmup": 0}
 LADDER = ["cpu.blas", "cpu.seq_naive", "cpu.seq_ikj", "cpu.seq_tiled"]
@@ -53,13 +55,13 @@ def _isolated_sweep(plan: dict, problems=(SMALL,), **kwargs):
 
 def test_a_worker_that_aborts_fails_one_row_and_is_replaced() -> None:
     rows = _isolated_sweep({"cpu.seq_naive": "abort"})
-    assert [r.status for r in rows] == ["ok", "error", "ok", "ok"]
+    assert [r.status for r in rows] == ["ok", "crashed", "ok", "ok"]
     assert rows[1].reason == "its worker process died: Fatal Python error: Aborted"
 
 
 def test_a_worker_that_exits_fails_one_row() -> None:
     rows = _isolated_sweep({"cpu.seq_ikj": "exit"})
-    assert [r.status for r in rows] == ["ok", "ok", "error", "ok"]
+    assert [r.status for r in rows] == ["ok", "ok", "crashed", "ok"]
     assert rows[2].reason.startswith("its worker process died (")
 
 
@@ -120,12 +122,12 @@ def pid_job(kernel_id, problem, options, run_kwargs):
 
 
 @pytest.mark.skipif(not catalogue.get("opencl.naive").available, reason="no OpenCL device")
-def test_opencl_on_a_gpu_runs_in_a_worker_and_host_kernels_here(monkeypatch) -> None:
+def test_opencl_on_a_gpu_runs_in_a_worker_of_its_own(monkeypatch) -> None:
     monkeypatch.setattr(sweep_module, "_selected_gpu", lambda backend, options: backend == "opencl")
     rows = sweep([catalogue.get("cpu.blas"), catalogue.get("opencl.naive")], [SMALL],
                  options=RunOptions(), job=pid_job)
     host, cl = (r.to_record()["pid"] for r in rows)
-    assert host == os.getpid() and cl != os.getpid()
+    assert len({host, cl, os.getpid()}) == 3  # the host worker, the GPU's, this process
     assert "device" not in rows[1].to_record()  # bound to no CUDA device
 
 
@@ -264,3 +266,29 @@ def test_the_cuda_ladder_spreads_over_every_gpu() -> None:
     assert all(r.status == "ok" for r in measured), [(r.kernel.id, r.reason) for r in measured
                                                      if r.status != "ok"]
     assert {r.to_record()["device"] for r in measured} == set(range(count))
+
+
+# ----------------------------------------------------------- the host worker
+def test_host_kernels_share_one_long_lived_worker() -> None:
+    rows = sweep([catalogue.get(k) for k in LADDER], [SMALL, Problem(3, 4, 5)],
+                 options=RunOptions(), job=pid_job)
+    pids = {r.to_record()["pid"] for r in rows}
+    assert len(pids) == 1 and os.getpid() not in pids  # one worker, not this process
+
+
+def measure_with_planted_segfault(folder: str, kernel_id, problem, options, run_kwargs):
+    """The real job, in a worker whose CPU backend calls the planted segfault for
+    cpu.seq_ikj."""
+    plant(Path(folder))
+    return workers.measure_job(kernel_id, problem, options, run_kwargs)
+
+
+def test_a_segfaulting_c_rung_costs_one_crashed_row(tmp_path) -> None:
+    build(tmp_path)
+    kernels = [catalogue.get(k) for k in ["cpu.blas", "cpu.seq_naive", "cpu.seq_ikj",
+                                          "cpu.seq_tiled"]]
+    rows = sweep(kernels, [Problem(35, 79, 19)], options=RunOptions(), **QUICK,
+                 job=functools.partial(measure_with_planted_segfault, str(tmp_path)))
+    assert [r.status for r in rows] == ["ok", "ok", "crashed", "ok"]
+    assert rows[2].reason == "its worker process died: Fatal Python error: Segmentation fault"
+    assert rows[2].to_record()["status"] == "crashed"

@@ -1,0 +1,1 @@
+"""Kernels planted by the isolation tests: never in the catalogue."""
