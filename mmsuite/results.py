@@ -2,9 +2,9 @@
 
 While a run goes on, every finished row is appended to a JSON Lines journal
 beside the final file (``X.json`` -> ``X.jsonl``): a header line with the
-settings, then one record a line, and a last line marking the run complete once
-``X.json`` holds every row. A run that is interrupted, killed or cannot write
-``X.json`` keeps every row it finished there; ``--resume`` reads either file.
+settings, then one record a line. It goes once ``X.json`` holds every row; a run
+that is killed or cannot write ``X.json`` keeps every row it finished there, and
+``--resume`` reads either file.
 One run at a time owns ``X.json``: :class:`Lock` holds an OS file lock on
 ``X.json.lock`` for the run's life.
 
@@ -38,8 +38,6 @@ STATUSES = ("ok", "failed", "error", "crashed", "unavailable", "invalid")
 MEASURED = ("ok", "failed", "invalid")
 # A readable results file is far below this; a bigger one (or /dev/zero) is refused unread.
 MAX_BYTES = 256 * 2**20
-# The journal's last line once the final file holds every row.
-COMPLETE = {"complete": True}
 
 
 class ResultsError(ValueError):
@@ -215,10 +213,6 @@ class Journal:
     def append(self, record: dict) -> None:
         self._write(record)
 
-    def finish(self) -> None:
-        """Mark the run complete: the final file holds every row."""
-        self._write(COMPLETE)
-
     def close(self) -> None:
         try:
             self._fh.close()
@@ -227,21 +221,13 @@ class Journal:
 
 
 def unfinished_rows(path: Path) -> int:
-    """How many rows a journal left by an interrupted run holds (0: none, or it completed)."""
+    """How many rows a journal left by a run that never saved its results holds (0: none)."""
     path = Path(path)
     try:
         lines = _read_text(path).splitlines()
     except ResultsError:
         return 1 if path.exists() else 0  # damaged or unreadable: never wiped either
-    rows = [line for line in lines[1:] if line.strip()]
-    if not rows:
-        return 0
-    try:
-        if json.loads(rows[-1]) == COMPLETE:
-            return 0
-    except ValueError:
-        pass
-    return len(rows)
+    return sum(1 for line in lines[1:] if line.strip())
 
 
 # ------------------------------------------------------------------ the schema
@@ -437,7 +423,7 @@ def _read_text(path: Path) -> str:
     try:
         fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC)
     except FileNotFoundError:
-        raise ResultsError(f"no such file: {path}") from None
+        raise ResultsError(f"no such result file: {path}") from None
     except OSError as exc:
         raise ResultsError(f"{path} cannot be read: {exc.strerror or exc}") from None
     try:
@@ -537,8 +523,6 @@ def load_rows(path: Path) -> list[dict]:
             if number == len(lines) and isinstance(exc, ValueError):
                 break  # the row being written when the run was killed
             raise _parse_error(path, number, exc) from None
-        if record == COMPLETE:
-            continue
         problem = check_record(record)
         if problem:
             raise _record_error(path, f"line {number}", record, problem)

@@ -13,6 +13,7 @@ import time
 import pytest
 
 from mmsuite import catalogue, results, workers
+from mmsuite import sweep as sweep_module
 from mmsuite.backends import KernelUnavailable
 from mmsuite.cli import build_parser, main
 from mmsuite.commands import COMMANDS, listing
@@ -237,6 +238,7 @@ def test_kernels_found_unavailable_when_they_run_exit_2(monkeypatch, capsys) -> 
         raise KernelUnavailable(f"{kernel_id} cannot run on this device")
 
     monkeypatch.setattr(workers, "run", unavailable)
+    monkeypatch.setattr(sweep_module, "IN_PROCESS", ("cpu",))  # the patch is this process's
     assert main(CPU_QUICK + ["--kernel", "cpu.blas"]) == 2
     assert "nothing requested could run here" in capsys.readouterr().err
 

@@ -10,6 +10,8 @@ import os
 import sys
 from pathlib import Path
 
+import numpy as np
+
 from .. import catalogue, results
 from ..backends import RunOptions
 from ..catalogue import Kernel
@@ -24,6 +26,8 @@ from ..problem import (
     parse_shape,
     preset,
 )
+
+FLOAT32_TINY = float(np.finfo(np.float32).tiny)  # the smallest normal float32
 
 
 class UsageError(Exception):
@@ -82,6 +86,19 @@ def threads(text: str) -> int:
     return value
 
 
+def check_omp_env() -> None:
+    """OMP_NUM_THREADS obeys --threads' cap: libgomp would start that many threads (and
+    abort past what the system allows) before --threads could say otherwise."""
+    text = os.environ.get("OMP_NUM_THREADS")
+    if text is None or not text.strip():
+        return
+    first = text.split(",")[0].strip()  # "8,2": nested levels; the outer one counts
+    try:
+        threads(first)
+    except argparse.ArgumentTypeError as exc:
+        raise UsageError(f"OMP_NUM_THREADS={text}: {exc}; set it lower or unset it") from None
+
+
 def _number(text: str) -> float:
     try:
         return float(text)
@@ -90,12 +107,27 @@ def _number(text: str) -> float:
 
 
 def float32(text: str) -> float:
-    """An argparse type: a number that is finite in float32 (the kernels' scalar type)."""
+    """An argparse type: a number that is finite in float32 (the kernels' scalar type) and,
+    unless 0, a normal float32. A smaller one (|x| < 1.2e-38) is refused rather than passed
+    on: in float32 it is 0 or a subnormal without the precision to verify the kernel
+    against, and the float64 reference would blame the kernel for the rounding."""
     value = _number(text)
     if not math.isfinite(value) or abs(value) > FLOAT32_MAX:
         raise argparse.ArgumentTypeError(
             f"expected a number that is finite in float32 (|x| <= 3.4e38), got {text}")
+    if value != 0 and abs(value) < FLOAT32_TINY:
+        raise argparse.ArgumentTypeError(
+            f"{text} is {'0' if float(np.float32(value)) == 0 else 'a subnormal'} in float32; "
+            "expected 0 or |x| >= 1.2e-38")
     return value
+
+
+def output_file(text: str) -> Path:
+    """An argparse type: a file to write; a trailing slash names a folder, not a file."""
+    if text.endswith(("/", os.sep)):
+        raise argparse.ArgumentTypeError(
+            f"{text} names a folder; give a file name, e.g. {text}results.json")
+    return Path(text)
 
 
 def device_list(text: str) -> str | list[int]:

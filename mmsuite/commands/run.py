@@ -4,9 +4,11 @@ table and save the results."""
 from __future__ import annotations
 
 import argparse
+import contextlib
 import signal
 import sys
 from collections import defaultdict
+from collections.abc import Iterator
 from dataclasses import asdict
 from pathlib import Path
 
@@ -18,18 +20,20 @@ from ..backends.base import L2_POLICIES
 from ..catalogue import Kernel
 from ..measure import CLI_SAMPLING, DEFAULT_WARMUP, Sampling
 from ..problem import Problem
-from ..sweep import Row, sweep
+from ..sweep import Row, row_key, sweep
 from .common import (
     THREADS_PER_CORE_CAP,
     UsageError,
     add_problem_arguments,
     add_selection_arguments,
+    check_omp_env,
     check_output_file,
     check_output_folder,
     check_selectors,
     device_list,
     non_negative_float,
     non_negative_int,
+    output_file,
     positive_float,
     positive_int,
     problems_from_args,
@@ -87,12 +91,15 @@ def add_parser(sub) -> argparse.ArgumentParser:
                       help="run each kernel x problem as a task on this Dask scheduler's "
                            "workers (`mmsuite worker`); a scheduler address or file")
     out = p.add_argument_group("output")
-    out.add_argument("--json", type=Path, metavar="FILE",
+    out.add_argument("--json", type=output_file, metavar="FILE",
                      help="write the results here; rows also go to FILE.jsonl as they finish")
-    out.add_argument("--resume", type=Path, metavar="FILE",
+    out.add_argument("--resume", type=output_file, metavar="FILE",
                      help="skip what FILE (a results file or its .jsonl) already measured; "
-                          "results go to --json, by default FILE")
-    out.add_argument("--markdown", type=Path, metavar="FILE", help="write the tables as Markdown")
+                          "results go to --json, by default FILE, with every row of FILE")
+    out.add_argument("--retry-crashed", action="store_true",
+                     help="with --resume: run again the kernels that crashed their worker")
+    out.add_argument("--markdown", type=output_file, metavar="FILE",
+                     help="write the tables as Markdown")
     out.add_argument("--plots", type=Path, metavar="DIR", help="write PNG plots here")
     out.add_argument("--report", type=Path, metavar="DIR",
                      help="write the HTML/Markdown/CSV report here (and results.json)")
@@ -167,8 +174,39 @@ def _check_outputs(args: argparse.Namespace) -> None:
     check_output_folder("--report", getattr(args, "report", None))
 
 
+def _default_json(args: argparse.Namespace) -> None:
+    """With ``--resume FILE`` and no --json, results go to FILE's final results file."""
+    if args.resume is not None and not args.resume.exists() \
+            and not results.journal_path(args.resume).exists():
+        raise UsageError(f"--resume: no such result file: {args.resume}")
+    if args.resume is not None and args.json is None:
+        name = args.resume.name
+        args.json = args.resume.with_name(name[:-1]) if name.endswith(".jsonl") else args.resume
+
+
+def _own_results(args: argparse.Namespace) -> results.Lock | None:
+    """Take --json's lock for the run's life, and refuse to start over a journal that an
+    interrupted run left unless this run resumes it: its rows are never wiped."""
+    if args.json is None:
+        return None
+    lock = results.Lock(args.json)
+    try:
+        lock.acquire()
+    except results.ResultsLocked as exc:
+        raise UsageError(str(exc)) from None
+    journal = results.journal_path(args.json)
+    left = results.unfinished_rows(journal)
+    resumes_it = args.resume is not None and args.resume in (args.json, journal)
+    if left and not resumes_it:
+        lock.release()
+        raise UsageError(f"{journal} holds {left} rows of an interrupted run; finish it with "
+                         f"--resume {args.json}, or move {journal} away to start over")
+    return lock
+
+
 def _resumed(args: argparse.Namespace) -> list[dict]:
-    """The records of ``--resume FILE``; --json defaults to FILE's final results file."""
+    """The records of ``--resume FILE``, one per kernel and problem (a later row wins), and
+    the rows the journal of --json holds beyond them (a resumed run killed in turn)."""
     if args.resume is None:
         return []
     source = args.resume
@@ -177,12 +215,13 @@ def _resumed(args: argparse.Namespace) -> list[dict]:
         source = journal  # killed before the final file was written: its journal has the rows
     try:
         records = results.load_rows(source)
+        own = results.journal_path(args.json)
+        if own != source and results.unfinished_rows(own):
+            records += results.load_rows(own)
     except results.ResultsError as exc:
         raise UsageError(f"--resume: {exc}") from None
-    if args.json is None:
-        name = args.resume.name
-        args.json = args.resume.with_name(name[:-1]) if name.endswith(".jsonl") else args.resume
-    return records
+    latest = {row_key(r["kernel"], r["problem"]): r for r in records}
+    return list(latest.values())
 
 
 def _check_local(args: argparse.Namespace, kernels: list[Kernel], options: RunOptions,
@@ -230,9 +269,28 @@ def run(args: argparse.Namespace, console: Console) -> int:
         raise UsageError("--devices picks this host's GPUs; with --cluster every GPU worker "
                          "has its own")
     devices = _devices(args.devices, kernels, options) if args.cluster is None else []
-    resumed = _resumed(args)
+    check_omp_env()
+    _default_json(args)
     _check_outputs(args)
-    session = _connect(args.cluster)
+    lock = _own_results(args)
+    try:
+        session = _connect(args.cluster)
+        return _measure_and_save(args, console, kernels, problems, options, sampling, devices,
+                                 session)
+    finally:
+        if lock is not None:
+            lock.release()
+
+
+def _measure_and_save(args: argparse.Namespace, console: Console, kernels: list[Kernel],
+                      problems: list[Problem], options: RunOptions, sampling: Sampling | None,
+                      devices: list[int], session: cluster.Cluster | None) -> int:
+    """The sweep, its table and its outputs, with --json's lock held."""
+    resumed = _resumed(args)
+    selected = {row_key(k.id, p.to_dict()) for p in problems for k in kernels}
+    # Rows of --resume's file outside this selection stay in the output, after this run's.
+    kept = [r for r in resumed if row_key(r["kernel"], r["problem"]) not in selected]
+    journaled = {id(r) for r in resumed}
 
     order = [f"{k.id} @ {p.shape_label}" for p in problems for k in kernels]
     total = len(order)
@@ -242,13 +300,14 @@ def run(args: argparse.Namespace, console: Console) -> int:
                 "energy": args.energy,
                 "devices": devices, "timeout": args.timeout, "cluster": args.cluster,
                 "problems": [p.to_dict() for p in problems]}
-    journal = results.Journal(results.journal_path(args.json), settings) if args.json else None
+    journal = results.Journal(results.journal_path(args.json), settings, resumed) \
+        if args.json else None
     finished: list[Row] = []
     with RunProgress(total) as progress:
 
         def on_row(row: Row) -> None:
             finished.append(row)
-            if journal is not None:
+            if journal is not None and id(row.record) not in journaled:
                 journal.append(row.to_record())  # saved as it finishes
             progress.finish(row)
 
@@ -259,7 +318,8 @@ def run(args: argparse.Namespace, console: Console) -> int:
             if session is None:
                 rows = sweep(kernels, problems, options=options, on_row=on_row,
                              resume=resumed, devices=devices, timeout=args.timeout,
-                             on_start=progress.start, on_plan=progress.plan, **run_kwargs)
+                             on_start=progress.start, on_plan=progress.plan,
+                             retry_crashed=args.retry_crashed, **run_kwargs)
             else:
                 rows = session.sweep(kernels, problems, options=options, on_row=on_row,
                                      resume=resumed, timeout=args.timeout,
@@ -274,13 +334,49 @@ def run(args: argparse.Namespace, console: Console) -> int:
             settings["interrupted"] = "SIGTERM" if interrupted == 143 else "SIGINT"
         finally:
             signal.signal(signal.SIGTERM, previous)
-            if journal is not None:
-                journal.close()
             if session is not None:
                 session.close()
 
+    with _deferred_signals() as deferred:  # a second Ctrl-C waits for the results file
+        try:
+            status = _report_and_save(args, console, kernels, options, devices, rows, kept,
+                                      settings, journal, interrupted, total, session)
+        finally:
+            if journal is not None:
+                journal.close()
+    if deferred and not interrupted:
+        print("mmsuite: interrupted while saving; every row was saved", file=sys.stderr)
+        return 130 if deferred[0] == signal.SIGINT else 143
+    return status
+
+
+@contextlib.contextmanager
+def _deferred_signals() -> Iterator[list[int]]:
+    """SIGINT and SIGTERM wait until the block ends (the results file is written); the list
+    yielded names those that came."""
+    came: list[int] = []
+
+    def defer(signum: int, frame: object) -> None:
+        if not came:
+            print("mmsuite: saving the results first", file=sys.stderr, flush=True)
+        came.append(signum)
+
+    previous = {s: signal.signal(s, defer) for s in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        yield came
+    finally:
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
+
+
+def _report_and_save(args: argparse.Namespace, console: Console, kernels: list[Kernel],
+                     options: RunOptions, devices: list[int], rows: list[Row], kept: list[dict],
+                     settings: dict, journal: results.Journal | None, interrupted: int,
+                     total: int, session: cluster.Cluster | None = None) -> int:
+    """Print the table, write every output; an OSError writing one is one line naming its
+    path (exit 2), with the journal kept for --resume."""
     shown, notes = _collapse_unavailable(rows, set(args.backend or []))
-    records = [row.to_record() for row in rows]
+    records = [row.to_record() for row in rows] + kept
     shown_records = [row.to_record() for row in shown]
     env = environment.collect(sorted({k.backend for k in kernels}), options)
     cuda_env = (env.get("backends") or {}).get("cuda")
@@ -297,14 +393,51 @@ def run(args: argparse.Namespace, console: Console) -> int:
         console.print(note, style="dim")
     for warning in environment.warnings(env):
         print(f"mmsuite: warning: {warning}", file=sys.stderr)
+    unwritten: list[OSError] = []
     if args.json:
-        results.save(args.json, records, env, settings)
-        # The journal only guarded the rows until this file held them; a save that
-        # failed raised above and left it for --resume.
-        results.journal_path(args.json).unlink(missing_ok=True)
-        console.print(f"results written to {args.json}")
+        try:
+            results.save(args.json, records, env, settings)
+            # The journal only guarded the rows until this file held them; a save that
+            # failed leaves it for --resume.
+            results.journal_path(args.json).unlink(missing_ok=True)
+            console.print(f"results written to {args.json}")
+        except OSError as exc:
+            unwritten.append(exc)
+            if journal is not None and journal.error is not None:
+                unwritten.append(journal.error)
+    try:
+        _write_other_outputs(args, console, records, shown_records, notes, env, settings)
+    except OSError as exc:
+        unwritten.append(exc)
+    for exc in unwritten:
+        print(f"mmsuite: error: {results.write_error(exc)}", file=sys.stderr)
+    if unwritten:
+        if args.json:
+            print(f"mmsuite: {results.journal_path(args.json)} keeps the rows it could write: "
+                  f"once {args.json} can be written, run the same command with --resume "
+                  f"{args.json}", file=sys.stderr)
+        return 2
+    if interrupted:
+        resume = f"; run the same command with --resume {args.json} to finish" if args.json \
+            else ""
+        print(f"mmsuite: interrupted after {len(rows)} of {total} rows{resume}",
+              file=sys.stderr)
+        return interrupted
+    if rows and all(r.status == "unavailable" for r in rows):  # found only when they ran
+        print("mmsuite: error: nothing requested could run here (see the reasons above)",
+              file=sys.stderr)
+        return 2
+    # peak.annotate marks a figure above the device's peak invalid: a measurement error.
+    failed = [r for r in records if r["status"] in ("failed", "error", "crashed", "invalid")]
+    return 1 if failed else 0
+
+
+def _write_other_outputs(args: argparse.Namespace, console: Console, records: list[dict],
+                         shown_records: list[dict], notes: list[str], env: dict,
+                         settings: dict) -> None:
+    """--markdown, --plots and --report, each written atomically (OSError propagates)."""
     if args.markdown:
-        args.markdown.write_text(report.render_markdown(shown_records)
+        results.write_atomically(args.markdown, report.render_markdown(shown_records)
                                  + "".join(f"\n{note}\n" for note in notes))
     if args.plots:
         from .. import charts  # matplotlib loads only when plots are asked for
@@ -320,16 +453,3 @@ def run(args: argparse.Namespace, console: Console) -> int:
             results.save(saved, records, env, settings)
         index = report_html.build([saved], args.report)
         console.print(f"report written to {index}")
-    if interrupted:
-        resume = f"; run the same command with --resume {args.json} to finish" if args.json \
-            else ""
-        print(f"mmsuite: interrupted after {len(rows)} of {total} rows{resume}",
-              file=sys.stderr)
-        return interrupted
-    if rows and all(r.status == "unavailable" for r in rows):  # found only when they ran
-        print("mmsuite: error: nothing requested could run here (see the reasons above)",
-              file=sys.stderr)
-        return 2
-    # peak.annotate marks a figure above the device's peak invalid: a measurement error.
-    failed = [r for r in records if r["status"] in ("failed", "error", "invalid")]
-    return 1 if failed else 0
