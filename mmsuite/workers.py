@@ -23,6 +23,7 @@ host and its cgroup have available.
 
 from __future__ import annotations
 
+import ctypes
 import faulthandler
 import os
 import queue
@@ -236,10 +237,29 @@ def visible_device(device: int, visible: str | None) -> str:
     return ids[device] if ids else str(device)
 
 
-def _init_worker(device: int | None, crash_log: str) -> None:
+PR_SET_PDEATHSIG = 1  # prctl(2)
+
+
+def _die_with_parent(parent: int) -> None:
+    """A worker whose mmsuite was killed (SIGKILL) must not go on running a kernel, holding
+    the cores of the next run and the pipes of whoever waits for mmsuite: on Linux it gets
+    SIGKILL when its parent thread ends (each worker lives within the thread that started
+    it). Elsewhere it ends when it next reads a job from its dead parent."""
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+    except (OSError, AttributeError):  # not Linux
+        return
+    if os.getppid() != parent:  # the parent died before the line above
+        os._exit(1)
+
+
+def _init_worker(device: int | None, crash_log: str, parent: int = 0) -> None:
     """Start-up of a worker process: its device, Ctrl-C left to the parent, crash reports."""
     global _IN_WORKER, _CRASH_LOG
     _IN_WORKER = True
+    if parent:
+        _die_with_parent(parent)
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent saves rows and retires us
     if device is not None:
         # Set before CUDA starts in this process: the worker sees its GPU as device 0.
@@ -272,7 +292,7 @@ class Worker:
         self._pid = 0
         self._pool = ProcessPoolExecutor(1, mp_context=get_context("spawn"),
                                          initializer=_init_worker,
-                                         initargs=(self.device, self._crash_log))
+                                         initargs=(self.device, self._crash_log, os.getpid()))
         self._pid = self._pool.submit(os.getpid).result(timeout=START_TIMEOUT_S)
 
     def _crash_cause(self) -> str:
