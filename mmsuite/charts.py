@@ -10,6 +10,7 @@ PNG figures of `--plots`.
 
 from __future__ import annotations
 
+import io
 import math
 from collections.abc import Iterable
 from pathlib import Path
@@ -22,6 +23,7 @@ from .backend_table import BACKENDS, UNKNOWN_COLOUR, in_ladder_order
 from .catalogue import BASELINE_ID, BY_ID
 from .problem import label_of
 from .report import flops_scale, group_by_problem, table_rows
+from .results import write_atomically
 
 
 def _colour(backend: str) -> str:
@@ -31,10 +33,19 @@ def _colour(backend: str) -> str:
 def _title(backend: str) -> str:
     return BACKENDS[backend].title if backend in BACKENDS else backend
 
-_MISSING_COLOUR = {"failed": "#d62728", "error": "#d62728", "invalid": "#9467bd",
-                   "unavailable": "#7f7f7f"}
-_MISSING_TEXT = {"failed": "failed verification", "error": "error",
+_MISSING_COLOUR = {"failed": "#d62728", "error": "#d62728", "crashed": "#d62728",
+                   "invalid": "#9467bd", "unavailable": "#7f7f7f"}
+_MISSING_TEXT = {"failed": "failed verification", "error": "error", "crashed": "crashed",
                  "invalid": "invalid: above peak", "unavailable": "unavailable"}
+
+
+def write_figure(fig: Figure, path: Path, **savefig_kwargs) -> Path:
+    """Render ``fig`` and write it through the atomic writer: a symlink planted at
+    ``path`` is replaced, never followed, and a failed write leaves the old file."""
+    buffer = io.BytesIO()
+    fig.savefig(buffer, **savefig_kwargs)
+    write_atomically(path, buffer.getvalue())
+    return path
 
 
 def save(fig: Figure, out_dir: Path, name: str) -> tuple[Path, Path]:
@@ -45,8 +56,8 @@ def save(fig: Figure, out_dir: Path, name: str) -> tuple[Path, Path]:
     svg, png = out_dir / f"{name}.svg", out_dir / f"{name}.png"
     with matplotlib.rc_context({"svg.fonttype": "none", "svg.hashsalt": name}):
         # No date in the metadata: the same results give the same file.
-        fig.savefig(svg, format="svg", metadata={"Date": None})
-    fig.savefig(png, format="png", dpi=110)
+        write_figure(fig, svg, format="svg", metadata={"Date": None})
+    write_figure(fig, png, format="png", dpi=110)
     return svg, png
 
 
@@ -533,7 +544,5 @@ def plot(records: list[dict], out_dir: Path) -> list[Path]:
     written = []
     for fig, name in figures:
         if fig is not None:
-            path = out_dir / f"{name}.png"
-            fig.savefig(path, dpi=110)
-            written.append(path)
+            written.append(write_figure(fig, out_dir / f"{name}.png", format="png", dpi=110))
     return written

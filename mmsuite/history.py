@@ -95,12 +95,19 @@ class Series:
 History = dict[SeriesKey, Series]
 
 
+# A parameter's repr is a kernel id or a size; a longer one is not parsed (literal_eval of a
+# crafted string, deeply nested or of huge literals, can exhaust memory or the stack).
+MAX_PARAM_REPR = 200
+
+
 def _unquote(value: Any) -> str:
     """asv stores parameter values as their repr: "'cpu.blas'" -> "cpu.blas", "512" -> "512"."""
     text = str(value)
+    if len(text) > MAX_PARAM_REPR:
+        return text[:MAX_PARAM_REPR]
     try:
         parsed = ast.literal_eval(text)
-    except (ValueError, SyntaxError):
+    except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError):
         return text
     return str(parsed) if isinstance(parsed, (str, int, float)) else text
 
@@ -139,6 +146,14 @@ def machines(results_dir: str | Path) -> list[str]:
     return sorted(p.name for p in root.iterdir() if (p / "machine.json").is_file())
 
 
+def check_machine_name(name: str) -> None:
+    """Refuse a machine name that is not one folder directly under the results directory
+    (``../..`` would read outside it): ValueError."""
+    if not name or name in (".", "..") or "/" in name or "\\" in name or "\0" in name:
+        raise ValueError(f"{name!r} is not an asv machine name (a folder of the results "
+                         "directory)")
+
+
 def load_history(results_dir: str | Path, machine: str | None = None,
                  any_version: bool = False) -> History:
     """Read an asv results directory into one :class:`Series` per benchmark and parameters.
@@ -153,6 +168,8 @@ def load_history(results_dir: str | Path, machine: str | None = None,
     root = Path(results_dir)
     if not root.is_dir():
         raise FileNotFoundError(f"no asv results directory at {root}; run `asv run` first")
+    if machine is not None:
+        check_machine_name(machine)
     asv_results = asv_reader()
     meta = _benchmarks_meta(root)
     history: History = {}
@@ -278,11 +295,12 @@ def plot_history(history: History, kernel_ids: Iterable[str], out_png: str | Pat
     Returns the PNG's path. Raises ValueError when none of ``kernel_ids`` has a
     point for ``metric``.
     """
+    from .charts import write_figure
+
     fig = history_figure(history, kernel_ids, metric, machine)
     out = Path(out_png)
     out.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(out, dpi=110)
-    return out
+    return write_figure(fig, out, format="png", dpi=110)
 
 
 def history_figure(history: History, kernel_ids: Iterable[str], metric: str = "kernel_ms",

@@ -25,6 +25,7 @@ from .catalogue import BY_ID
 from .environment_table import environment_table, max_load
 from .problem import label_of
 from .report import flops_scale, fmt, group_by_problem, ladder_table, table_rows
+from .results import write_atomically
 from .results_csv import write_csv
 from .runs import Run, by_machine, load_runs, merge, problem_key
 
@@ -448,8 +449,8 @@ def build(paths: list[Path], out_dir: Path, baseline: Path | None = None,
     out_dir.mkdir(parents=True, exist_ok=True)
     figures = _Figures(out_dir)
     blocks = report_blocks(runs, records, figures, baseline=baseline, asv_dir=asv_dir)
-    (out_dir / "report.md").write_text(render_md(blocks), encoding="utf-8")
+    write_atomically(out_dir / "report.md", render_md(blocks))
     write_csv(records, out_dir / "results.csv")
     index = out_dir / "index.html"
-    index.write_text(render_html(blocks, figures.dir), encoding="utf-8")
+    write_atomically(index, render_html(blocks, figures.dir))
     return index

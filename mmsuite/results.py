@@ -397,11 +397,21 @@ def check_record(record: Any) -> str:
     return "" if error is None else _describe(error)
 
 
+# What a record read without these fields gets (a hand-made or older file): the defaults
+# of a sweep's rows and of Problem, so that every reader may index them.
+DEFAULTS = {"reason": "", "adds": ""}
+PROBLEM_DEFAULTS = {"layout": "row", "alpha": 1.0, "beta": 0.0}
+
+
 def _normalise(record: dict) -> dict:
     """Recompute what the samples determine; a stored median is never trusted."""
     if isinstance(record.get("seed"), str) and "origin" not in record:
         # Files before 0.2 called a rung's origin "seed", beside the problem's RNG seed.
         record["origin"] = record.pop("seed")
+    for key, value in DEFAULTS.items():
+        record.setdefault(key, value)
+    for key, value in PROBLEM_DEFAULTS.items():
+        record["problem"].setdefault(key, value)
     if record.get("max_rel_err") is None and "max_rel_err" in record:
         record["max_rel_err"] = math.inf  # written as null: NaN/Inf output
     for phase in PHASES:

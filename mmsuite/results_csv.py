@@ -4,9 +4,11 @@ the ladder tables derive (throughput, speedups, % of the reference and of the pe
 from __future__ import annotations
 
 import csv
+import io
 from pathlib import Path
 
 from .report import group_by_problem, table_rows
+from .results import write_atomically
 from .runs import by_machine
 
 CSV_FIELDS = ["machine", "source", "commit", "kernel", "backend", "rung", "parent", "m", "n",
@@ -49,10 +51,23 @@ def csv_rows(records: list[dict]) -> list[dict]:
     return out
 
 
+def csv_cell(value: object) -> object:
+    """A cell a spreadsheet shows as text: one that begins with = + - @ (or a tab or carriage
+    return) would be run as a formula, so it gets a leading apostrophe (OWASP's advice).
+    Numbers stay numbers; None is empty."""
+    if value is None:
+        return ""
+    if isinstance(value, str) and value[:1] in ("=", "+", "-", "@", "\t", "\r"):
+        return "'" + value
+    return value
+
+
 def write_csv(records: list[dict], path: Path) -> Path:
-    with path.open("w", newline="", encoding="utf-8") as fh:
-        writer = csv.DictWriter(fh, fieldnames=CSV_FIELDS)
-        writer.writeheader()
-        for row in csv_rows(records):
-            writer.writerow({k: "" if v is None else v for k, v in row.items()})
+    """Write the rows through the atomic writer (a symlink at ``path`` is replaced)."""
+    buffer = io.StringIO(newline="")
+    writer = csv.DictWriter(buffer, fieldnames=CSV_FIELDS)
+    writer.writeheader()
+    for row in csv_rows(records):
+        writer.writerow({k: csv_cell(v) for k, v in row.items()})
+    write_atomically(path, buffer.getvalue())
     return path

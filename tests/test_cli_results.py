@@ -18,6 +18,7 @@ import pytest
 from mmsuite import results
 from mmsuite.cli import main
 from tests.planted import native
+from tests.test_cli import _asv_tree
 
 ROOT = Path(__file__).resolve().parent.parent
 QUICK = ["run", "--shape", "37x29x41", "--repeats", "2", "--warmup", "0"]
@@ -260,3 +261,73 @@ def test_report_baseline_and_asv_need_out(tmp_path, capsys, option) -> None:
     assert main(["report", str(path), option, str(path)]) == 2
     assert _one_error_line(capsys.readouterr().err) == \
         f"mmsuite: error: {option} goes into the report: give --out DIR too"
+
+
+def test_history_machine_outside_the_results_dir_is_refused(tmp_path, capsys) -> None:
+    pytest.importorskip("asv")
+    root = tmp_path / "results"
+    _asv_tree(root)
+    assert main(["history", "--results-dir", str(root), "--machine", "../../..",
+                 "--out", str(tmp_path / "h.png")]) == 2
+    assert _one_error_line(capsys.readouterr().err) == (
+        "mmsuite: error: --machine: '../../..' is not an asv machine name (a folder of the "
+        "results directory)")
+
+
+# ------------------------------------------ 12: report --asv on a damaged asv folder
+def test_report_asv_with_a_damaged_benchmarks_json_is_one_line(tmp_path, capsys) -> None:
+    pytest.importorskip("asv")
+    root = tmp_path / "results"
+    _asv_tree(root)
+    (root / "benchmarks.json").write_text("{")
+    path = tmp_path / "r.json"
+    results.save(path, [], {}, {})
+    assert main(["report", str(path), "--asv", str(root), "--out", str(tmp_path / "out")]) == 2
+    assert _one_error_line(capsys.readouterr().err).startswith(
+        f"mmsuite: error: {root / 'benchmarks.json'} is not JSON")
+    (root / "benchmarks.json").write_text("[" * 100_000 + "]" * 100_000)
+    assert main(["report", str(path), "--asv", str(root), "--out", str(tmp_path / "out")]) == 2
+    assert "nested too deeply" in _one_error_line(capsys.readouterr().err)
+
+
+# ------------------------------------------------------------- 14: planted symlinks
+def _planted_links(folder: Path, names: list[str], target: Path) -> list[Path]:
+    folder.mkdir(exist_ok=True)
+    links = [folder / name for name in names]
+    for link in links:
+        link.symlink_to(target)
+    return links
+
+
+def test_outputs_never_follow_a_symlink_planted_at_their_path(tmp_path, capsys) -> None:
+    target = tmp_path / "precious.txt"
+    target.write_text("keep me")
+    path = tmp_path / "r.json"
+    markdown, = _planted_links(tmp_path, ["r.md"], target)
+    assert main(QUICK + ["--kernel", "cpu.blas", "--json", str(path), "--markdown",
+                         str(markdown)]) == 0
+    out = tmp_path / "out"
+    links = _planted_links(out, ["report.md", "results.csv", "index.html"], target)
+    plots = _planted_links(tmp_path / "plots", ["ladder_0.png"], target)
+    compared, = _planted_links(tmp_path, ["c.md"], target)
+    assert main(["report", str(path), "--out", str(out), "--plots", str(tmp_path / "plots")]) == 0
+    assert main(["compare", str(path), str(path), "--markdown", str(compared)]) == 0
+    assert target.read_text() == "keep me"
+    for link in [markdown, *links, *plots, compared]:
+        assert not link.is_symlink() and link.stat().st_size > 0, link
+
+
+def test_csv_cells_that_a_spreadsheet_would_run_are_escaped(tmp_path, capsys) -> None:
+    path = tmp_path / "r.json"
+    row = {"kernel": "cpu.seq_naive", "backend": "cpu", "status": "error", "adds": "naive",
+           "reason": '=HYPERLINK("http://example.com","x")',
+           "problem": {"m": 4, "n": 4, "k": 4, "batch": 1, "layout": "row", "alpha": 1.0,
+                       "beta": 0.0}}
+    reasons = ['=HYPERLINK("http://example.com","x")', "@SUM(1)", "+1", "-1", "fine"]
+    results.save(path, [{**row, "kernel": f"cpu.k{i}", "reason": reason}
+                        for i, reason in enumerate(reasons)], {}, {})
+    assert main(["report", str(path), "--out", str(tmp_path / "out")]) == 0
+    text = (tmp_path / "out" / "results.csv").read_text()
+    assert "'=HYPERLINK(" in text and "'@SUM(1)" in text and ",'+1," in text
+    assert ",'-1," in text and ",fine," in text
+    assert ",=" not in text and ",@" not in text

@@ -163,7 +163,8 @@ def test_bad_input_is_one_line_naming_the_file(tmp_path: Path, capsys) -> None:
     garbage = tmp_path / "garbage.json"
     garbage.write_text("{not json")
     no_samples = write(tmp_path / "empty.json", [
-        {"kernel": "cpu.a", "status": "unavailable", "reason": "no", "problem": PROBLEM}])
+        {"kernel": "cpu.a", "backend": "cpu", "status": "unavailable", "reason": "no",
+         "problem": PROBLEM}])
     elsewhere = write(tmp_path / "other.json", [record("cpu.z", timings(1.0, 0.01))])
     cases = [(garbage, "garbage.json is not JSON"), (tmp_path / "missing.json", "missing.json"),
              (no_samples, "empty.json: no kernel timing samples")]

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from mmsuite import history
 from mmsuite.cli import main
 from mmsuite.history import (
     SeriesKey,
@@ -242,3 +243,15 @@ def test_history_without_the_bench_extra_is_one_line_naming_it(
     assert err.splitlines() == [
         "mmsuite: error: reading asv results needs asv, which is not installed: "
         "pip install 'mmsuite[bench]'"]
+
+
+@pytest.mark.parametrize("text", ["[" * 100_000 + "]" * 100_000, "1" * 10**6,
+                                  "(" * 99 + ")" * 99])
+def test_a_crafted_parameter_string_is_not_evaluated(text) -> None:
+    assert history._unquote(text) == text[:history.MAX_PARAM_REPR]
+
+
+def test_a_machine_name_must_stay_inside_the_results_dir(tmp_path) -> None:
+    for name in ("../../..", "..", "a/b", ""):
+        with pytest.raises(ValueError, match="is not an asv machine name"):
+            history.load_history(tmp_path, machine=name)

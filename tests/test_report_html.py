@@ -126,7 +126,7 @@ def test_newer_file_wins_for_the_same_machine_kernel_and_problem(tmp_path: Path)
     newer = json.loads(CPU.read_text())
     newer["environment"]["created"] = "2099-01-01T00:00:00+00:00"
     newer["results"] = [r for r in newer["results"] if r["kernel"] == "cpu.seq_naive"]
-    newer["results"][0]["kernel_ms"]["median"] = 123.0
+    newer["results"][0]["kernel_ms"]["samples"] = [123.0]  # the median comes from the samples
     path = tmp_path / "newer.json"
     path.write_text(json.dumps(newer))
     records = runs.merge(runs.load_runs([path, CPU]))

@@ -12,10 +12,12 @@ import pytest
 
 from mmsuite import results
 
+PROBLEM = {"m": 4, "n": 4, "k": 4, "batch": 1, "layout": "row", "alpha": 1.0, "beta": 0.0}
+
 
 def _ok_record(**changes) -> dict:
     record = {"kernel": "cpu.blas", "backend": "cpu", "status": "ok", "reason": "",
-              "problem": {"m": 4, "n": 4, "k": 4, "batch": 1},
+              "adds": "OpenBLAS", "problem": PROBLEM,
               "kernel_ms": {"median": 0.5, "min": 0.4, "max": 0.6, "samples": [0.4, 0.5, 0.6]},
               "gflops": 0.25, "max_rel_err": 1e-7}
     record.update(changes)
@@ -79,13 +81,13 @@ def test_load_rejects_other_files(tmp_path) -> None:
     ({"status": "great"}, r"field 'status' is 'great', expected one of 'ok'"),
     ({"kernel": 7}, r"record 0: field 'kernel' is 7, expected string"),
     ({"problem": {"m": 4}}, r"field 'problem.n' is missing"),
-    ({"problem": {"m": 4.0, "n": 4, "k": 4, "batch": 1}},
+    ({"problem": {**PROBLEM, "m": 4.0}},
      r"field 'problem.m' is 4.0, expected integer"),
     ({"kernel_ms": {"median": 0.5, "samples": []}}, r"field 'kernel_ms.samples' is empty"),
     ({"h2d_ms": "fast"}, r"field 'h2d_ms' is 'fast', expected null or object"),
     ({"info": 3}, r"field 'info' is 3, expected null or object"),
     ({"parent": []}, r"field 'parent' is \[\], expected null or string"),
-    ({"problem": {"m": 4, "n": 4, "k": 4, "batch": 1, "layout": None}},
+    ({"problem": {**PROBLEM, "layout": None}},
      r"field 'problem.layout' is None, expected one of 'row', 'col'"),
     ({"kernel_ms": {"median": 0.5, "samples": [0.5], "noise": "low"}},
      r"field 'kernel_ms.noise' is 'low', expected null or number"),
@@ -97,8 +99,10 @@ def test_load_rejects_other_files(tmp_path) -> None:
      r"field 'kernel_ms.samples\[1\]' is 0, expected a number above 0"),
     ({"kernel_ms": {"median": 0.5, "samples": [0.5, None]}},
      r"field 'kernel_ms.samples\[1\]' is None, expected a number above 0|expected number"),
-    # Table row 7: a record without its backend (charts group by it).
+    # Table row 7: a record without its backend (charts group by it) or what tables show.
     ({"backend": None}, r"field 'backend' is None, expected string"),
+    ({"adds": 3}, r"field 'adds' is 3, expected string"),
+    ({"problem": {**PROBLEM, "alpha": "one"}}, r"field 'problem.alpha' is 'one'"),
 ])
 def test_load_names_the_file_record_and_field_at_fault(tmp_path, change, message) -> None:
     path = tmp_path / "r.json"
@@ -120,7 +124,7 @@ def test_an_ok_row_without_its_figures_is_refused(tmp_path) -> None:
 def test_rows_without_figures_are_fine_when_not_measured(tmp_path) -> None:
     path = tmp_path / "r.json"
     rows = [{"kernel": "cuda.01_naive", "backend": "cuda", "status": s, "reason": "no GPU",
-             "problem": {"m": 4, "n": 4, "k": 4, "batch": 1}} for s in ("unavailable", "error")]
+             "adds": "", "problem": PROBLEM} for s in ("unavailable", "error")]
     results.save(path, rows, {}, {})
     assert [r["status"] for r in results.load(path)["results"]] == ["unavailable", "error"]
 
@@ -312,3 +316,29 @@ def test_a_journal_write_that_fails_is_kept_not_raised(tmp_path, monkeypatch) ->
     journal.close()
     assert journal.error is not None and journal.error.filename == str(path)
     assert results.load_rows(path)[0]["kernel"] == "cpu.blas"
+
+
+def test_a_record_without_its_backend_is_refused(tmp_path) -> None:
+    path = tmp_path / "r.json"
+    record = _ok_record()
+    del record["backend"]  # charts and tables group by it
+    results.save(path, [record], {}, {})
+    with pytest.raises(results.ResultsError,
+                       match=r"record 0 \(cpu.blas\): field 'backend' is missing"):
+        results.load(path)
+
+
+def test_fields_every_reader_indexes_get_their_defaults(tmp_path) -> None:
+    path = tmp_path / "r.json"
+    record = _ok_record(problem={"m": 4, "n": 4, "k": 4, "batch": 1})
+    del record["adds"], record["reason"]
+    results.save(path, [record], {}, {})
+    loaded = results.load(path)["results"][0]
+    assert (loaded["adds"], loaded["reason"]) == ("", "")
+    assert loaded["problem"] == PROBLEM
+
+
+def test_the_fixtures_and_a_fresh_run_pass_the_schema() -> None:
+    fixtures = Path(__file__).parent / "fixtures"
+    for path in sorted(fixtures.glob("*.json")):
+        assert results.load(path)["results"], path

@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from .. import results
 from ..compare import DEFAULT_ALPHA, DEFAULT_THRESHOLD, compare, render_markdown, render_rich
 from ..verdicts import write_junit, write_verdict_json
 from .common import UsageError, check_output_file, deprecated, fraction
@@ -49,7 +50,7 @@ def run(args: argparse.Namespace, console) -> int:
         raise UsageError(str(exc)) from None
     render_rich(result, args.threshold, console)
     if args.markdown is not None:
-        args.markdown.write_text(render_markdown(result, args.threshold))
+        results.write_atomically(args.markdown, render_markdown(result, args.threshold))
         console.print(f"Markdown written to {args.markdown}")
     inputs = {"base": str(args.base), "new": str(args.new), "alpha": args.significance}
     if args.verdict_json is not None:

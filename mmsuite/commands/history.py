@@ -43,8 +43,9 @@ def asv_damage(results_dir: Path, machine: str | None = None) -> list[str]:
             continue
         try:
             data = json.loads(path.read_text())
-        except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-            problems.append(f"{path} is not JSON: {exc}")
+        except (ValueError, RecursionError, MemoryError) as exc:  # JSON, UTF-8, nesting
+            problems.append(f"{path} is not JSON: " + (
+                str(exc) if isinstance(exc, ValueError) else "nested too deeply or too large"))
             continue
         if not isinstance(data, dict):
             problems.append(f"{path}: expected an object")
@@ -70,6 +71,11 @@ def run(args: argparse.Namespace, console: Console) -> int:
         raise UsageError(f"no asv results at {args.results_dir}; run `asv run` first")
     check_output_file("--out", args.out)
     history.asv_reader()  # without the bench extra: one line naming it, before any work
+    if args.machine is not None:
+        try:
+            history.check_machine_name(args.machine)
+        except ValueError as exc:
+            raise UsageError(f"--machine: {exc}") from None
     for problem in asv_damage(args.results_dir, args.machine):  # asv would skip them silently
         if problem.startswith(str(args.results_dir / "benchmarks.json")):
             raise UsageError(problem)  # the descriptions of every benchmark: nothing to plot

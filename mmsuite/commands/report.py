@@ -4,6 +4,7 @@ files."""
 from __future__ import annotations
 
 import argparse
+import sys
 from pathlib import Path
 
 from rich.console import Console
@@ -34,6 +35,9 @@ def add_parser(sub) -> argparse.ArgumentParser:
 
 
 def run(args: argparse.Namespace, console: Console) -> int:
+    for option in ("--baseline", "--asv"):  # they go into the report, which --out writes
+        if getattr(args, option[2:]) is not None and args.out is None:
+            raise UsageError(f"{option} goes into the report: give --out DIR too")
     check_output_folder("--plots", args.plots)
     check_output_folder("--out", args.out)
     records = [r for path in args.results for r in results.load(path)["results"]]
@@ -41,10 +45,15 @@ def run(args: argparse.Namespace, console: Console) -> int:
         results.load(args.baseline)  # a bad baseline fails here, in one line
     if args.asv is not None:
         from .. import history
+        from .history import asv_damage
 
         history.asv_reader()  # without the bench extra: one line naming it, before any work
         if not args.asv.is_dir():
             raise UsageError(f"no asv results at {args.asv}")
+        for problem in asv_damage(args.asv):  # as `history` does: asv would skip them
+            if problem.startswith(str(args.asv / "benchmarks.json")):
+                raise UsageError(problem)  # every benchmark's description: no history
+            print(f"mmsuite: warning: {problem}; skipped", file=sys.stderr)
     if args.print_markdown:
         print(report.render_markdown(records))
     elif not args.out:
