@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import argparse
+import faulthandler
 import os
 import sys
 import traceback
@@ -100,6 +101,8 @@ def _users_file(exc: OSError, args: argparse.Namespace | None) -> bool:
 def main(argv: list[str] | None = None) -> int:
     """Exit status: 0 ok, 1 a kernel failed (or a bug: with its traceback), 2 bad input,
     130/143 interrupted by Ctrl-C/SIGTERM (finished rows saved)."""
+    if not faulthandler.is_enabled() and sys.__stderr__ is not None:
+        faulthandler.enable(sys.__stderr__)  # a native crash here names where it happened
     console = _console()
     args = None
     try:
