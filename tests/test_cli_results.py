@@ -5,6 +5,7 @@ Ctrl-C, and every damaged or special input refused in one line."""
 from __future__ import annotations
 
 import errno
+import json
 import os
 import resource
 import signal
@@ -342,3 +343,42 @@ def test_the_main_process_reports_a_native_crash() -> None:
     assert proc.stdout.splitlines()[-1] == "enabled"
     assert proc.returncode == -signal.SIGSEGV
     assert "Fatal Python error: Segmentation fault" in proc.stderr
+
+
+# ----------------------------------------------- 5, 6, 7: damaged files, every reader
+def _damaged(path: Path, how: str) -> None:
+    document = json.loads(path.read_text())
+    if how == "negative samples":
+        for record in document["results"]:
+            record["kernel_ms"]["samples"] = [-1.0] * len(record["kernel_ms"]["samples"])
+        path.write_text(json.dumps(document))
+    elif how == "deep nesting":
+        path.write_text("[" * 100_000 + "]" * 100_000)
+    elif how == "typed environment":
+        document["environment"]["cpu_cores"] = "two"
+        path.write_text(json.dumps(document))
+    elif how == "no backend":
+        del document["results"][0]["backend"]
+        path.write_text(json.dumps(document))
+
+
+@pytest.mark.parametrize("how,message", [
+    ("negative samples", "record 0 (cpu.blas): field 'kernel_ms.samples[0]' is -1.0, "
+                         "expected a number above 0"),
+    ("deep nesting", "is nested too deeply to be a results file"),
+    ("typed environment", "field 'environment.cpu_cores' is 'two', expected null or integer"),
+    ("no backend", "record 0 (cpu.blas): field 'backend' is missing"),
+])
+def test_compare_report_and_resume_refuse_a_damaged_file_in_one_line(tmp_path, capsys, how,
+                                                                      message) -> None:
+    base = tmp_path / "base.json"
+    assert main(QUICK + ["--kernel", "cpu.blas", "--json", str(base)]) == 0
+    damaged = tmp_path / "damaged.json"
+    damaged.write_text(base.read_text())
+    _damaged(damaged, how)
+    capsys.readouterr()
+    for argv in (["compare", str(base), str(damaged)], ["report", str(damaged)],
+                 QUICK + ["--kernel", "cpu.blas", "--resume", str(damaged)]):
+        assert main(argv) == 2, argv
+        line = _one_error_line(capsys.readouterr().err)
+        assert str(damaged) in line and message in line, line
