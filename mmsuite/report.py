@@ -308,7 +308,8 @@ def _fit(cols: list[Column], body: list[list[str]],
     return [cols[i] for i in keep], [[b[i] for i in keep] for b in body], 1
 
 
-_STYLE = {"ok": None, "failed": "red", "error": "red", "invalid": "red", "unavailable": "dim"}
+_STYLE = {"ok": None, "failed": "red", "error": "red", "crashed": "red", "invalid": "red",
+          "unavailable": "dim"}
 
 
 def render_rich(records: list[dict], console=None, wide: bool = False,
