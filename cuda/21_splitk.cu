@@ -21,7 +21,7 @@
 //   process. Rung 21 itself uses 128x128 with BK 8 (with BK 16, rung 20's
 //   step, this source reached 40 TFLOP/s at 4096^3 on the H100, with BK 8 46;
 //   46.8 and 47.2 since the FMA orders of cuda/mac_loop.inc)
-//   and mmsuite/dispatch.py picks its split factor per problem; rung 22
+//   and mmsuite/cuda_dispatch picks its split factor per problem; rung 22
 //   picks the tile shape too.
 // Each block is rung 20's loop: float4 staging in registers of the next K
 // tile while the FMAs of the current one run, A stored k-major and B
@@ -38,6 +38,7 @@
 // Edges as in rung 20: predicated float4 / scalar loads with zero fill against
 // the end of the block's K slice, predicated stores; any M, N, K >= 1, any batch.
 #include "common.cuh"
+#include "slice_sum.cuh"
 #include "vec4.cuh"
 
 #ifndef BM
@@ -152,35 +153,9 @@ mm_21_splitk(int M, int N, int K, float alpha, const float* A, const float* B, f
 }
 
 // C = alpha * (W[0] + ... + W[splits - 1]) + beta * C for every matrix of the
-// batch, slices added in order (the same rounding on every run). One float4
-// per thread when M * N is a multiple of 4, grid-stride loop over the batch.
+// batch, slices added in order (cuda/slice_sum.cuh).
 extern "C" __global__ void __launch_bounds__(256)
 mm_21_reduce(int M, int N, int batch, float alpha, const float* W, float beta, float* C,
              int splits) {
-    const size_t mn = (size_t)M * N;
-    const size_t stride = (size_t)gridDim.x * blockDim.x;
-    if ((mn & 3) == 0) {
-        const size_t quads = mn / 4 * batch;
-        for (size_t q = blockIdx.x * (size_t)blockDim.x + threadIdx.x; q < quads; q += stride) {
-            const size_t mat = q / (mn / 4), e = (q % (mn / 4)) * 4;
-            const float* w = W + mat * splits * mn + e;
-            float4 s = *reinterpret_cast<const float4*>(w);
-            for (int t = 1; t < splits; ++t) {
-                const float4 v = *reinterpret_cast<const float4*>(w + t * mn);
-                s.x += v.x;
-                s.y += v.y;
-                s.z += v.z;
-                s.w += v.w;
-            }
-            store4(C + mat * mn + e, s, 4, true, alpha, beta);
-        }
-        return;
-    }
-    for (size_t q = blockIdx.x * (size_t)blockDim.x + threadIdx.x; q < mn * batch; q += stride) {
-        const size_t mat = q / mn, e = q % mn;
-        const float* w = W + mat * splits * mn + e;
-        float s = w[0];
-        for (int t = 1; t < splits; ++t) s += w[t * mn];
-        mm_store(C + mat * mn + e, s, alpha, beta);
-    }
+    slice_sum(M, N, batch, alpha, W, beta, C, splits);
 }

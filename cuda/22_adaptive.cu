@@ -1,29 +1,39 @@
 // Rung 22 (beyond the seeds), column-major: rung 21's kernels, tile shape and
-// split factor chosen per problem.
+// split factor chosen per problem, or rung 23's or rung 24's kernels instead.
 // Adds over rung 21 (always 128x128x8 tiles, split factor per problem): the
-// tile shape is chosen per problem too, by mmsuite/dispatch.py, among the
-// variants this source compiles to (32x32 up to 256x128 and 128x256, 64 to
-// 512 threads, 8 or 4 outputs per thread along each side). A model of the GPU
-// counts the waves of blocks on the SMs, how full the last one leaves them,
-// each block's K work, what scalar loads cost when M or K is not a multiple
-// of 4, and the reduction pass; a device's tuning file, written by
-// `mmsuite tune` after a Kernel Tuner search (the user's, else the one mmsuite
-// ships for the device), overrides it for the problems it names. Small tiles
-// fill the SMs on small problems (64x64 at 512^3), 256x128 tiles of 512
-// threads load less per FMA on large ones, 128-thread tiles lose least to
-// misaligned columns (4097^3).
-// Where the model finds the last wave clearly emptier than rung 23's even
-// share would leave it, by 8% or more, the planner launches rung 23's stream-K
-// kernels instead; a tuned entry wins (4097^3: the shipped file names rung
-// 23's 128x64 tiles, 94% of cuBLAS).
+// plan is chosen per problem among every candidate of mmsuite/cuda_dispatch's
+// manifest: rung 21's tile variants (32x32 up to 256x128, 128x256 and 512x64,
+// 64 to 512 threads, one or two shared buffers) with each split factor that
+// leaves no K slice empty, rung 23's stream-K tile variants, and, where
+// min(M, N) <= 16, rung 24's bandwidth-bound kernels with their K splits. A
+// cost model of the GPU ranks them: waves of blocks on the SMs, how full the
+// last one leaves them, each block's K work at the tile's rate, scalar loads
+// when M or K is not a multiple of 4, the stores of C and loads of the
+// panels, the reduction or fix-up pass, and for rung 24 the bytes over the
+// memory's bandwidth. Its parameters are fitted per GPU model to timings of
+// the candidates on a seeded sample of shapes (`mmsuite tune --fit-model`;
+// mmsuite ships the H100's), and a device's tuning file (`mmsuite tune`: the
+// user's, else the one shipped) names the plan for the exact problems it
+// lists. Small tiles fill the SMs on small problems (64x64 at 512^3), 256x128
+// tiles of 512 threads load less per FMA on large ones, 128-thread tiles lose
+// least to misaligned columns, stream-K fills the last wave where tiles leave
+// it part empty (3000x1500x700: 94.7% of cuBLAS, against 71.6% when only
+// hand-set constants chose), and GEMV-like products stream the big operand once.
 // The launches are rung 21's extern "C" entries, included below:
 // mm_21_splitk(M, N, K, alpha, A, B, beta, C, W, splits), then, when K is
-// split, mm_21_reduce(M, N, batch, alpha, W, beta, C, splits).
+// split, mm_21_reduce(M, N, batch, alpha, W, beta, C, splits); or rung 23's
+// and rung 24's (their own files).
 // Measured on the H100 (spin kernel ahead of each sample, L2 warm, cuBLAS in
 // the same run, the shipped tuning file), % of cuBLAS: 95% at 512^3, 97% at
 // 1024^3 (rung 21: 98%), 96% at 2048^3, 95.5% at 4096^3, 96% at 8192^3, 94%
 // at 4097^3, 92% on 8192x128x8192, 83% on 128x128x65536, 97.6% on batch 100
-// x 1000^3.
+// x 1000^3. With the whole manifest to choose from (starting parameters, same
+// run): 95.4% at 4096^3, 96.6% at 2048^3, 94.5% at 8192^3, 91.6% on
+// 8192x128x8192, 97.4% at 512^3, 97.6% at 1024^3, 91.5% at 4097^3 (its tuned
+// entry: 94%), 98.5% at 2560^3, 108% at 1536^3, 94.5% on 3000x1500x700 and
+// 96.5% on 1x8192x8192 (rung 24); the fitted model's picks there, timed as
+// candidates in that run, were the same plans or faster (8192^3: 96.7%,
+// 777x555x3333: 89%, against 77%), except at 512^3 (3% slower).
 // What moved the large squares from 92% to 95-96%: first the order of the
 // FMAs in cuda/mac_loop.inc (column pairs with the rows snaking; 256x128x16
 // LR 2: 48.5 against 47.5 TFLOP/s at 4096^3), then two shared buffers for

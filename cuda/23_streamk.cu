@@ -21,10 +21,10 @@
 //   launch cannot guarantee (another process, MPS, a smaller SM partition); a
 //   stream-ordered second kernel never deadlocks, and costs one launch gap
 //   plus a pass over at most 2 g partial tiles, which sit in L2. The grid g
-//   is computed from the variant's occupancy (mmsuite/dispatch.py), so it only
+//   is computed from the variant's occupancy (mmsuite/cuda_dispatch), so it only
 //   sets the balance, never correctness;
 // - tile shape from -D defines exactly as rung 21 (BM, BN, BK, TM, TN, LR,
-//   STAGES, MINB); mmsuite/dispatch.py picks the variant per problem.
+//   STAGES, MINB); mmsuite/cuda_dispatch picks the variant per problem.
 // The MAC loop is rung 21's text (cuda/mac_staging.inc, mac_loop.inc) over a
 // K range [kb, ke), written into the kernel's tile loop as rung 21 writes it
 // into its kernel. Through a __forceinline__ device function instead, ptxas
@@ -57,7 +57,7 @@
 #define FIX_THREADS 128  // threads of a fix-up block: one float4 of a tile each
 static_assert((BM * BN) % (4 * FIX_THREADS) == 0, "fix-up blocks must tile BM x BN");
 
-// The work split, shared by both kernels (and mirrored by mmsuite/dispatch.py):
+// The work split, shared by both kernels (and mirrored by mmsuite/cuda_dispatch/variants.py):
 // stream-K block c of `ctas` owns iterations [sk_begin(c), sk_begin(c + 1)) of
 // the first `total` = sk_tiles x ipt; the first `total mod ctas` get one more.
 // Iterations are ints: the planner keeps tiles x ipt below 2^31.

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 
 from .backend_table import BACKENDS
+from .cuda_dispatch import planners
 from .launch import (
     ClGeometry,
     CudaLaunch,
@@ -275,20 +276,24 @@ CUDA = [
         "20_tuned", layout="col",
         launch={"block": (256, 1), "tile": (128, 128), "grid_x": "rows"}),
     # Beyond rung 20: shapes other than big squares. Rung 21's source holds the kernels,
-    # with the tile shape as -D defines (rung 22's file includes it); mmsuite.dispatch
-    # plans each problem's launches.
+    # with the tile shape as -D defines (rung 22's file includes it); the planners of
+    # mmsuite.cuda_dispatch plan each problem's launches.
     _cu("cuda.21_splitk", 21, "cuda.20_tuned",
         "split-K: slices of K summed into a workspace, then a deterministic reduction kernel "
         "(128x128x8 tiles)", "beyond", "21_splitk", layout="col",
-        launch={"planner": "mmsuite.dispatch:plan_splitk"}),
+        launch={"planner": planners.plan_splitk}),
     _cu("cuda.22_adaptive", 22, "cuda.21_splitk",
-        "tile shape and split factor per problem: a model of waves on the SMs, or the "
-        "device's tuning file (mmsuite tune)", "beyond", "22_adaptive", entry="mm_21_splitk",
-        layout="col", launch={"planner": "mmsuite.dispatch:plan_adaptive"}),
+        "plan per problem among rungs 21, 23 and 24's kernels: a cost model fitted to the "
+        "device, or its tuning file (mmsuite tune)", "beyond", "22_adaptive",
+        entry="mm_21_splitk", layout="col", launch={"planner": planners.plan_adaptive}),
     _cu("cuda.23_streamk", 23, "cuda.21_splitk",
         "stream-K: SMs x resident blocks share the MAC-loop iterations of the tiles that "
         "would leave a wave partly empty, then a deterministic fix-up kernel", "beyond",
-        "23_streamk", layout="col", launch={"planner": "mmsuite.dispatch:plan_streamk"}),
+        "23_streamk", layout="col", launch={"planner": planners.plan_streamk}),
+    _cu("cuda.24_gemv", 24, "cuda.21_splitk",
+        "min(M, N) <= 16: the big operand streamed once in 16-byte loads, the skinny one in "
+        "shared memory, K split over blocks when the grid is small", "beyond", "24_gemv",
+        entry="mm_24_gemv_n", layout="col", launch={"planner": planners.plan_gemv}),
     # Tensor cores (mmsuite/tensorcore.py plans the operand packing, slices and reduction).
     _cu("cuda.25_tf32_mma", 25, "cuda.22_adaptive",
         "TF32 tensor cores: mma.sync m16n8k8 on operands rounded to TF32 and packed into "

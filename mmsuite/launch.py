@@ -13,16 +13,16 @@ CUDA
     ``CudaLaunch`` describes a rung launched once per sample on a grid that
     follows from the problem (see ``CudaLaunch.steps``). A rung that picks its
     kernels per problem (a tile shape, a split-K factor and its reduction) names
-    a ``planner`` instead: ``"module:function"``, called as
-    ``function(entry, source, call, device) -> CudaPlan`` with the rung's entry
-    and source, the ``GemmCall`` and a dict of device facts (``name``,
-    ``sm_count``, ``sm_clock_mhz``). The plan's steps run in order on one
-    stream, and one sample times them all together.
+    a ``planner`` instead: a function of ``mmsuite.cuda_dispatch.planners``,
+    called as ``planner(call, device, override) -> CudaPlan`` with the
+    ``GemmCall``, the device's ``DeviceFacts`` and a candidate plan to force (or
+    None). The plan's steps run in order on one stream, and one sample times
+    them all together.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import TYPE_CHECKING
@@ -97,7 +97,7 @@ class CudaLaunch:
                  serves several rungs.
     ``split_k``  slices the K loop is cut into; the grid gets ``batch * split_k``
                  blocks along z. Only for kernels written for it.
-    ``planner``  "module:function" returning a ``CudaPlan`` per problem (module
+    ``planner``  a function returning a ``CudaPlan`` per problem (module
                  docstring); the other fields are then unused.
     """
 
@@ -107,7 +107,7 @@ class CudaLaunch:
     smem: int = 0
     defines: tuple[tuple[str, int | str], ...] = ()
     split_k: int = 1
-    planner: str | None = None
+    planner: Callable[..., CudaPlan] | str | None = None
 
     def __post_init__(self) -> None:
         if self.grid_x not in (None, "rows", "cols"):

@@ -10,7 +10,7 @@ parts, then B's, each start rounded up to 32 floats (128 bytes).
 Slices: only where the tiles leave SMs idle, as many as fill them once,
 with at least ``MIN_SLICE_TILES`` K tiles each.
 
-Rung 26 runs rung 22's FP32 SIMT kernels (``dispatch.plan_adaptive``) where K
+Rung 26 runs rung 22's FP32 SIMT kernels (``cuda_dispatch.planners.plan_adaptive``) where K
 is below ``ACCURATE_MIN_K`` or M or N below ``ACCURATE_MIN_MN``: there the
 split's own error is larger than what chunked accumulation saves, and the
 padded tensor tiles gain little.
@@ -20,7 +20,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from . import dispatch
+from .cuda_dispatch import planners
+from .cuda_dispatch.device import DeviceFacts
 from .launch import CudaPlan, CudaStep
 
 TILE_MN = 128
@@ -150,7 +151,7 @@ def _info(plan: TensorPlan, path: str) -> dict:
 
 
 def _sm_count(device: dict) -> int:
-    return int(device.get("sm_count") or dispatch.DEFAULT_SMS)
+    return int(device.get("sm_count") or DeviceFacts().sms)
 
 
 def plan_tf32(entry: str, source: str, call, device: dict) -> CudaPlan:
@@ -169,7 +170,10 @@ def plan_accurate(entry: str, source: str, call, device: dict, force_tensor: boo
     """Rung 26: big and small parts packed, three products with FP32 accumulation outside
     the tensor cores; rung 22's FP32 SIMT plan where the shape gains nothing from them."""
     if not force_tensor and not uses_tensor_cores(call.m, call.n, call.k):
-        simt = dispatch.plan_adaptive(dispatch.MAIN_ENTRY, "cuda/22_adaptive.cu", call, device)
+        default = DeviceFacts()
+        facts = DeviceFacts(str(device.get("name") or default.name), _sm_count(device),
+                            int(device.get("sm_clock_mhz") or default.clock_mhz))
+        simt = planners.plan_adaptive(call, facts)
         return CudaPlan(simt.steps, simt.workspace,
                         {**dict(simt.info), "tensorcore": {"path": "fp32 simt (rung 22)"}})
     plan = tensor_plan(call.m, call.n, call.k, call.batch, 2, _sm_count(device))

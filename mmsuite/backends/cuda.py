@@ -56,6 +56,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from ..cuda_dispatch.device import DeviceFacts
 from ..launch import MAX_STATIC_SMEM, CudaLaunch, CudaPlan
 from ..sources import read_source, source_path
 from .base import Backend, RunOptions, Session, is_kernel_failure
@@ -106,6 +107,7 @@ def _import_cupy():
 # cudaDeviceAttr numbers: the clocks left cudaDeviceProp in CUDA 13; these queries keep them (kHz).
 _ATTR_SM_CLOCK_KHZ = 13
 _ATTR_MEMORY_CLOCK_KHZ = 36
+_ATTR_MEMORY_BUS_BITS = 37
 
 
 @dataclass(frozen=True)
@@ -122,6 +124,7 @@ class GpuFacts:
     l2_bytes: int
     sm_clock_mhz: int | None
     memory_clock_mhz: int | None
+    memory_bus_bits: int | None = None
 
     @classmethod
     def read(cls, cupy: Any, index: int) -> GpuFacts:
@@ -130,10 +133,11 @@ class GpuFacts:
         props = runtime.getDeviceProperties(index)
         name = props.get("name", b"?")
         clocks = []
-        for attr in (_ATTR_SM_CLOCK_KHZ, _ATTR_MEMORY_CLOCK_KHZ):
+        for attr, scale in ((_ATTR_SM_CLOCK_KHZ, 1000), (_ATTR_MEMORY_CLOCK_KHZ, 1000),
+                            (_ATTR_MEMORY_BUS_BITS, 1)):
             try:
-                clocks.append(runtime.deviceGetAttribute(attr, index) // 1000 or None)
-            except Exception:  # an old driver without the attribute: the clock is unknown
+                clocks.append(runtime.deviceGetAttribute(attr, index) // scale or None)
+            except Exception:  # an old driver without the attribute: the figure is unknown
                 clocks.append(None)
         return cls(index, name.decode() if isinstance(name, bytes) else str(name),
                    str(device.compute_capability), str(device.pci_bus_id),
@@ -217,12 +221,25 @@ class CudaBackend(Backend):
         launch = launch_of(kernel)
         if launch.planner is None:
             return launch.plan(call, kernel.layout)
+        if callable(launch.planner):  # mmsuite.cuda_dispatch's: (call, device facts, override)
+            return launch.planner(call, self.device_facts, None)
+        # The tensor-core rungs name theirs "module:function" (entry, source, call, facts dict).
         module, _, name = launch.planner.partition(":")
         planner = getattr(importlib.import_module(module), name)
-        env = self._env
-        device = {"name": env["gpu"], "sm_count": env["sm_count"],
-                  "sm_clock_mhz": env.get("sm_clock_mhz")}
-        return planner(kernel.entry, kernel.source, call, device)
+        facts = self.device_facts
+        return planner(kernel.entry, kernel.source, call, {
+            "name": facts.name, "sm_count": facts.sms, "sm_clock_mhz": facts.clock_mhz})
+
+    @cached_property
+    def device_facts(self) -> DeviceFacts:
+        """The current GPU as the dispatcher sees it (``mmsuite.cuda_dispatch.device``), from
+        the one reader of its facts; an H100's figures where the runtime gives none."""
+        facts, default = GpuFacts.read(self._cupy, self._cupy.cuda.Device().id), DeviceFacts()
+        return DeviceFacts(facts.gpu, facts.sm_count or default.sms,
+                           facts.sm_clock_mhz or default.clock_mhz,
+                           facts.memory_clock_mhz or default.memory_clock_mhz,
+                           facts.memory_bus_bits or default.memory_bus_bits,
+                           facts.l2_bytes or default.l2_bytes)
 
     def _check_memory(self, nbytes: int, what: str) -> None:
         free, total = self._cupy.cuda.runtime.memGetInfo()

@@ -18,10 +18,11 @@ import numpy as np
 import pytest
 
 import mmsuite
-from mmsuite import Problem, RunOptions, dispatch, kernels, verify
+from mmsuite import Problem, RunOptions, kernels, verify
 from mmsuite.backends import cuda as cuda_backend
 from mmsuite.backends import cuda_session, cuda_timing, get_backend
 from mmsuite.catalogue import Kernel, get
+from mmsuite.cuda_dispatch.variants import VARIANTS
 from mmsuite.launch import CudaLaunch, CudaPlan, CudaStep
 from mmsuite.layout import GemmCall
 from mmsuite.measure import Sampling, sample_session
@@ -367,33 +368,54 @@ def test_environment_names_the_device() -> None:
         assert env[key], key
 
 
-# Shapes no tile divides, both layouts, a batch, alpha and beta: what every tile
-# variant forced through rung 22's tuning file must get right.
+# Shapes no tile divides, both layouts, a batch, alpha and beta: what every variant of
+# the dispatcher's manifest, forced as rung 22's plan, must get right.
 NO_TILE_DIVIDES = (Problem(1, 1, 1), Problem(35, 79, 19, batch=3),
                    Problem(131, 257, 139, batch=2, layout="col", alpha=0.5, beta=2.0),
                    Problem(600, 520, 1031, beta=1.0))
 
 
-def _forced(problem: Problem, choice: dispatch.Choice) -> dict:
-    """Rung 22's dispatch info for ``problem`` run with ``choice`` as its tuned entry, as
-    ``mmsuite tune`` confirms it; raises when the result disagrees with float64."""
-    from mmsuite import tune
+def _gemv_problems(config) -> list[Problem]:
+    """Odd problems whose skinny side is rung 24's variant ``config`` (column-major sizes
+    as the kernels see them; the row-major one has M and N swapped)."""
+    skinny = config.skinny
+    if config.side == "n":
+        sizes = [(131, skinny, 139), (37, max(1, skinny - 1), 1031)]
+    else:
+        sizes = [(skinny, 257, 139), (max(1, skinny - 1), 263, 1031)]
+    (m0, n0, k0), (m1, n1, k1) = sizes
+    return [Problem(m0, n0, k0, batch=2, layout="col", alpha=0.5, beta=2.0),
+            Problem(n1, m1, k1, layout="row", beta=1.0),  # the kernel sees m1 x n1
+            Problem(m1, n1, 4096 + 3, layout="col")]
 
-    m, n, k, batch = tune.kernel_dims(problem)
-    _, info = tune.confirm("cuda.22_adaptive", problem, tune.current_device().name,
-                           dispatch.shape_key(m, n, k, batch), choice)
-    return info
+
+def _agreeing(variant) -> list[tuple[Problem, int]]:
+    """(problem, split) pairs a variant is checked on: the odd grid, whole and split in K."""
+    from mmsuite.cuda_dispatch.variants import Candidate, gemv_config, why_not
+
+    problems = _gemv_problems(variant.config) if variant.family == "gemv" else list(
+        NO_TILE_DIVIDES)
+    out = []
+    for problem in problems:
+        m, n = (problem.n, problem.m) if problem.layout == "row" else (problem.m, problem.n)
+        if variant.family == "gemv" and gemv_config(m, n) != variant.config:
+            continue
+        for split in (1, 2, 3):
+            if not why_not(Candidate(variant, split), m, n, problem.k, problem.batch):
+                out.append((problem, split))
+    return out
 
 
 @needs_gpu
-@pytest.mark.parametrize("config", dispatch.STREAMK_CONFIGS, ids=lambda c: c.name)
-def test_every_streamk_variant_agrees_on_shapes_no_tile_divides(config) -> None:
-    """Rung 23's kernels in each tile variant agree with float64, stream-K partials and
-    fix-up included."""
-    for problem in NO_TILE_DIVIDES:
-        info = _forced(problem, dispatch.Choice(config, 1, streamk=True))
-        assert (info["config"], info["choice"], info["streamk"]) == (config.name, "tuned", True)
+@pytest.mark.parametrize("variant", VARIANTS, ids=lambda v: v.key)
+def test_every_variant_agrees_on_shapes_no_tile_divides(variant) -> None:
+    """Each compiled variant of rungs 21, 23 and 24, forced as rung 22's plan on odd
+    shapes, whole and split in K, agrees with float64 (the partial sums, the fix-up and
+    dynamic shared memory included)."""
+    from mmsuite.cuda_dispatch.search import PlanTimer
+    from mmsuite.cuda_dispatch.variants import Candidate
 
+<<<<<<< HEAD
 
 @needs_gpu
 @pytest.mark.parametrize("config", dispatch.SEARCH, ids=lambda c: c.name)
@@ -436,3 +458,14 @@ def test_tensor_rungs_agree_with_float64_in_their_precision_class(kernel_id: str
         verdict = verify.check(out, verify.reference(problem, inputs), problem.k,
                                kernel.precision)
         assert verdict.ok, f"{kernel_id} on {problem}: {verdict.reason}"
+=======
+    cases = _agreeing(variant)
+    assert cases, f"no odd problem exercises {variant.key}"
+    for problem, split in cases:
+        with PlanTimer(problem) as timer:
+            decision = timer.decision(Candidate(variant, split))
+            timer.use(decision)  # raises when the output disagrees with float64
+            info = dict(timer.session.info.get("dispatch", {}))
+            assert (info["config"], info["split"], info["choice"]) == (
+                variant.config.name, split, "forced")
+>>>>>>> 2eaabae (cuda_dispatch: the dispatcher becomes a typed package; rung 24 for min(M, N) <= 16; rung 22 picks among every plan by a cost model fitted to the H100)

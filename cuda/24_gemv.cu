@@ -1,0 +1,203 @@
+// Rung 24 (beyond the seeds), column-major: products with at most 16 rows or
+// columns (GEMV-like and very skinny), bound by device-memory bandwidth.
+// Adds over rung 21 (register-blocked tiles of 32x32 and up): when min(M, N)
+// <= 16 a tile of C is mostly empty and each loaded operand element feeds
+// at most 16 FMAs, so the time is the big operand's bytes over the memory's
+// bandwidth, not FMAs over lanes. These kernels stream the big operand once,
+// in 16-byte loads from every lane with several in flight, and keep the skinny
+// operand in shared memory and the outputs in registers:
+// - mm_24_gemv_n (N <= SKINNY, or SKINNY columns per grid z): A (M x K) is big. A warp's 32 lanes read 128
+//   consecutive rows of one column of A (512 bytes, coalesced), four columns
+//   in flight; the block's warps take interleaved columns and add their
+//   4 x SKINNY sums per lane in shared memory at the end. The K x N panel of B
+//   is staged in shared memory, where every lane of a warp reads the same
+//   word (a broadcast);
+// - mm_24_gemv_m (M <= SKINNY): B (K x N) is big. Eight lanes (four when
+//   SKINNY >= 8) read 128 (64) consecutive bytes of one column of B, a warp
+//   four (eight) columns, each lane four loads in flight; the M x K panel of
+//   A is staged in shared memory, padded every four columns so that the lanes
+//   of a column read distinct banks. The lanes' sums are added by shuffles;
+// - when the grid over M or N leaves the SMs short of loads in flight, K is
+//   split over blocks (blockIdx.y), each writing its raw sums to a workspace
+//   that mm_24_reduce adds up in a fixed order (cuda/slice_sum.cuh), as rung 21
+//   does; with one slice the kernel writes C itself.
+// SKINNY (1, 2, 4, 8 or 16) sizes the registers and shared panels: the planner
+// (mmsuite/cuda_dispatch) compiles the least one that holds the skinny side.
+// Edges: predicated 16-byte or scalar loads with zero fill (M or K not a
+// multiple of 4 take scalar loads), any M, N, K >= 1 and any batch
+// (blockIdx.z). Row-major problems reach these kernels with M and N swapped,
+// so both skinny sides of either layout meet one of the two.
+#include "common.cuh"
+#include "slice_sum.cuh"
+#include "vec4.cuh"
+
+#ifndef SKINNY
+#define SKINNY 16
+#endif
+static_assert(SKINNY == 1 || SKINNY == 2 || SKINNY == 4 || SKINNY == 8 || SKINNY == 16,
+              "SKINNY is 1, 2, 4, 8 or 16");
+
+#define PANEL_FLOATS 8192  // shared memory of either kernel: 32 KB
+#define UNROLL 4           // 16-byte loads in flight per lane
+
+// ----------------------------------------------------------------- N skinny
+#define N_WARPS (SKINNY == 16 ? 4 : 8)   // warps along K; their sums meet in shared memory
+#define N_THREADS (32 * N_WARPS)
+#define N_ROWS 128                       // rows of C per block: 32 lanes x 4
+#define N_SUB (PANEL_FLOATS / SKINNY < 1024 ? PANEL_FLOATS / SKINNY : 1024)  // B rows staged
+static_assert(N_WARPS * N_ROWS * SKINNY <= PANEL_FLOATS, "sums must fit the panel");
+
+// C (or slice blockIdx.y of W) rows [128 bx, +128) = A rows x B over K slice
+// [kchunk y, +kchunk), for SKINNY columns of B and C per blockIdx.z (any N: wider
+// problems read A once per SKINNY columns, which only rung 24 alone asks of it).
+extern "C" __global__ void __launch_bounds__(N_THREADS)
+mm_24_gemv_n(int M, int N, int K, float alpha, const float* A, const float* B, float beta,
+             float* C, float* W, int kchunk) {
+    __shared__ __align__(16) float panel[PANEL_FLOATS];
+    // blockIdx.z = matrix x groups + group: columns [SKINNY group, +SKINNY) of B and C.
+    const int groups = (N + SKINNY - 1) / SKINNY, group = blockIdx.z % groups;
+    const size_t mat = blockIdx.z / groups;
+    const int splits = gridDim.y, slice = blockIdx.y;
+    const int N_all = N;
+    N = min(SKINNY, N - SKINNY * group);
+    A += mat * (size_t)M * K;
+    B += mat * (size_t)K * N_all + (size_t)SKINNY * group * K;
+    C += mat * (size_t)M * N_all + (size_t)SKINNY * group * M;
+    W += (size_t)SKINNY * group * M;
+    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+    const int i = blockIdx.x * N_ROWS + 4 * lane;
+    const int rows_left = M - i;
+    const bool vec_m = (M & 3) == 0;
+    const int kb = min(K, slice * kchunk), ke = min(K, kb + kchunk);
+    float acc[4][SKINNY] = {};
+    for (int kc = kb; kc < ke; kc += N_SUB) {
+        const int sub = min(N_SUB, ke - kc);
+        __syncthreads();  // the previous panel is read
+        for (int e = threadIdx.x; e < sub * SKINNY; e += N_THREADS) {
+            const int k = e % sub, j = e / sub;  // consecutive threads: consecutive k of B
+            panel[k * SKINNY + j] = j < N ? B[(size_t)j * K + kc + k] : 0.0f;
+        }
+        __syncthreads();
+        for (int k = warp * UNROLL; k < sub; k += N_WARPS * UNROLL) {
+            float4 a[UNROLL];
+#pragma unroll
+            for (int u = 0; u < UNROLL; ++u)
+                a[u] = load4(A + (size_t)(kc + k + u) * M + i, k + u < sub ? rows_left : 0,
+                             vec_m);
+#pragma unroll
+            for (int u = 0; u < UNROLL; ++u) {
+                if (k + u >= sub) break;
+                const float* b = panel + (k + u) * SKINNY;
+#pragma unroll
+                for (int j = 0; j < SKINNY; ++j) {
+                    const float bj = b[j];
+                    acc[0][j] += a[u].x * bj;
+                    acc[1][j] += a[u].y * bj;
+                    acc[2][j] += a[u].z * bj;
+                    acc[3][j] += a[u].w * bj;
+                }
+            }
+        }
+    }
+    __syncthreads();  // the panel now holds each warp's sums: [warp][j][row]
+#pragma unroll
+    for (int j = 0; j < SKINNY; ++j)
+        *reinterpret_cast<float4*>(panel + (warp * SKINNY + j) * N_ROWS + 4 * lane) =
+            make_float4(acc[0][j], acc[1][j], acc[2][j], acc[3][j]);
+    __syncthreads();
+    float* out = splits == 1 ? C : W + (mat * splits + slice) * (size_t)M * N_all;
+    if (splits > 1) {  // raw sums: alpha and beta belong to the reduction
+        alpha = 1.0f;
+        beta = 0.0f;
+    }
+    for (int e = threadIdx.x; e < N_ROWS * SKINNY; e += N_THREADS) {
+        const int row = e % N_ROWS, j = e / N_ROWS;
+        const int r = blockIdx.x * N_ROWS + row;
+        if (j >= N || r >= M) continue;
+        float s = 0.0f;
+#pragma unroll
+        for (int w = 0; w < N_WARPS; ++w) s += panel[(w * SKINNY + j) * N_ROWS + row];
+        mm_store(out + r + (size_t)j * M, s, alpha, beta);
+    }
+}
+
+// ----------------------------------------------------------------- M skinny
+#define M_THREADS 256
+// Lanes per column of B: eight read 128 bytes per load; with 8 or 16 rows of A staged,
+// four (64 bytes) give a block 64 columns, halving the A panel each block reads.
+#define M_LANES (SKINNY >= 8 ? 4 : 8)
+#define M_COLS (M_THREADS / M_LANES)       // columns of C per block
+#define M_STEP (4 * M_LANES)               // K per load of a column's lanes
+#define M_SUB (((PANEL_FLOATS / (SKINNY + 1)) / (UNROLL * M_STEP)) * (UNROLL * M_STEP))
+#define M_AT(k, r) ((k) * SKINNY + (r) + ((k) >> 2) * 4)  // A(r, kc + k) in the panel
+static_assert(M_AT(M_SUB - 1, SKINNY - 1) < PANEL_FLOATS, "A panel must fit");
+
+// C (or slice blockIdx.y of W) columns [M_COLS bx, +M_COLS) = A x B columns over K slice
+// [kchunk y, +kchunk); M <= SKINNY, kchunk a multiple of 4.
+extern "C" __global__ void __launch_bounds__(M_THREADS)
+mm_24_gemv_m(int M, int N, int K, float alpha, const float* A, const float* B, float beta,
+             float* C, float* W, int kchunk) {
+    __shared__ __align__(16) float panel[PANEL_FLOATS];
+    const size_t mat = blockIdx.z;
+    const int splits = gridDim.y, slice = blockIdx.y;
+    A += mat * (size_t)M * K;
+    B += mat * (size_t)K * N;
+    const int q = threadIdx.x % M_LANES;
+    const int j = blockIdx.x * M_COLS + threadIdx.x / M_LANES;
+    const bool vec_k = (K & 3) == 0, inside = j < N;
+    const float* b = B + (size_t)(inside ? j : 0) * K;
+    const int kb = min(K, slice * kchunk), ke = min(K, kb + kchunk);
+    float acc[SKINNY] = {};
+    for (int kc = kb; kc < ke; kc += M_SUB) {
+        const int sub = min(M_SUB, ke - kc);
+        __syncthreads();
+        // Up to a whole float4 of B past `sub`: those columns of the panel hold zeros,
+        // never stale words (0 x NaN would be NaN).
+        for (int e = threadIdx.x; e < ((sub + 3) & ~3) * SKINNY; e += M_THREADS) {
+            const int k = e / SKINNY, r = e % SKINNY;  // A(r, kc + k): consecutive in A
+            panel[M_AT(k, r)] = r < M && k < sub ? A[(size_t)(kc + k) * M + r] : 0.0f;
+        }
+        __syncthreads();
+        for (int k = 4 * q; k < sub; k += UNROLL * M_STEP) {
+            float4 v[UNROLL];
+#pragma unroll
+            for (int u = 0; u < UNROLL; ++u) {
+                const int kk = k + u * M_STEP;
+                v[u] = load4(b + kc + kk, inside && kk < sub ? sub - kk : 0, vec_k);
+            }
+#pragma unroll
+            for (int u = 0; u < UNROLL; ++u) {
+                const int kk = k + u * M_STEP;
+                if (kk >= sub) break;
+                const float bk[4] = {v[u].x, v[u].y, v[u].z, v[u].w};
+#pragma unroll
+                for (int t = 0; t < 4; ++t) {
+                    const float* a = panel + M_AT(kk + t, 0);
+#pragma unroll
+                    for (int r = 0; r < SKINNY; ++r) acc[r] += a[r] * bk[t];
+                }
+            }
+        }
+    }
+#pragma unroll
+    for (int r = 0; r < SKINNY; ++r)
+#pragma unroll
+        for (int o = M_LANES / 2; o > 0; o >>= 1) acc[r] += __shfl_xor_sync(0xffffffffu, acc[r], o);
+    if (!inside) return;
+    float* out = splits == 1 ? C + mat * (size_t)M * N
+                             : W + (mat * splits + slice) * (size_t)M * N;
+    if (splits > 1) {
+        alpha = 1.0f;
+        beta = 0.0f;
+    }
+#pragma unroll
+    for (int r = 0; r < SKINNY; ++r)
+        if (r % M_LANES == q && r < M) mm_store(out + r + (size_t)j * M, acc[r], alpha, beta);
+}
+
+// C = alpha * (sum of the slices) + beta * C (cuda/slice_sum.cuh).
+extern "C" __global__ void __launch_bounds__(256)
+mm_24_reduce(int M, int N, int batch, float alpha, const float* W, float beta, float* C,
+             int splits) {
+    slice_sum(M, N, batch, alpha, W, beta, C, splits);
+}

@@ -1,0 +1,37 @@
+// The deterministic sum of K slices' partial products, shared by the rungs that
+// split K over blocks (21, 24): C = alpha * (W[0] + ... + W[splits - 1]) + beta * C
+// for every matrix of the batch, slices added in order, so that every run rounds
+// alike. One float4 per thread when M * N is a multiple of 4, grid-stride loop
+// over the batch. W holds batch x splits x M x N floats.
+#pragma once
+#include "vec4.cuh"
+
+__device__ __forceinline__ void slice_sum(int M, int N, int batch, float alpha, const float* W,
+                                          float beta, float* C, int splits) {
+    const size_t mn = (size_t)M * N;
+    const size_t stride = (size_t)gridDim.x * blockDim.x;
+    if ((mn & 3) == 0) {
+        const size_t quads = mn / 4 * batch;
+        for (size_t q = blockIdx.x * (size_t)blockDim.x + threadIdx.x; q < quads; q += stride) {
+            const size_t mat = q / (mn / 4), e = (q % (mn / 4)) * 4;
+            const float* w = W + mat * splits * mn + e;
+            float4 s = *reinterpret_cast<const float4*>(w);
+            for (int t = 1; t < splits; ++t) {
+                const float4 v = *reinterpret_cast<const float4*>(w + t * mn);
+                s.x += v.x;
+                s.y += v.y;
+                s.z += v.z;
+                s.w += v.w;
+            }
+            store4(C + mat * mn + e, s, 4, true, alpha, beta);
+        }
+        return;
+    }
+    for (size_t q = blockIdx.x * (size_t)blockDim.x + threadIdx.x; q < mn * batch; q += stride) {
+        const size_t mat = q / mn, e = q % mn;
+        const float* w = W + mat * splits * mn + e;
+        float s = w[0];
+        for (int t = 1; t < splits; ++t) s += w[t * mn];
+        mm_store(C + mat * mn + e, s, alpha, beta);
+    }
+}

@@ -1,0 +1,174 @@
+"""The planners the catalogue names: per problem, the kernels a rung launches.
+
+A planner is called as ``planner(call, device, override)`` with the
+``GemmCall`` (column-major sizes), the :class:`~.device.DeviceFacts` and an
+explicit override: a :class:`~.variants.Candidate` to launch instead of the
+rung's own choice (``mmsuite tune`` times candidates this way), or None. It
+returns the ``CudaPlan``: the main kernel, then the reduction or the fix-up
+when K is shared, with a workspace and what was chosen and why in
+``info["dispatch"]``.
+
+Rung 22 takes the device's tuned entry for the problem's exact sizes when one
+exists (:mod:`.tuning_file`), else the candidate of the whole manifest
+(:mod:`.variants`: split-K tiles and splits, stream-K tiles, rung 24 for
+min(M, N) <= 16) that the device's fitted cost model (:mod:`.model`) ranks
+fastest. Rungs 21, 23 and 24 keep to their own kernels and ignore the tuning
+file (one problem has one entry per device, and it belongs to rung 22).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from ..launch import GEMM_ARGS, CudaPlan, CudaStep, LaunchLimit
+from . import model
+from .device import DeviceFacts
+from .tuning_file import tuned
+from .variants import (
+    FIXUP_THREADS,
+    REDUCE_THREADS,
+    RUNG21_CONFIG,
+    Candidate,
+    Config,
+    GemvConfig,
+    candidates,
+    gemv_config,
+    gemv_grid,
+    gemv_kchunk,
+    gemv_splits,
+    streamk_split,
+    variant,
+    why_not,
+)
+
+if TYPE_CHECKING:
+    from ..layout import GemmCall
+
+
+@dataclass(frozen=True)
+class Decision:
+    """The candidate a rung launches for one problem, and where it came from."""
+
+    candidate: Candidate
+    source: str  # "model", "tuned" or "forced"
+    estimate_s: float | None = None
+    tuning_file: str | None = None  # the file that decided or was consulted
+    model: str | None = None  # the model file whose parameters ranked the candidates
+
+
+def decide(m: int, n: int, k: int, batch: int, device: DeviceFacts,
+           override: Candidate | None = None, families: tuple[str, ...] = (
+               "splitk", "streamk", "gemv"), configs: tuple[Config, ...] | None = None,
+           use_tuning: bool = True) -> Decision:
+    """The override, else the tuned entry (when ``use_tuning``), else the model's best."""
+    if override is not None:
+        reason = why_not(override, m, n, k, batch, device)
+        if reason:
+            raise ValueError(f"forced plan {override.label} cannot run {batch}x{m}x{n}x{k}: "
+                             f"{reason}")
+        return Decision(override, "forced")
+    consulted = None
+    if use_tuning:
+        entry, path = tuned(device.name, m, n, k, batch)
+        consulted = str(path) if path else None
+        if entry is not None and not why_not(entry, m, n, k, batch, device):
+            return Decision(entry, "tuned", tuning_file=consulted)
+    params = model.parameters_for(device.name)
+    found = candidates(m, n, k, batch, device, families, configs)
+    if not found:
+        raise LaunchLimit(f"no plan of {', '.join(families)} fits {batch}x{m}x{n}x{k} within "
+                          "CUDA's grid limits and the workspace cap")
+    seconds, best = model.ranked(found, m, n, k, batch, device, params)[0]
+    return Decision(best, "model", seconds, consulted, params.source)
+
+
+def plan_of(decision: Decision, m: int, n: int, k: int, batch: int,
+            device: DeviceFacts) -> CudaPlan:
+    """The launches of a decided candidate."""
+    candidate = decision.candidate
+    config = candidate.config
+    row = candidate.variant
+    defines = tuple(sorted(config.defines.items()))
+    info = {"config": config.name, "params": config.params(), "split": candidate.split,
+            "threads": config.threads, "family": candidate.family, "choice": decision.source}
+    if decision.estimate_s is not None:
+        info["estimate_ms"] = round(decision.estimate_s * 1e3, 4)
+    if decision.tuning_file:
+        info["tuning_file"] = decision.tuning_file
+    if decision.model:
+        info["model"] = decision.model
+    if candidate.family == "streamk":
+        assert isinstance(config, Config)
+        split = streamk_split(config, m, n, k, batch, device)
+        counts = (split.sk_ctas, split.sk_tiles)
+        steps = [CudaStep(split.grid, (config.threads,), row.entry, row.source, defines,
+                          args=GEMM_ARGS + ("work",) + counts)]
+        if split.sk_ctas:
+            steps.append(CudaStep(split.fixup_grid, (FIXUP_THREADS,), row.second_entry, row.source,
+                                  defines, args=("m", "n", "k", "alpha", "work", "beta", "c")
+                                  + counts))
+        return CudaPlan(tuple(steps), workspace=split.workspace_elems,
+                        info={"dispatch": {**info, "streamk": True, **split.info()}})
+    if candidate.family == "gemv":
+        assert isinstance(config, GemvConfig)
+        grid = gemv_grid(config, m, n, batch, candidate.split)
+        main = CudaStep(grid, (config.threads,), row.entry, row.source, defines,
+                        args=GEMM_ARGS + ("work", gemv_kchunk(k, candidate.split)))
+    else:
+        assert isinstance(config, Config)
+        grid = (-(-m // config.bm), -(-n // config.bn), batch * candidate.split)
+        smem = config.smem_bytes if config.smem_dynamic else 0
+        main = CudaStep(grid, (config.threads,), row.entry, row.source, defines, smem=smem,
+                        args=GEMM_ARGS + ("work", candidate.split))
+    steps = [main]
+    workspace = 0
+    if candidate.split > 1:
+        workspace = batch * candidate.split * m * n
+        steps.append(CudaStep((model.reduce_blocks(m, n, batch, device), 1, 1),
+                              (REDUCE_THREADS,), row.second_entry, row.source, defines,
+                              args=("m", "n", "batch", "alpha", "work", "beta", "c",
+                                    candidate.split)))
+    return CudaPlan(tuple(steps), workspace=workspace, info={"dispatch": info})
+
+
+def _plan(call: GemmCall, device: DeviceFacts, override: Candidate | None,
+          **choice) -> CudaPlan:
+    decision = decide(call.m, call.n, call.k, call.batch, device, override, **choice)
+    return plan_of(decision, call.m, call.n, call.k, call.batch, device)
+
+
+def plan_adaptive(call: GemmCall, device: DeviceFacts,
+                  override: Candidate | None = None) -> CudaPlan:
+    """Rung 22: the tuned entry, else the fitted model's best of every candidate."""
+    return _plan(call, device, override)
+
+
+def plan_splitk(call: GemmCall, device: DeviceFacts,
+                override: Candidate | None = None) -> CudaPlan:
+    """Rung 21: its 128x128x8 tile, the split factor the model prefers."""
+    return _plan(call, device, override, families=("splitk",), configs=(RUNG21_CONFIG,),
+                 use_tuning=False)
+
+
+def plan_streamk(call: GemmCall, device: DeviceFacts,
+                 override: Candidate | None = None) -> CudaPlan:
+    """Rung 23: the stream-K tile the model prefers."""
+    return _plan(call, device, override, families=("streamk",), use_tuning=False)
+
+
+def plan_gemv(call: GemmCall, device: DeviceFacts,
+              override: Candidate | None = None) -> CudaPlan:
+    """Rung 24: its variant for the skinny side, the split factor the model prefers (16
+    columns at a time when no side is skinny)."""
+    if override is None:
+        config = gemv_config(call.m, call.n)
+        params = model.parameters_for(device.name)
+        found = [Candidate(variant("gemv", config), s) for s in gemv_splits(call.k)]
+        found = [c for c in found if not why_not(c, call.m, call.n, call.k, call.batch, device)]
+        if found:
+            seconds, best = model.ranked(found, call.m, call.n, call.k, call.batch, device,
+                                         params)[0]
+            return plan_of(Decision(best, "model", seconds, model=params.source),
+                           call.m, call.n, call.k, call.batch, device)
+    return _plan(call, device, override, families=("gemv",), use_tuning=False)

@@ -1,0 +1,396 @@
+"""Measuring candidate plans on the GPU: ``mmsuite tune``'s search, the measurements the cost
+model is fitted to (``--fit-model``), and the judgement of the dispatcher on fresh shapes.
+
+Every candidate is timed by the suite's own timer (the spin kernel ahead of the
+events, the whole plan per sample: main kernel and reduction or fix-up) on one
+set of device buffers per problem (:class:`PlanTimer`), after its output was
+checked against a float64 reference computed once on the GPU. A candidate is
+forced by argument: the planner is called with it as its override.
+
+``tune`` (:func:`tune_problem`) for one problem:
+
+1. the model ranks every candidate of the manifest; the best ``limit`` of them,
+   the model's own choice first, are verified and timed once each;
+2. the ``confirm`` fastest and the model's choice are re-timed interleaved, in
+   rounds (one sample of each per round, in turn), so that drifts of the clock
+   or of a neighbour hit all alike;
+3. the fastest becomes the problem's entry in the device's tuning file only when
+   it beats the model's choice beyond the noise (:func:`beats`): the median of
+   its per-round ratios to the model's choice is below 1 - ``margin`` and it was
+   faster in at least 80% of the rounds. Otherwise the entry is removed, and the
+   model decides the problem.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from ..problem import Problem
+from . import model
+from .device import DeviceFacts
+from .planners import Decision, decide, plan_of
+from .tuning_file import entry_of, shape_key, store_tuning, tuning_path
+from .variants import Candidate, candidates
+
+DEFAULT_CANDIDATES = 16
+DEFAULT_CONFIRM = 3
+DEFAULT_ROUNDS = 15
+DEFAULT_MARGIN = 0.005  # the least gain an entry must show beyond the noise
+TUNED_KERNEL = "cuda.22_adaptive"
+
+
+class TuneError(ValueError):
+    """Bad input to ``mmsuite tune``: reported in one line, exit status 2."""
+
+
+class PlanTimer:
+    """One problem's buffers on the GPU, on which any candidate plan is verified and timed.
+
+    ``sampling`` is the suite's stopping rule for :meth:`time`; C is reset before every
+    sample, as the engine does.
+    """
+
+    def __init__(self, problem: Problem, options=None) -> None:
+        from .. import catalogue
+        from ..backends import RunOptions, get_backend
+        from ..layout import plan_call
+
+        self.problem = problem
+        self.options = options or RunOptions()
+        self.kernel = catalogue.get(TUNED_KERNEL)
+        self.backend = get_backend("cuda", self.options)
+        reason = self.backend.probe()
+        if reason:
+            raise TuneError(f"{TUNED_KERNEL} cannot run here: {reason}")
+        self.inputs = problem.inputs()
+        self.call = plan_call(problem, self.inputs, self.kernel.layout)
+        self.device: DeviceFacts = self.backend.device_facts
+        self.session = self.backend.prepare(self.kernel, self.call)
+        self._reference = None
+        self._cublas = None
+
+    @property
+    def dims(self) -> tuple[int, int, int, int]:
+        """The column-major sizes the rungs see (row-major problems swap M and N)."""
+        return self.call.m, self.call.n, self.call.k, self.call.batch
+
+    # ----------------------------------------------------------- plans
+    def decision(self, override: Candidate | None = None, **choice) -> Decision:
+        m, n, k, batch = self.dims
+        return decide(m, n, k, batch, self.device, override, **choice)
+
+    def select(self, decision: Decision) -> None:
+        """Launch ``decision``'s plan from now on (unchecked: :meth:`use` checks it)."""
+        m, n, k, batch = self.dims
+        self.use_plan(plan_of(decision, m, n, k, batch, self.device))
+
+    def use(self, decision: Decision) -> float:
+        """Launch ``decision``'s plan from now on; returns its relative error against
+        float64 (RuntimeError when it fails verification)."""
+        self.select(decision)
+        return self.check(decision.candidate.label)
+
+    def use_plan(self, plan) -> None:
+        from ..backends.cuda_session import kernel_steps
+
+        self.session.keep.clear()
+        self.session.steps = kernel_steps(self.session, plan, self.backend.function, False)
+
+    def check(self, label: str) -> float:
+        """Run the current plan once and compare C with the float64 reference on the GPU."""
+        from ..verify import tolerance
+
+        cp = self.backend._cupy
+        session = self.session
+        session.reset_c()
+        session.launch()
+        session.synchronize()
+        m, n, k, batch = self.dims
+        if self._reference is None:
+            with session.stream:
+                a = session.a.astype(cp.float64).reshape(batch, k, m).transpose(0, 2, 1)
+                b = session.b.astype(cp.float64).reshape(batch, n, k).transpose(0, 2, 1)
+                ref = cp.matmul(a, b) * self.call.alpha
+                if self.call.beta != 0.0:
+                    ref += self.call.beta * session.c0.astype(cp.float64).reshape(
+                        batch, n, m).transpose(0, 2, 1)
+                self._reference = ref
+                del a, b
+        with session.stream:
+            c = session.c.reshape(batch, n, m).transpose(0, 2, 1).astype(cp.float64)
+            diff = cp.sqrt(((c - self._reference) ** 2).sum(axis=(1, 2)))
+            scale = cp.maximum(cp.sqrt((self._reference ** 2).sum(axis=(1, 2))), 1e-300)
+            worst = float(cp.nan_to_num(diff / scale, nan=cp.inf).max())
+            del c
+        if not worst <= tolerance(k):
+            raise RuntimeError(f"{label} failed verification on {self.problem.shape_label}: "
+                               f"relative error {worst:.3g} (tolerance {tolerance(k):.3g})")
+        return worst
+
+    def time(self, sampling) -> list[float]:
+        """Samples (ms) of the current plan by the suite's timer and stopping rule."""
+        from ..measure import sample_session
+
+        return sample_session(self.session, sampling).kernel_ms
+
+    def sample(self) -> float:
+        """One sample (ms) of the current plan, after one untimed launch."""
+        from ..measure import _sample
+
+        self.session.reset_c()
+        self.session.launch()
+        return _sample(self.session, self.session.timer(), cold=False)
+
+    def cublas(self, sampling) -> list[float]:
+        """Samples (ms) of cuBLAS on the same problem (its own, row-major buffers)."""
+        from .. import catalogue
+        from ..layout import plan_call
+        from ..measure import sample_session
+
+        if self._cublas is None:
+            kernel = catalogue.get("cuda.cublas")
+            self._cublas = self.backend.prepare(kernel,
+                                                plan_call(self.problem, self.inputs, "row"))
+        return sample_session(self._cublas, sampling).kernel_ms
+
+    def close(self) -> None:
+        self._reference = None
+        if self._cublas is not None:
+            self._cublas.close()
+        self.session.close()
+
+    def __enter__(self) -> PlanTimer:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def interleaved(timer: PlanTimer, decisions: Sequence[Decision],
+                rounds: int = DEFAULT_ROUNDS) -> list[list[float]]:
+    """Samples (ms) of each decision's plan, one per round in turn, the order rotating."""
+    samples: list[list[float]] = [[] for _ in decisions]
+    for r in range(rounds):
+        for i in range(len(decisions)):
+            index = (i + r) % len(decisions)
+            timer.select(decisions[index])
+            samples[index].append(timer.sample())
+    return samples
+
+
+def beats(samples: list[float], baseline: list[float],
+          margin: float = DEFAULT_MARGIN) -> tuple[bool, float, float]:
+    """(wins, median ratio, how far its 80th percentile lies above it) of paired per-round
+    samples against a baseline. A win needs a median ratio below 1 - ``margin`` and the
+    candidate faster in at least 80% of the rounds (the 80th percentile of the ratios
+    below 1): a gain that the rounds' noise could flip is no gain."""
+    ratios = np.array(samples) / np.array(baseline)
+    ratio = float(np.median(ratios))
+    upper = float(np.quantile(ratios, 0.8))
+    return bool(ratio < 1 - margin and upper < 1.0), ratio, upper - ratio
+
+
+@dataclass
+class Outcome:
+    """One candidate's fate in a search."""
+
+    decision: Decision
+    ms: float | None = None
+    skipped: str = ""
+
+
+def tune_problem(problem: Problem, limit: int = DEFAULT_CANDIDATES,
+                 confirm: int = DEFAULT_CONFIRM, progress: Callable[[str], None] = print,
+                 sampling=None, rounds: int = DEFAULT_ROUNDS,
+                 margin: float = DEFAULT_MARGIN) -> dict:
+    """Search, re-time and store one problem's entry (module docstring); returns
+    {'key', 'entry' (None when the model's choice stays), 'path', 'outcomes', ...}."""
+    from ..measure import Sampling
+
+    sampling = sampling or Sampling(min_samples=5, min_seconds=0.05, max_seconds=0.5,
+                                    name="tune")
+    started = time.perf_counter()
+    with PlanTimer(problem) as timer:
+        m, n, k, batch = timer.dims
+        key = shape_key(m, n, k, batch)
+        chosen = timer.decision(use_tuning=False)
+        params = model.parameters_for(timer.device.name)
+        ranked = model.ranked(candidates(m, n, k, batch, timer.device), m, n, k, batch,
+                              timer.device, params)
+        picks = [c for _, c in ranked if c != chosen.candidate][:max(0, limit - 1)]
+        outcomes = [Outcome(chosen)] + [Outcome(timer.decision(c)) for c in picks]
+        progress(f"{len(outcomes)} candidates for the kernel's {m}x{n}x{k} (batch {batch}); "
+                 f"the model's choice: {chosen.candidate.label}")
+        for outcome in outcomes:
+            label = outcome.decision.candidate.label
+            try:
+                timer.use(outcome.decision)
+                outcome.ms = statistics.median(timer.time(sampling))
+            except RuntimeError as exc:  # failed to launch or verify: skipped, with why
+                outcome.skipped = str(exc)
+                progress(f"skipped {label}: {exc}")
+                continue
+            progress(f"{label}: {outcome.ms:.4f} ms")
+        timed = sorted((o for o in outcomes if o.ms is not None), key=lambda o: o.ms)
+        if not timed:
+            raise RuntimeError(f"every candidate for {key} was skipped: "
+                               + "; ".join(o.skipped for o in outcomes))
+        if outcomes[0].ms is None:
+            raise RuntimeError(f"the model's choice for {key} failed: {outcomes[0].skipped}")
+        finalists = [o.decision for o in timed[:max(1, confirm)] if o is not outcomes[0]]
+        final = interleaved(timer, [chosen] + finalists, rounds)
+    medians = [statistics.median(s) for s in final]
+    best = min(range(1, len(final)), key=lambda i: medians[i], default=0)
+    wins, ratio, spread = (beats(final[best], final[0], margin) if best else (False, 1.0, 0.0))
+    flops = 2.0 * m * n * k * batch
+    model_record = {"config": chosen.candidate.config.name, "split": chosen.candidate.split,
+                    "family": chosen.candidate.family, "ms": round(medians[0], 5)}
+    entry = None
+    if wins:
+        winner = finalists[best - 1].candidate
+        entry = entry_of(
+            winner, confirmed_ms=round(medians[best], 5),
+            confirmed_tflops=round(flops / medians[best] / 1e9, 2), model=model_record,
+            ratio_to_model=round(ratio, 4), ratio_uncertainty=round(spread, 4), rounds=rounds,
+            kernel=TUNED_KERNEL, candidates=len(outcomes),
+            skipped={o.decision.candidate.label: o.skipped for o in outcomes if o.skipped},
+            tuned_at=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+            search_seconds=round(time.perf_counter() - started, 1))
+    path = tuning_path(timer.device.name)
+    store_tuning(path, timer.device.name, {key: entry})
+    return {"key": key, "entry": entry, "path": str(path), "outcomes": outcomes,
+            "model": model_record, "ratio": ratio, "uncertainty": spread,
+            "best": (finalists[best - 1].candidate.label if best else
+                     chosen.candidate.label),
+            "best_ms": medians[best], "model_ms": medians[0]}
+
+
+# ------------------------------------------------------- fitting the model
+def sample_shapes(seed: int, count: int, batched: int = 0, max_flop_log2: float = 37.0,
+                  largest: int = 16384) -> list[Problem]:
+    """Seeded shapes: M, N, K log-uniform in [1, largest] with M N K <= 2^max_flop_log2
+    (drawn again until they fit), then ``batched`` more with batch log-uniform in [2, 64]
+    and M N K batch within the same bound; row-major."""
+    rng = np.random.default_rng(seed)
+    out = []
+    while len(out) < count + batched:
+        m, n, k = (int(round(math.exp(rng.uniform(0, math.log(largest))))) for _ in range(3))
+        batch = 1
+        if len(out) >= count:
+            batch = int(round(math.exp(rng.uniform(math.log(2), math.log(64)))))
+        if math.log2(m) + math.log2(n) + math.log2(k) + math.log2(batch) <= max_flop_log2:
+            out.append(Problem(m, n, k, batch))
+    return out
+
+
+@dataclass
+class ShapeTimings:
+    """Every timed candidate of one problem, and the rungs' and cuBLAS's figures."""
+
+    problem: Problem
+    dims: tuple[int, int, int, int]
+    timings: list[model.Timing] = field(default_factory=list)
+    skipped: dict[str, str] = field(default_factory=dict)
+    rungs_ms: dict[str, float] = field(default_factory=dict)
+
+
+def measure_candidates(problem: Problem, limit: int, sampling,
+                       params: model.Parameters | None = None,
+                       rungs: Sequence[str] = (), with_cublas: bool = False,
+                       progress: Callable[[str], None] = print) -> ShapeTimings:
+    """The best ``limit`` split-K candidates of the model (``params``) and as many stream-K
+    and GEMV ones among its best 3 ``limit``, each verified and timed; then each of
+    ``rungs`` with its own plan, and cuBLAS."""
+    from .. import catalogue
+
+    with PlanTimer(problem) as timer:
+        m, n, k, batch = timer.dims
+        params = params or model.parameters_for(timer.device.name)
+        ranked = [c for _, c in model.ranked(candidates(m, n, k, batch, timer.device),
+                                             m, n, k, batch, timer.device, params)]
+        splitk = [c for c in ranked if c.family == "splitk"][:limit]
+        others = [c for c in ranked[:3 * limit] if c.family != "splitk"][:limit]
+        out = ShapeTimings(problem, timer.dims)
+        for candidate in splitk + others:
+            try:
+                timer.use(timer.decision(candidate))
+                ms = statistics.median(timer.time(sampling))
+            except RuntimeError as exc:
+                out.skipped[candidate.label] = str(exc)
+                progress(f"  skipped {candidate.label}: {exc}")
+                continue
+            out.timings.append(model.Timing(m, n, k, batch, candidate, ms * 1e-3))
+        for kernel_id in rungs:
+            launch = catalogue.get(kernel_id).launch
+            if launch.planner is not None:
+                timer.use_plan(launch.planner(timer.call, timer.device, None))
+            else:
+                timer.use_plan(launch.plan(timer.call, "col"))
+            timer.check(kernel_id)
+            out.rungs_ms[kernel_id] = statistics.median(timer.time(sampling))
+        if with_cublas:
+            out.rungs_ms["cuda.cublas"] = statistics.median(timer.cublas(sampling))
+    return out
+
+
+def fit_and_score(fitting: Sequence[model.Timing], held_out: Sequence[model.Timing],
+                  device: DeviceFacts) -> tuple[model.Parameters, dict]:
+    """Parameters fitted on ``fitting`` and the ranking accuracy, before and after, on
+    ``held_out``."""
+    fitted = model.fit(fitting, device)
+    report = {
+        "fitting_timings": len(fitting), "held_out_timings": len(held_out),
+        "log_error_fitting": {"start": model.log_error(fitting, device, model.STARTING),
+                              "fitted": model.log_error(fitting, device, fitted)},
+    }
+    if held_out:
+        report["held_out"] = {
+            "start": model.ranking_accuracy(held_out, device, model.STARTING).to_dict(),
+            "fitted": model.ranking_accuracy(held_out, device, fitted).to_dict(),
+            "log_error_start": model.log_error(held_out, device, model.STARTING),
+            "log_error_fitted": model.log_error(held_out, device, fitted)}
+    return fitted, report
+
+
+def timings_of(rows: Sequence[ShapeTimings]) -> list[model.Timing]:
+    return [t for row in rows for t in row.timings]
+
+
+def fit_model(shapes: int, seed: int, limit: int = 8,
+              progress: Callable[[str], None] = print, sampling=None) -> dict:
+    """``mmsuite tune --fit-model``: time the model's best candidates on ``shapes`` seeded
+    shapes (one in five held back), fit, score the fit on the held-back ones, store the
+    parameters in the user's model file for this GPU."""
+    from ..measure import Sampling
+    from .tuning_file import model_path, store_model
+
+    sampling = sampling or Sampling(min_samples=5, min_seconds=0.0, noise_target=0.01,
+                                    max_seconds=0.3, name="fit")
+    batched = max(1, shapes // 6)
+    problems = sample_shapes(seed, shapes - batched, batched)
+    measured: list[ShapeTimings] = []
+    device = None
+    for index, problem in enumerate(problems, 1):
+        row = measure_candidates(problem, limit, sampling, model.STARTING,
+                                 progress=lambda text: progress(f"  {text}"))
+        measured.append(row)
+        progress(f"[{index}/{len(problems)}] {problem.shape_label}: "
+                 f"{len(row.timings)} candidates timed")
+    if device is None:
+        from ..backends import get_backend
+
+        device = get_backend("cuda").device_facts
+    held = measured[::5]
+    fitting = [row for i, row in enumerate(measured) if i % 5]
+    params, report = fit_and_score(timings_of(fitting), timings_of(held), device)
+    path = model_path(device.name)
+    store_model(path, device.name, params.to_dict(), seed=seed, shapes=len(problems),
+                fitted_at=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+                report=report)
+    return {"path": str(path), "report": report, "parameters": params}

@@ -1,0 +1,489 @@
+"""The one table of compiled variants the CUDA dispatcher can launch, and what applies where.
+
+Like the CUTLASS profiler's manifest: every variant is one row of
+:data:`VARIANTS`, naming its family, its source, its entries and its compile-time
+parameters; :func:`why_not` decides in one place whether a :class:`Candidate`
+(a variant and its split factor) can run a problem, and :func:`candidates` lists
+every one that can.
+
+Families
+    ``splitk``  cuda/21_splitk.cu: one block per tile of C and K slice; with
+                more than one slice, ``mm_21_reduce`` adds the slices. A
+                :class:`Config` is its -D defines (block tile BM x BN x BK, TM x TN
+                outputs per thread, LR lanes along a warp tile's rows, STAGES
+                shared buffers, MINB blocks per SM in the launch bounds).
+    ``streamk`` cuda/23_streamk.cu: resident blocks share the MAC-loop iterations
+                of the tiles that would leave a wave part empty, then
+                ``mm_23_fixup`` (see :func:`streamk_split`).
+    ``gemv``    cuda/24_gemv.cu: at most 16 rows or columns of C; the big operand
+                streamed once, K split over blocks when the grid is small, then
+                ``mm_24_reduce`` (:class:`GemvConfig`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+from ..launch import MAX_STATIC_SMEM
+from .device import H100_SXM, DeviceFacts
+
+SPLITK_SOURCE = "cuda/21_splitk.cu"
+STREAMK_SOURCE = "cuda/23_streamk.cu"
+GEMV_SOURCE = "cuda/24_gemv.cu"
+REDUCE_THREADS = 256  # mm_21_reduce and mm_24_reduce: one float4 of C a thread
+FIXUP_THREADS = 128  # FIX_THREADS in cuda/23_streamk.cu: one float4 of a partial tile each
+
+_REGS_PER_SM = 65536
+_THREADS_PER_SM = 2048
+_SMEM_PER_SM = 228 * 1024
+_MAX_SMEM_PER_BLOCK = 227 * 1024  # sm_90's opt-in limit for one block
+MAX_WORKSPACE_BYTES = 512 * 2**20
+MAX_GRID_YZ = 65535
+MAX_ITERATIONS = 2**31 - 1  # rung 23's kernels count MAC-loop iterations in ints
+GEMV_MAX_SKINNY = 16
+
+
+@dataclass(frozen=True)
+class Config:
+    """One tile shape of cuda/21_splitk.cu (and of rung 23, which includes it).
+
+    ``regs`` is the register count the variant compiles to for sm_90 (nvcc 13);
+    it sets how many blocks share an SM. ``efficiency`` (the fraction of the FP32
+    peak a full SM reaches with this tile, H100 at 4096^3) and ``unaligned`` (the
+    share of it left when M or K is not a multiple of 4 and loads go scalar) are
+    the measured figures the cost model starts from before it is fitted.
+    """
+
+    bm: int
+    bn: int
+    bk: int = 16
+    tm: int = 8
+    tn: int = 8
+    lr: int = 4
+    stages: int = 1  # shared-memory buffers (2: one barrier per K tile instead of two)
+    minb: int = 0  # 0: the source's default, 16 warps per SM
+    regs: int = 128
+    efficiency: float = 0.69
+    unaligned: float = 0.80
+
+    def __post_init__(self) -> None:
+        problems = self.problems()
+        if problems:
+            raise ValueError(f"invalid tile config {self.name}: {problems}")
+
+    def problems(self) -> str:
+        """Why these defines do not compile (the source's static_asserts), or ''."""
+        if self.tm not in (4, 8) or self.tn not in (4, 8):
+            return "TM and TN must be 4 or 8"
+        if self.lr not in (1, 2, 4, 8, 16, 32) or self.bk % 4 or self.bk < 4:
+            return "LR must divide 32 and BK be a multiple of 4"
+        wm, wn = self.lr * self.tm, (32 // self.lr) * self.tn
+        if self.bm % wm or self.bn % wn:
+            return f"{self.bm}x{self.bn} does not hold whole {wm}x{wn} warp tiles"
+        threads = 32 * (self.bm // wm) * (self.bn // wn)
+        if threads > 1024:
+            return f"{threads} threads per block (at most 1024)"
+        if self.stages not in (1, 2):
+            return "STAGES must be 1 or 2"
+        a_pass, b_pass = threads // (self.bm // 4), threads // max(1, self.bk // 4)
+        if threads % (self.bm // 4) or (self.bk % a_pass and a_pass % self.bk):
+            return "A staging does not tile BM x BK"
+        if threads % (self.bk // 4) or (self.bn % b_pass and b_pass % self.bn):
+            return "B staging does not tile BK x BN"
+        if self.smem_bytes > _MAX_SMEM_PER_BLOCK:
+            return (f"{self.smem_bytes} bytes of shared memory (at most "
+                    f"{_MAX_SMEM_PER_BLOCK} per block)")
+        return ""
+
+    @property
+    def threads(self) -> int:
+        return 32 * (self.bm // (self.lr * self.tm)) * (self.bn // ((32 // self.lr) * self.tn))
+
+    @property
+    def name(self) -> str:
+        text = f"{self.bm}x{self.bn}x{self.bk}"
+        if (self.tm, self.tn, self.lr) != (8, 8, 4):
+            text += f"_t{self.tm}x{self.tn}_lr{self.lr}"
+        if self.stages != 1:
+            text += f"_s{self.stages}"
+        if self.minb:
+            text += f"_b{self.minb}"
+        return text
+
+    @property
+    def defines(self) -> dict[str, int]:
+        out = {"BM": self.bm, "BN": self.bn, "BK": self.bk, "TM": self.tm, "TN": self.tn,
+               "LR": self.lr}
+        if self.stages != 1:
+            out["STAGES"] = self.stages
+        if self.minb:
+            out["MINB"] = self.minb
+        if self.smem_dynamic:
+            out["SMEM_DYNAMIC"] = 1
+        return out
+
+    @property
+    def smem_dynamic(self) -> bool:
+        """The buffers pass the 48 KiB a kernel may declare: the launch passes their size."""
+        return self.smem_bytes > MAX_STATIC_SMEM
+
+    @property
+    def smem_bytes(self) -> int:
+        return 4 * self.stages * self.bk * (self.bm + self.bn + 4)
+
+    @property
+    def blocks_per_sm(self) -> int:
+        """Resident blocks per SM: registers (allocated per warp in 256s), threads, shared."""
+        regs_per_warp = -(-self.regs * 32 // 256) * 256
+        by_regs = _REGS_PER_SM // (regs_per_warp * (self.threads // 32))
+        by_threads = _THREADS_PER_SM // self.threads
+        by_smem = _SMEM_PER_SM // (self.smem_bytes + 1024)
+        return max(1, min(by_regs, by_threads, by_smem, 32))
+
+    def params(self) -> dict[str, int]:
+        """The tunable parameters, as stored in tuning files."""
+        return {"BM": self.bm, "BN": self.bn, "BK": self.bk, "TM": self.tm, "TN": self.tn,
+                "LR": self.lr, "STAGES": self.stages, "MINB": self.minb}
+
+    @classmethod
+    def from_params(cls, params: dict) -> Config:
+        """A config from tuning-file parameters; known shapes keep their measured figures."""
+        args = {"bm": int(params["BM"]), "bn": int(params["BN"]), "bk": int(params.get("BK", 16)),
+                "tm": int(params.get("TM", 8)), "tn": int(params.get("TN", 8)),
+                "lr": int(params.get("LR", 4)), "stages": int(params.get("STAGES", 1)),
+                "minb": int(params.get("MINB", 0))}
+        for known in SEARCH:
+            if all(getattr(known, key) == value for key, value in args.items()):
+                return known
+        return cls(**args)
+
+
+@dataclass(frozen=True)
+class GemvConfig:
+    """One variant of cuda/24_gemv.cu: which operand is skinny (``side`` "n": N <= skinny,
+    A streamed; "m": M <= skinny, B streamed) and the registers it holds (``skinny``)."""
+
+    side: str
+    skinny: int
+    regs: int = 64
+
+    @property
+    def name(self) -> str:
+        return f"gemv_{self.side}{self.skinny}"
+
+    @property
+    def defines(self) -> dict[str, int]:
+        return {"SKINNY": self.skinny}
+
+    @property
+    def threads(self) -> int:
+        return 256 if self.side == "m" or self.skinny < 16 else 128
+
+    @property
+    def rows(self) -> int:
+        """Columns (side "m": 256 threads, 4 lanes a column from 8 rows of A up, else 8)
+        or rows (side "n") of C one block covers."""
+        if self.side == "m":
+            return 256 // (4 if self.skinny >= 8 else 8)
+        return 128
+
+    def params(self) -> dict:
+        return {"SIDE": self.side, "SKINNY": self.skinny}
+
+    smem_dynamic = False
+    smem_bytes = 0
+
+
+# The split-K variants the dispatcher offered before the model was fitted. Registers from
+# `nvcc -arch=sm_90 -Xptxas -v`; efficiency = TFLOP/s at 4096^3 on the H100 (split 1,
+# every SM full, two rounds) over the 66.9 TFLOP/s FP32 peak, measured with each tile's
+# FMA order of cuda/mac_loop.inc. 128x256x16 with two buffers was faster on
+# 8192x128x8192 (93.5% of cuBLAS against 91%) but spills 32 bytes under nvcc 13.0, so
+# it is left out.
+CONFIGS: dict[str, Config] = {c.name: c for c in (
+    Config(256, 128, lr=2, stages=2, regs=128, efficiency=0.736, unaligned=0.74),
+    Config(256, 128, lr=2, regs=128, efficiency=0.725, unaligned=0.735),
+    Config(256, 128, regs=128, efficiency=0.72, unaligned=0.735),
+    Config(128, 256, regs=128, efficiency=0.696, unaligned=0.755),
+    Config(128, 128, bk=8, lr=2, regs=128, efficiency=0.708, unaligned=0.81),
+    Config(128, 128, bk=8, regs=128, efficiency=0.705, unaligned=0.74),
+    Config(128, 128, regs=128, efficiency=0.70, unaligned=0.845),
+    Config(64, 128, minb=3, regs=149, efficiency=0.654, unaligned=0.915),
+    Config(128, 64, minb=3, regs=149, efficiency=0.673, unaligned=0.84),
+    Config(64, 64, minb=6, regs=159, efficiency=0.633, unaligned=0.925),
+    Config(64, 64, tm=4, tn=8, lr=8, regs=101, efficiency=0.591, unaligned=0.89),
+    Config(64, 64, tm=4, tn=4, regs=79, efficiency=0.479, unaligned=0.85),
+    Config(32, 32, tm=4, tn=4, regs=89, efficiency=0.417, unaligned=0.87),
+)}
+RUNG21_CONFIG = CONFIGS["128x128x8"]
+# Beyond them, tiles only the tuner tried at first: double-buffered shared memory,
+# 512-thread tiles with BK 8, taller 256x64 and 512x64 tiles; none beat the best at
+# 4096^3 on the H100 (256x128x8 LR 2 double-buffered came closest, 0.716 against 0.736).
+SEARCH: tuple[Config, ...] = tuple(CONFIGS.values()) + (
+    Config(256, 128, bk=8, lr=2, stages=2, regs=128, efficiency=0.716, unaligned=0.745),
+    Config(256, 128, bk=8, lr=2, regs=128, efficiency=0.696, unaligned=0.75),
+    Config(128, 256, bk=8, stages=2, regs=128, efficiency=0.636, unaligned=0.775),
+    Config(128, 128, bk=8, stages=2, regs=128, efficiency=0.668, unaligned=0.765),
+    Config(64, 128, bk=8, stages=2, minb=3, regs=141, efficiency=0.534, unaligned=0.9),
+    Config(128, 64, stages=2, minb=3, regs=149, efficiency=0.669, unaligned=0.835),
+    Config(128, 64, bk=8, minb=3, regs=136, efficiency=0.585, unaligned=0.875),
+    Config(256, 64, regs=128, efficiency=0.677, unaligned=0.83),
+    Config(256, 64, lr=8, regs=128, efficiency=0.678, unaligned=0.835),
+    Config(512, 64, lr=8, regs=128, efficiency=0.62, unaligned=0.755),
+)
+# The tiles as rung 23 compiles them (registers as ptxas reports them, none spills).
+# 128x128x16 spilled in that source before the FMA orders of cuda/mac_loop.inc and has
+# not been measured there since.
+_STREAMK_REGS = {"256x128x16_t8x8_lr2": 127, "256x128x16": 127, "128x256x16": 128,
+                 "128x128x8": 124, "64x128x16_b3": 144, "128x64x16_b3": 168,
+                 "64x64x16_b6": 153, "64x64x16_t4x8_lr8": 95, "64x64x16_t4x4_lr4": 77,
+                 "32x32x16_t4x4_lr4": 89}
+STREAMK_CONFIGS: tuple[Config, ...] = tuple(
+    replace(CONFIGS[name], regs=regs) for name, regs in _STREAMK_REGS.items())
+# Rung 24: registers from ptxas (nvcc 13, sm_90), none spills.
+_GEMV_REGS = {("n", 1): 37, ("n", 2): 43, ("n", 4): 52, ("n", 8): 70, ("n", 16): 96,
+              ("m", 1): 40, ("m", 2): 40, ("m", 4): 40, ("m", 8): 48, ("m", 16): 60}
+GEMV_CONFIGS: tuple[GemvConfig, ...] = tuple(
+    GemvConfig(side, skinny, regs) for (side, skinny), regs in _GEMV_REGS.items())
+
+
+@dataclass(frozen=True)
+class Variant:
+    """One compiled variant: a row of the manifest."""
+
+    family: str  # "splitk", "streamk" or "gemv"
+    config: Config | GemvConfig
+    source: str
+    entry: str
+    second_entry: str  # the reduction or fix-up launched after it when K is shared
+
+    @property
+    def key(self) -> str:
+        """The variant's name across families: the cost model's parameters are keyed by it."""
+        return f"{self.family}:{self.config.name}"
+
+
+def _splitk(config: Config) -> Variant:
+    return Variant("splitk", config, SPLITK_SOURCE, "mm_21_splitk", "mm_21_reduce")
+
+
+VARIANTS: tuple[Variant, ...] = (
+    tuple(_splitk(c) for c in SEARCH)
+    + tuple(Variant("streamk", c, STREAMK_SOURCE, "mm_23_streamk", "mm_23_fixup")
+            for c in STREAMK_CONFIGS)
+    + tuple(Variant("gemv", c, GEMV_SOURCE, f"mm_24_gemv_{c.side}", "mm_24_reduce")
+            for c in GEMV_CONFIGS))
+BY_KEY = {v.key: v for v in VARIANTS}
+
+
+def variant(family: str, config: Config | GemvConfig) -> Variant:
+    """The manifest's row of a config in a family (KeyError when it has none)."""
+    return BY_KEY[f"{family}:{config.name}"]
+
+
+@dataclass(frozen=True)
+class Candidate:
+    """A plan rung 22 may launch: a variant and how many slices K is cut into (split-K
+    and GEMV; stream-K splits its own way, :func:`streamk_split`, and has split 1)."""
+
+    variant: Variant
+    split: int = 1
+
+    @property
+    def family(self) -> str:
+        return self.variant.family
+
+    @property
+    def config(self) -> Config | GemvConfig:
+        return self.variant.config
+
+    @property
+    def label(self) -> str:
+        if self.family == "streamk":
+            return f"{self.config.name}/stream-K"
+        return f"{self.config.name}/{self.split}"
+
+
+def split_factors(k: int, bk: int) -> list[int]:
+    """Split factors worth trying: each leaves no slice empty."""
+    tiles = -(-k // bk)
+    out = []
+    for s in (1, 2, 3, 4, 5, 6, 8, 10, 12, 16, 20, 24, 32, 48, 64, 96, 128, 192, 256, 384, 512):
+        if s > tiles:
+            break
+        per = -(-tiles // s)
+        if -(-tiles // per) == s:  # otherwise the last slices would be empty
+            out.append(s)
+    return out
+
+
+# ------------------------------------------------------------------- stream-K
+@dataclass(frozen=True)
+class StreamK:
+    """The work split of one problem: ``sk_ctas`` stream-K blocks share the
+    iterations of the first ``sk_tiles`` tiles, then one block per remaining tile."""
+
+    config: Config
+    tiles: int  # tiles of C over the whole batch
+    ipt: int  # MAC-loop iterations per tile: ceil(K / BK)
+    slots: int  # resident blocks on the device: SMs x blocks per SM
+    sk_ctas: int
+    sk_tiles: int
+
+    @property
+    def dp_tiles(self) -> int:
+        return self.tiles - self.sk_tiles
+
+    @property
+    def grid(self) -> tuple[int, int, int]:
+        return (self.sk_ctas + self.dp_tiles, 1, 1)
+
+    @property
+    def workspace_elems(self) -> int:
+        """Two partial tiles per stream-K block (its first and its last tile)."""
+        return 2 * self.sk_ctas * self.config.bm * self.config.bn
+
+    @property
+    def fixup_grid(self) -> tuple[int, int, int]:
+        return (self.sk_tiles, self.config.bm * self.config.bn // (4 * FIXUP_THREADS), 1)
+
+    def begin(self, cta: int) -> int:
+        """First iteration of stream-K block ``cta`` (``sk_begin`` in the source)."""
+        total = self.sk_tiles * self.ipt
+        base, extra = divmod(total, self.sk_ctas)
+        return cta * base + min(cta, extra)
+
+    def owner(self, iteration: int) -> int:
+        """The stream-K block whose share holds ``iteration`` (``sk_owner``)."""
+        base, extra = divmod(self.sk_tiles * self.ipt, self.sk_ctas)
+        big = extra * (base + 1)
+        return iteration // (base + 1) if iteration < big else extra + (iteration - big) // base
+
+    def info(self) -> dict:
+        return {"tiles": self.tiles, "slots": self.slots, "sk_ctas": self.sk_ctas,
+                "sk_tiles": self.sk_tiles, "dp_tiles": self.dp_tiles}
+
+
+def streamk_split(config: Config, m: int, n: int, k: int, batch: int = 1,
+                  device: DeviceFacts = H100_SXM) -> StreamK:
+    """The two-tile stream-K + data-parallel split (Osama et al., PPoPP'23), with the same
+    integer arithmetic as cuda/23_streamk.cu.
+
+    With ``slots`` resident blocks and ``tiles`` tiles: when the tiles fill whole
+    waves, every tile is data-parallel. Otherwise the first ``slots + tiles mod
+    slots`` tiles (all of them when there are fewer than ``slots``) are shared
+    evenly by ``slots`` blocks, between one and two tiles each, and the rest,
+    whole waves, stay data-parallel. Never more stream-K blocks than iterations.
+    """
+    tiles = -(-m // config.bm) * -(-n // config.bn) * batch
+    ipt = -(-k // config.bk)
+    if tiles * ipt > MAX_ITERATIONS:
+        raise ValueError(f"{batch}x{m}x{n}x{k} has {tiles * ipt} MAC-loop iterations of "
+                         f"{config.name}; rung 23 counts at most {MAX_ITERATIONS}")
+    slots = device.sms * config.blocks_per_sm
+    rest = tiles % slots
+    sk_tiles = 0 if rest == 0 else min(tiles, slots + rest)
+    sk_ctas = min(slots, sk_tiles * ipt)
+    return StreamK(config, tiles, ipt, slots, sk_ctas, sk_tiles)
+
+
+# ----------------------------------------------------------------------- GEMV
+def gemv_side(m: int, n: int) -> str:
+    """Which operand rung 24 streams: "m" (B streamed) when M is at most 16 and below N,
+    else "n" (A streamed, SKINNY columns of B per grid z: any N)."""
+    return "m" if m < n and m <= GEMV_MAX_SKINNY else "n"
+
+
+def gemv_config(m: int, n: int) -> GemvConfig:
+    """The least GEMV variant that holds the skinny side (16 columns at a time when both
+    sides pass 16: rung 24 alone is right for every shape, if slow there)."""
+    side = gemv_side(m, n)
+    skinny = min(GEMV_MAX_SKINNY, n if side == "n" else m)
+    return next(c for c in GEMV_CONFIGS if c.side == side and c.skinny >= skinny)
+
+
+def gemv_kchunk(k: int, split: int) -> int:
+    """K per slice: whole 128s (so that 16-byte loads of B stay aligned)."""
+    per_slice = -(-k // split)
+    return -(-per_slice // 128) * 128
+
+
+def gemv_splits(k: int) -> list[int]:
+    """Split factors of rung 24 that leave no K slice empty."""
+    out = []
+    for s in (1, 2, 4, 8, 16, 32, 64, 128, 256):
+        if s > 1 and (s - 1) * gemv_kchunk(k, s) >= k:
+            break
+        out.append(s)
+    return out
+
+
+def gemv_groups(config: GemvConfig, n: int) -> int:
+    """Column groups of the "n" kernel (grid z per matrix); 1 for the "m" kernel."""
+    return -(-n // config.skinny) if config.side == "n" else 1
+
+
+def gemv_grid(config: GemvConfig, m: int, n: int, batch: int, split: int) -> tuple[int, int, int]:
+    wide = n if config.side == "m" else m
+    return (-(-wide // config.rows), split, batch * gemv_groups(config, n))
+
+
+# ------------------------------------------------------------- applicability
+def why_not(candidate: Candidate, m: int, n: int, k: int, batch: int,
+            device: DeviceFacts = H100_SXM) -> str:
+    """Why ``candidate`` cannot launch this problem (grid limits, workspace, stream-K's int
+    counters, GEMV's skinny side), or '' when it can: the one place that decides."""
+    config, split = candidate.config, candidate.split
+    workspace = 4 * batch * split * m * n if split > 1 else 0
+    if workspace > MAX_WORKSPACE_BYTES:
+        return f"{workspace} bytes of partial sums (at most {MAX_WORKSPACE_BYTES})"
+    if candidate.family == "gemv":
+        assert isinstance(config, GemvConfig)
+        if gemv_config(m, n) != config:
+            return f"{config.name} is not rung 24's variant for {m}x{n}"
+        grid = gemv_grid(config, m, n, batch, split)
+        if split not in gemv_splits(k):
+            return f"split {split} leaves a K slice empty"
+        return "" if max(grid[1:]) <= MAX_GRID_YZ else f"grid {grid} passes CUDA's y/z limit"
+    assert isinstance(config, Config)
+    if candidate.family == "streamk":
+        if split != 1:
+            return "stream-K splits its own way (split 1)"
+        try:
+            streamk_split(config, m, n, k, batch, device)
+        except ValueError as exc:
+            return str(exc)
+        return ""
+    grid = (-(-m // config.bm), -(-n // config.bn), batch * split)
+    if grid[1] > MAX_GRID_YZ or grid[2] > MAX_GRID_YZ:
+        return f"grid {grid} passes CUDA's y/z limit"
+    if split not in split_factors(k, config.bk):
+        return f"split {split} leaves a K slice empty"
+    return ""
+
+
+def candidates(m: int, n: int, k: int, batch: int = 1, device: DeviceFacts = H100_SXM,
+               families: tuple[str, ...] = ("splitk", "streamk", "gemv"),
+               configs: tuple[Config, ...] | None = None) -> list[Candidate]:
+    """Every candidate of the manifest that can run the problem: each split-K variant with
+    each split factor, each stream-K variant, rung 24's variant with each of its splits.
+    ``configs`` keeps only those tile shapes (rung 21 keeps its own)."""
+    out = []
+    for row in VARIANTS:
+        if row.family not in families:
+            continue
+        if configs is not None and row.config not in configs:
+            continue
+        if row.family == "splitk":
+            splits = split_factors(k, row.config.bk)
+        elif row.family == "gemv":  # only where a side is skinny: elsewhere tiles win
+            if min(m, n) > GEMV_MAX_SKINNY or gemv_config(m, n) != row.config:
+                continue
+            splits = gemv_splits(k)
+        else:
+            splits = [1]
+        for split in splits:
+            candidate = Candidate(row, split)
+            if not why_not(candidate, m, n, k, batch, device):
+                out.append(candidate)
+    return out

@@ -1,0 +1,115 @@
+"""The cost model: what it prefers, how it is fitted and scored (no GPU)."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from pathlib import Path
+
+import pytest
+
+from mmsuite.cuda_dispatch import model, tuning_file, variants
+from mmsuite.cuda_dispatch.device import DeviceFacts
+from mmsuite.cuda_dispatch.model import Parameters, Timing, estimate_seconds
+from mmsuite.cuda_dispatch.variants import CONFIGS, RUNG21_CONFIG, Candidate, variant
+
+H100 = DeviceFacts()
+
+
+def _best(m: int, n: int, k: int, batch: int = 1, device: DeviceFacts = H100,
+          **choice) -> Candidate:
+    found = variants.candidates(m, n, k, batch, device, **choice)
+    return model.ranked(found, m, n, k, batch, device, model.STARTING)[0][1]
+
+
+def test_big_squares_take_big_tiles_and_no_split() -> None:
+    for size in (2048, 4096, 8192):
+        best = _best(size, size, size)
+        assert best.split == 1 and best.config.bm * best.config.bn >= 128 * 128
+
+
+def test_tall_k_is_split_until_every_sm_has_work() -> None:
+    best = _best(128, 128, 65536, families=("splitk",))
+    assert -(-128 // best.config.bm) * -(-128 // best.config.bn) * best.split >= H100.sms
+
+
+def test_fewer_sms_need_fewer_slices() -> None:
+    small = DeviceFacts("small", 16, 1500)
+    rung21 = {"families": ("splitk",), "configs": (RUNG21_CONFIG,)}
+    assert (_best(128, 128, 65536, 1, small, **rung21).split
+            < _best(128, 128, 65536, 1, H100, **rung21).split)
+
+
+def test_sizes_that_force_scalar_loads_cost_large_blocks_more() -> None:
+    # At 4097^3 every A column is misaligned and loads go scalar: on the H100 the
+    # 512-thread tile kept 74% of its 4096^3 speed, the 128-thread 64x128 tile 92%.
+    def slowdown(name: str) -> float:
+        c = Candidate(variant("splitk", CONFIGS[name]))
+        return estimate_seconds(c, 4097, 4097, 4097) / estimate_seconds(c, 4096, 4096, 4096)
+
+    assert slowdown("256x128x16_t8x8_lr2") > slowdown("64x128x16_b3") > 1.0
+
+
+def test_skinny_products_go_to_rung_24_and_others_never_do() -> None:
+    for m, n in ((8192, 1), (4, 8192), (8192, 8)):
+        assert _best(m, n, 8192).family == "gemv"
+    assert all(c.family != "gemv" for c in variants.candidates(4096, 17, 4096))
+
+
+def test_a_split_pays_for_its_reduction() -> None:
+    tile = variant("splitk", CONFIGS["128x128x16"])
+    one, two = Candidate(tile, 1), Candidate(tile, 2)
+    # 256 tiles of 8192^2 fill the SMs: a second slice only adds the reduction's bytes.
+    assert estimate_seconds(two, 2048, 2048, 8192) > estimate_seconds(one, 2048, 2048, 8192)
+
+
+def _synthetic(truth: Parameters, shapes: list[tuple[int, int, int, int]]) -> list[Timing]:
+    out = []
+    for m, n, k, batch in shapes:
+        for c in variants.candidates(m, n, k, batch, H100)[::7]:
+            out.append(Timing(m, n, k, batch, c, estimate_seconds(c, m, n, k, batch, H100,
+                                                                   truth)))
+    return out
+
+
+SHAPES = [(4096, 4096, 4096, 1), (512, 512, 512, 1), (128, 128, 65536, 1), (8192, 1, 8192, 1),
+          (4097, 4097, 4097, 1), (1000, 1000, 1000, 8), (300, 7000, 90, 1), (6, 3000, 5000, 1)]
+
+
+def test_fit_recovers_the_parameters_that_made_the_timings() -> None:
+    truth = dataclasses.replace(model.STARTING, shared={**model.SHARED_DEFAULTS,
+                                                       "launch_s": 4e-6, "gemv_bandwidth": 0.7,
+                                                       "store_bytes_per_s": 1.5e12})
+    timings = _synthetic(truth, SHAPES)
+    assert model.log_error(timings, H100, model.STARTING) > 0.02
+    fitted = model.fit(timings, H100, prior_weight=0.0, iterations=30)
+    assert model.log_error(timings, H100, fitted) < 0.2 * model.log_error(
+        timings, H100, model.STARTING)
+    assert fitted.source == "fitted"
+
+
+def test_ranking_accuracy_compares_the_pick_with_the_measured_fastest() -> None:
+    fast, slow = (Candidate(variant("splitk", CONFIGS[name]))
+                  for name in ("256x128x16_t8x8_lr2_s2", "32x32x16_t4x4_lr4"))
+    # The model picks the big tile at 4096^3; say it measured 10% slower than the small one.
+    rows = [Timing(4096, 4096, 4096, 1, fast, 1.1e-3), Timing(4096, 4096, 4096, 1, slow, 1e-3)]
+    score = model.ranking_accuracy(rows, H100, model.STARTING)
+    assert (score.problems, score.top1, score.within_3pct) == (1, 0.0, 0.0)
+    assert score.worst_loss == pytest.approx(0.1) and score.pair_order == 0.0
+    rows[0] = Timing(4096, 4096, 4096, 1, fast, 0.9e-3)
+    assert model.ranking_accuracy(rows, H100, model.STARTING).top1 == 1.0
+
+
+def test_parameters_round_trip_and_the_users_model_wins(_tuning_dir: Path) -> None:
+    fitted = dataclasses.replace(model.STARTING, efficiency={"splitk:128x128x16": 0.5},
+                                 latency={"splitk:128x128x16": 2e-6})
+    again = Parameters.from_dict(json.loads(json.dumps(fitted.to_dict())))
+    assert again.to_dict() == fitted.to_dict()
+    assert model.parameters_for(H100.name) is model.STARTING  # no file anywhere
+    shipped = tuning_file.BUNDLED_DIR / "nvidia-h100-80gb-hbm3.model.json"
+    tuning_file.store_model(shipped, H100.name, {"shared": {"launch_s": 5e-6}})
+    assert model.parameters_for(H100.name)["launch_s"] == 5e-6
+    user = tuning_file.model_path(H100.name)
+    tuning_file.store_model(user, H100.name, fitted.to_dict())
+    read = model.parameters_for(H100.name)
+    assert read.efficiency == {"splitk:128x128x16": 0.5} and read.source == str(user)

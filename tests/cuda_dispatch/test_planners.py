@@ -1,0 +1,142 @@
+"""The planners the catalogue names: from a problem to the launches (no GPU)."""
+
+from __future__ import annotations
+
+import inspect
+import re
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+
+from mmsuite import catalogue
+from mmsuite.cuda_dispatch import planners, tuning_file
+from mmsuite.cuda_dispatch.device import DeviceFacts
+from mmsuite.cuda_dispatch.tuning_file import entry_of, shape_key
+from mmsuite.cuda_dispatch.variants import (
+    CONFIGS,
+    RUNG21_CONFIG,
+    STREAMK_CONFIGS,
+    Candidate,
+    GemvConfig,
+    variant,
+)
+from mmsuite.launch import GEMM_ARGS
+
+H100 = DeviceFacts()
+
+
+def _call(m: int, n: int, k: int, batch: int = 1) -> SimpleNamespace:
+    return SimpleNamespace(m=m, n=n, k=k, batch=batch)
+
+
+def _store(m: int, n: int, k: int, candidate: Candidate, batch: int = 1) -> Path:
+    path = tuning_file.tuning_path(H100.name)
+    tuning_file.store_tuning(path, H100.name, {shape_key(m, n, k, batch): entry_of(candidate)})
+    return path
+
+
+def test_the_catalogue_names_planners_as_functions_of_the_package() -> None:
+    named = {k.id: k.launch.planner for k in catalogue.kernels("cuda")
+             if getattr(k.launch, "planner", None)}
+    assert named == {"cuda.21_splitk": planners.plan_splitk,
+                     "cuda.22_adaptive": planners.plan_adaptive,
+                     "cuda.23_streamk": planners.plan_streamk,
+                     "cuda.24_gemv": planners.plan_gemv}
+    for planner in named.values():
+        assert list(inspect.signature(planner).parameters) == ["call", "device", "override"]
+
+
+def test_split_plan_is_main_kernel_then_reduction_over_one_workspace() -> None:
+    plan = planners.plan_splitk(_call(512, 512, 512), H100)
+    info = plan.info["dispatch"]
+    split = info["split"]
+    assert split > 1 and len(plan.steps) == 2 and info["config"] == RUNG21_CONFIG.name
+    main, reduce = plan.steps
+    assert (main.entry, reduce.entry) == ("mm_21_splitk", "mm_21_reduce")
+    assert main.grid == (4, 4, split) and main.block == (RUNG21_CONFIG.threads,)
+    assert main.args == GEMM_ARGS + ("work", split)
+    assert reduce.args == ("m", "n", "batch", "alpha", "work", "beta", "c", split)
+    assert plan.workspace == split * 512 * 512 and info["choice"] == "model"
+
+
+def test_unsplit_plan_is_one_launch_without_workspace() -> None:
+    plan = planners.plan_splitk(_call(4096, 4096, 4096), H100)
+    assert len(plan.steps) == 1 and plan.workspace == 0 and plan.steps[0].grid == (32, 32, 1)
+
+
+def test_dynamic_shared_memory_is_passed_to_the_launch() -> None:
+    big = CONFIGS["256x128x16_t8x8_lr2_s2"]
+    plan = planners.plan_adaptive(_call(4096, 4096, 4096), H100,
+                                  Candidate(variant("splitk", big), 2))
+    assert plan.steps[0].smem == big.smem_bytes and plan.steps[1].smem == 0
+
+
+def test_rung_22_follows_the_tuning_file_for_that_shape_only() -> None:
+    tuned = Candidate(variant("splitk", CONFIGS["128x64x16_b3"]), 96)
+    path = _store(128, 128, 65536, tuned)
+    info = planners.plan_adaptive(_call(128, 128, 65536), H100).info["dispatch"]
+    assert (info["config"], info["split"], info["choice"]) == ("128x64x16_b3", 96, "tuned")
+    assert info["tuning_file"] == str(path)
+    other = planners.plan_adaptive(_call(1024, 1024, 1024), H100).info["dispatch"]
+    assert other["choice"] == "model" and other["tuning_file"] == str(path)
+    # Rung 21 keeps its own tile and the model's split: the file belongs to rung 22.
+    assert planners.plan_splitk(_call(128, 128, 65536), H100).info["dispatch"]["choice"] == (
+        "model")
+
+
+def test_a_tuned_streamk_entry_launches_rung_23s_kernels_and_fixup() -> None:
+    _store(4097, 4097, 4097, Candidate(variant("streamk", STREAMK_CONFIGS[-1])))
+    plan = planners.plan_adaptive(_call(4097, 4097, 4097), H100)
+    main, fixup = plan.steps
+    info = plan.info["dispatch"]
+    assert (main.entry, fixup.entry) == ("mm_23_streamk", "mm_23_fixup")
+    assert main.source == fixup.source == "cuda/23_streamk.cu"
+    assert main.args == GEMM_ARGS + ("work", info["sk_ctas"], info["sk_tiles"])
+    assert main.grid == (info["sk_ctas"] + info["dp_tiles"], 1, 1)
+    assert fixup.grid[0] == info["sk_tiles"] and info["choice"] == "tuned"
+
+
+def test_streamk_has_no_fixup_when_tiles_fill_whole_waves() -> None:
+    config = STREAMK_CONFIGS[0]
+    slots = H100.sms * config.blocks_per_sm
+    plan = planners.plan_streamk(_call(config.bm * slots, config.bn, 64), H100)
+    assert len(plan.steps) == 1 and plan.info["dispatch"]["sk_ctas"] == 0
+
+
+def test_an_override_is_forced_by_argument_and_checked() -> None:
+    forced = Candidate(variant("splitk", CONFIGS["32x32x16_t4x4_lr4"]), 3)
+    info = planners.plan_adaptive(_call(512, 512, 512), H100, forced).info["dispatch"]
+    assert (info["config"], info["split"], info["choice"]) == ("32x32x16_t4x4_lr4", 3, "forced")
+    with pytest.raises(ValueError, match="cannot run"):
+        planners.plan_adaptive(_call(512, 512, 512), H100,
+                               Candidate(variant("gemv", GemvConfig("n", 1)), 1))
+
+
+@pytest.mark.parametrize("m,n,entry", [(8192, 1, "mm_24_gemv_n"), (4, 8192, "mm_24_gemv_m")])
+def test_rung_22_sends_skinny_products_to_rung_24(m: int, n: int, entry: str) -> None:
+    plan = planners.plan_adaptive(_call(m, n, 8192), H100)
+    assert plan.steps[0].entry == entry and plan.steps[0].source == "cuda/24_gemv.cu"
+    split = plan.info["dispatch"]["split"]
+    assert plan.steps[0].grid[1] == split and (len(plan.steps) == 2) == (split > 1)
+
+
+def test_rung_24_alone_covers_wide_products_sixteen_columns_at_a_time() -> None:
+    plan = planners.plan_gemv(_call(35, 79, 19, 3), H100)
+    assert plan.steps[0].entry == "mm_24_gemv_n" and plan.steps[0].grid == (1, 1, 3 * 5)
+    assert plan.info["dispatch"]["config"] == "gemv_n16"
+
+
+def test_nothing_in_the_dispatcher_or_tune_writes_the_environment() -> None:
+    package = Path(planners.__file__).parent
+    sources = [*package.glob("*.py"), package.parent / "commands" / "tune.py"]
+    writes = re.compile(r"os\.environ\[[^]]+\]\s*=|os\.environ\.(pop|update|setdefault)|putenv")
+    for path in sources:
+        assert not writes.search(path.read_text()), path
+
+
+def test_a_problem_no_plan_can_launch_is_a_launch_limit_not_a_bug() -> None:
+    from mmsuite.launch import LaunchLimit
+
+    with pytest.raises(LaunchLimit, match="grid limits"):
+        planners.plan_splitk(_call(1, 128 * 70000, 64, 1), H100)

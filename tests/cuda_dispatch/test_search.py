@@ -1,0 +1,139 @@
+"""The search: seeded shapes, the noise rule, what tune stores (the GPU replaced by a fake)."""
+
+from __future__ import annotations
+
+import itertools
+import math
+
+import pytest
+
+from mmsuite.cuda_dispatch import search, tuning_file
+from mmsuite.cuda_dispatch.device import DeviceFacts
+from mmsuite.cuda_dispatch.planners import decide
+from mmsuite.problem import Problem
+
+H100 = DeviceFacts()
+
+
+def test_sampled_shapes_are_seeded_bounded_and_end_with_the_batched_ones() -> None:
+    shapes = search.sample_shapes(5, 40, 8)
+    assert shapes == search.sample_shapes(5, 40, 8) != search.sample_shapes(6, 40, 8)
+    assert len(shapes) == 48 and all(p.batch == 1 for p in shapes[:40])
+    assert all(p.batch > 1 for p in shapes[40:])
+    for p in shapes:
+        assert 1 <= min(p.m, p.n, p.k) and max(p.m, p.n, p.k) <= 16384
+        assert math.log2(p.m * p.n * p.k * p.batch) <= 37 + 1e-9
+
+
+@pytest.mark.parametrize("samples,baseline,wins", [
+    ([0.90] * 15, [1.00] * 15, True),  # 10% faster every round
+    ([0.997] * 15, [1.00] * 15, False),  # faster, but less than the margin
+    ([0.9, 1.1] * 7 + [0.9], [1.0] * 15, False),  # as often slower as faster
+])
+def test_an_entry_must_beat_the_models_choice_beyond_the_noise(samples: list, baseline: list,
+                                                              wins: bool) -> None:
+    assert search.beats(samples, baseline)[0] is wins
+
+
+class FakeTimer:
+    """PlanTimer's interface on a made-up GPU: each candidate's time from ``times`` (by
+    label, default 1 ms), optionally failing verification."""
+
+    times: dict[str, float] = {}
+    failing: set[str] = set()
+    noise = itertools.cycle([1.0, 1.002, 0.998])
+
+    def __init__(self, problem: Problem) -> None:
+        self.problem = problem
+        self.device = H100
+        self.current = None
+
+    @property
+    def dims(self):
+        p = self.problem
+        return (p.n, p.m, p.k, p.batch) if p.layout == "row" else (p.m, p.n, p.k, p.batch)
+
+    def decision(self, override=None, **choice):
+        return decide(*self.dims, self.device, override, **choice)
+
+    def select(self, decision) -> None:
+        self.current = decision.candidate.label
+
+    def use(self, decision) -> float:
+        self.select(decision)
+        if self.current in self.failing:
+            raise RuntimeError(f"{self.current} failed verification: relative error 1")
+        return 0.0
+
+    def time(self, sampling) -> list[float]:
+        return [self.sample() for _ in range(5)]
+
+    def sample(self) -> float:
+        return self.times.get(self.current, 1.0) * next(self.noise)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc) -> None:
+        pass
+
+
+@pytest.fixture
+def fake(monkeypatch: pytest.MonkeyPatch):
+    monkeypatch.setattr(search, "PlanTimer", FakeTimer)
+    FakeTimer.times, FakeTimer.failing = {}, set()
+    return FakeTimer
+
+
+def _model_choice(problem: Problem):
+    return FakeTimer(problem).decision(use_tuning=False).candidate
+
+
+def test_a_clearly_faster_candidate_is_stored_and_the_model_choice_recorded(fake) -> None:
+    problem = Problem(512, 512, 512)
+    chosen = _model_choice(problem)
+    other = search.model.ranked(search.candidates(512, 512, 512, 1, H100), 512, 512, 512)[3][1]
+    fake.times = {other.label: 0.8}
+    done = search.tune_problem(problem, limit=6, confirm=2, progress=lambda _: None)
+    entry = done["entry"]
+    assert entry is not None and done["best"] == other.label
+    assert tuning_file.candidate_of(entry, "f") == other
+    assert entry["model"]["config"] == chosen.config.name and entry["ratio_to_model"] < 0.85
+    stored = tuning_file.load_tuning(tuning_file.tuning_path(H100.name))["entries"]
+    assert stored[done["key"]] == entry
+
+
+def test_within_the_noise_no_entry_is_stored_and_an_old_one_goes(fake) -> None:
+    problem = Problem(512, 512, 512)
+    path = tuning_file.tuning_path(H100.name)
+    key = tuning_file.shape_key(512, 512, 512)
+    tuning_file.store_tuning(path, H100.name, {key: tuning_file.entry_of(
+        _model_choice(Problem(64, 64, 64)))})
+    done = search.tune_problem(problem, limit=6, confirm=2, progress=lambda _: None)
+    assert done["entry"] is None
+    assert key not in tuning_file.load_tuning(path)["entries"]
+
+
+def test_a_candidate_failing_verification_is_skipped_with_the_reason(fake) -> None:
+    problem = Problem(512, 512, 512)
+    ranked = search.model.ranked(search.candidates(512, 512, 512, 1, H100), 512, 512, 512)
+    bad = ranked[1][1]
+    fake.failing = {bad.label}
+    fake.times = {bad.label: 0.1}
+    lines: list[str] = []
+    done = search.tune_problem(problem, limit=6, confirm=2, progress=lines.append)
+    assert any(line.startswith(f"skipped {bad.label}: ") for line in lines)
+    assert done["best"] != bad.label
+
+
+def test_the_models_choice_failing_is_an_error(fake) -> None:
+    problem = Problem(512, 512, 512)
+    fake.failing = {_model_choice(problem).label}
+    with pytest.raises(RuntimeError, match="the model's choice"):
+        search.tune_problem(problem, limit=4, confirm=2, progress=lambda _: None)
+
+
+def test_row_major_problems_are_keyed_by_the_kernels_own_sizes(fake) -> None:
+    done = search.tune_problem(Problem(300, 20, 64), limit=3, confirm=1,
+                               progress=lambda _: None)
+    assert done["key"] == "20x300x64x1"

@@ -1,0 +1,256 @@
+"""The manifest of compiled variants: configs, applicability, split arithmetic (no GPU)."""
+
+from __future__ import annotations
+
+import dataclasses
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from mmsuite.cuda_dispatch import variants
+from mmsuite.cuda_dispatch.device import DeviceFacts
+from mmsuite.cuda_dispatch.variants import (
+    CONFIGS,
+    GEMV_CONFIGS,
+    SEARCH,
+    STREAMK_CONFIGS,
+    VARIANTS,
+    Candidate,
+    Config,
+    GemvConfig,
+    variant,
+    why_not,
+)
+from mmsuite.sources import source_path
+
+H100 = DeviceFacts()
+NVCC = shutil.which("nvcc")
+needs_nvcc = pytest.mark.skipif(NVCC is None, reason="nvcc is not on PATH (install the CUDA "
+                                "toolkit)")
+
+
+# ----------------------------------------------------------------- configs
+def test_config_names_and_defines() -> None:
+    config = Config(64, 64, tm=4, tn=8, lr=8)
+    assert config.name == "64x64x16_t4x8_lr8"
+    assert config.defines == {"BM": 64, "BN": 64, "BK": 16, "TM": 4, "TN": 8, "LR": 8}
+    assert config.threads == 128
+    assert Config(128, 128).threads == 256 and Config(128, 256).threads == 512
+
+
+@pytest.mark.parametrize("kwargs,why", [
+    ({"bm": 128, "bn": 128, "tm": 6}, "TM and TN"),
+    ({"bm": 48, "bn": 128}, "warp tiles"),
+    ({"bm": 256, "bn": 256, "tm": 4}, "threads per block"),
+    ({"bm": 32, "bn": 32, "tm": 8, "tn": 8}, "warp tiles"),
+    ({"bm": 256, "bn": 128, "bk": 128, "lr": 2, "stages": 2}, "shared memory"),
+    ({"bm": 128, "bn": 128, "stages": 3}, "STAGES"),
+])
+def test_configs_the_source_rejects_are_refused(kwargs: dict, why: str) -> None:
+    with pytest.raises(ValueError, match=why):
+        Config(**kwargs)
+
+
+def test_params_round_trip_keeps_the_measured_figures() -> None:
+    for config in SEARCH:
+        assert Config.from_params(config.params()) is config
+    fresh = Config.from_params({"BM": 128, "BN": 128, "BK": 8, "STAGES": 2, "LR": 2})
+    assert fresh.stages == 2 and fresh.defines["STAGES"] == 2
+
+
+def test_buffers_over_48kb_are_dynamic_shared_memory() -> None:
+    big = CONFIGS["256x128x16_t8x8_lr2_s2"]
+    assert big.smem_bytes == 2 * 16 * (256 + 128 + 4) * 4 > 48 * 1024
+    assert big.smem_dynamic and big.defines["SMEM_DYNAMIC"] == 1
+    assert "SMEM_DYNAMIC" not in CONFIGS["256x128x16_t8x8_lr2"].defines
+
+
+def test_occupancy_follows_registers_and_threads() -> None:
+    assert CONFIGS["128x128x16"].blocks_per_sm == 2  # rung 20: 128 registers x 256 threads
+    assert CONFIGS["128x256x16"].blocks_per_sm == 1
+    assert CONFIGS["64x128x16_b3"].blocks_per_sm == 3
+
+
+# ----------------------------------------------------------------- manifest
+def test_the_manifest_names_each_variant_once_with_its_source_and_entries() -> None:
+    keys = [v.key for v in VARIANTS]
+    assert len(keys) == len(set(keys))
+    assert {v.family for v in VARIANTS} == {"splitk", "streamk", "gemv"}
+    for row in VARIANTS:
+        text = source_path(row.source).read_text()
+        assert f"\n{row.entry}(" in text and f"\n{row.second_entry}(" in text, row.key
+    assert len([v for v in VARIANTS if v.family == "splitk"]) == len(SEARCH)
+    assert len([v for v in VARIANTS if v.family == "gemv"]) == len(GEMV_CONFIGS) == 10
+
+
+def test_every_family_is_a_candidate_where_it_applies() -> None:
+    families = {c.family for c in variants.candidates(4097, 4097, 4097, 1, H100)}
+    assert families == {"splitk", "streamk"}  # no side is skinny: rung 24 is not offered
+    skinny = variants.candidates(8192, 1, 8192, 1, H100)
+    gemv = [c for c in skinny if c.family == "gemv"]
+    assert {c.config.name for c in gemv} == {"gemv_n1"} and len(gemv) > 4
+    assert {c.family for c in skinny} == {"splitk", "streamk", "gemv"}
+
+
+@pytest.mark.parametrize("m,n,name", [(8192, 1, "gemv_n1"), (8192, 3, "gemv_n4"),
+                                      (4096, 16, "gemv_n16"), (16, 4096, "gemv_m16"),
+                                      (4, 8192, "gemv_m4"), (7, 7, "gemv_n8"),
+                                      (35, 79, "gemv_n16")])
+def test_rung_24_takes_the_least_variant_that_holds_the_skinny_side(m: int, n: int,
+                                                                    name: str) -> None:
+    assert variants.gemv_config(m, n).name == name
+
+
+def test_why_not_is_the_one_place_that_refuses_a_plan() -> None:
+    tile = variant("splitk", CONFIGS["128x128x16"])
+    assert "partial sums" in why_not(Candidate(tile, 2), 16384, 16384, 4096, 1)  # 2 GiB
+    assert "y/z limit" in why_not(Candidate(tile, 1), 1, 128 * 70000, 64, 1)
+    assert "empty" in why_not(Candidate(tile, 5), 128, 128, 64, 1)  # 4 K tiles
+    streamk = variant("streamk", STREAMK_CONFIGS[0])
+    assert "split 1" in why_not(Candidate(streamk, 2), 512, 512, 512, 1)
+    assert "iterations" in why_not(Candidate(variant("streamk", STREAMK_CONFIGS[-1])),
+                                   2**16, 2**16, 2**16, 1)
+    gemv = variant("gemv", GemvConfig("n", 1, 37))
+    assert "not rung 24's variant" in why_not(Candidate(gemv), 8192, 2, 8192, 1)
+    assert why_not(Candidate(gemv, 8), 8192, 1, 8192, 1) == ""
+    assert all(why_not(c, 8192, 1, 8192, 1, H100) == ""
+               for c in variants.candidates(8192, 1, 8192, 1, H100))
+
+
+def _k_slices(k: int, bk: int, split: int) -> list[tuple[int, int]]:
+    """The K range of every slice, computed as cuda/21_splitk.cu does."""
+    tiles = -(-k // bk)
+    per = -(-tiles // split)
+    out = []
+    for s in range(split):
+        kb = min(k, s * per * bk)
+        out.append((kb, min(k, kb + per * bk)))
+    return out
+
+
+@pytest.mark.parametrize("k", [1, 15, 16, 17, 100, 1031, 4096, 65536])
+def test_offered_splits_cover_k_once_with_no_empty_slice(k: int) -> None:
+    for split in variants.split_factors(k, 16):
+        slices = _k_slices(k, 16, split)
+        assert slices[0][0] == 0 and slices[-1][1] == k
+        assert all(a < b for a, b in slices), f"empty slice at split {split}"
+
+
+@pytest.mark.parametrize("k", [1, 127, 128, 129, 1031, 4099, 8192, 65536])
+def test_gemv_slices_cover_k_in_whole_128s_with_none_empty(k: int) -> None:
+    for split in variants.gemv_splits(k):
+        chunk = variants.gemv_kchunk(k, split)
+        assert chunk % 128 == 0  # 16-byte loads of B's columns stay aligned
+        assert split * chunk >= k and (split - 1) * chunk < k  # the last slice not empty
+
+
+def test_gemv_groups_cover_every_column() -> None:
+    config = GemvConfig("n", 16)
+    assert variants.gemv_grid(config, 35, 79, 3, 2) == (1, 2, 3 * 5)
+    assert variants.gemv_grid(GemvConfig("m", 4), 4, 8192, 1, 8) == (256, 8, 1)
+
+
+# ------------------------------------------------------------ compiled code
+def _ptxas(source: Path, defines: dict, tmp_path: Path) -> dict[str, tuple[int, str]]:
+    """(registers, spill line) of each kernel nvcc compiles from ``source``."""
+    cmd = [NVCC, "-arch=sm_90", "-c", "-Xptxas", "-v", "-I", str(source.parent),
+           *[f"-D{k}={v}" for k, v in defines.items()], "-o", str(tmp_path / "o.o"),
+           str(source)]
+    done = subprocess.run(cmd, capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    kernels: dict[str, tuple[int, str]] = {}
+    entry, spills = None, ""
+    for line in done.stderr.splitlines():
+        if "Compiling entry function" in line:
+            entry = line.split("'")[1]
+        elif "spill stores" in line:
+            spills = line.strip()
+        elif "Used " in line and entry is not None:
+            kernels[entry] = (int(line.split("Used ")[1].split()[0]), spills)
+            entry = None
+    return kernels
+
+
+@needs_nvcc
+@pytest.mark.parametrize("row", VARIANTS, ids=lambda v: v.key)
+def test_every_variant_compiles_for_sm90_without_spills_at_its_occupancy(row,
+                                                                         tmp_path: Path) -> None:
+    regs, spills = _ptxas(source_path(row.source), row.config.defines, tmp_path)[row.entry]
+    assert spills.startswith("0 bytes stack frame, 0 bytes spill"), spills
+    assert regs == row.config.regs or (
+        isinstance(row.config, Config)
+        and dataclasses.replace(row.config, regs=regs).blocks_per_sm
+        == row.config.blocks_per_sm), f"{row.key}: {regs} registers"
+
+
+# ----------------------------------------------------------------- stream-K
+def _streamk_work(split: variants.StreamK) -> dict[int, list[tuple[int, int, int]]]:
+    """Per block of rung 23's grid, the (tile, first, end) iteration runs it computes,
+    walked as cuda/23_streamk.cu walks them."""
+    work = {}
+    for block in range(split.grid[0]):
+        if block < split.sk_ctas:
+            it, end = split.begin(block), split.begin(block + 1)
+        else:
+            it = (split.sk_tiles + block - split.sk_ctas) * split.ipt
+            end = it + split.ipt
+        runs = []
+        while it < end:
+            tile = it // split.ipt
+            stop = min(end, (tile + 1) * split.ipt)
+            runs.append((tile, it, stop))
+            it = stop
+        work[block] = runs
+    return work
+
+
+STREAMK_PROBLEMS = [(1, 1, 1, 1), (35, 79, 19, 3), (4097, 4097, 4097, 1), (8192, 128, 8192, 1),
+                    (128, 128, 65536, 1), (1000, 1000, 1000, 100), (131, 257, 139, 2)]
+
+
+@pytest.mark.parametrize("config", STREAMK_CONFIGS, ids=lambda c: c.name)
+@pytest.mark.parametrize("m,n,k,batch", STREAMK_PROBLEMS)
+def test_streamk_assigns_every_tile_iteration_exactly_once_in_even_shares(
+        config: Config, m: int, n: int, k: int, batch: int) -> None:
+    split = variants.streamk_split(config, m, n, k, batch, H100)
+    seen = [0] * (split.tiles * split.ipt)
+    for runs in _streamk_work(split).values():
+        for _, first, end in runs:
+            for it in range(first, end):
+                seen[it] += 1
+    assert set(seen) == {1}
+    assert split.sk_ctas <= split.slots and split.dp_tiles % split.slots == 0
+    if split.sk_ctas:
+        shares = [split.begin(c + 1) - split.begin(c) for c in range(split.sk_ctas)]
+        assert max(shares) - min(shares) <= 1 and min(shares) >= 1
+        if split.tiles >= split.slots:  # the two-tile hybrid: one to two tiles a block
+            assert split.ipt <= min(shares) and max(shares) <= 2 * split.ipt
+
+
+@pytest.mark.parametrize("config", STREAMK_CONFIGS, ids=lambda c: c.name)
+@pytest.mark.parametrize("m,n,k,batch", STREAMK_PROBLEMS)
+def test_streamk_fixup_finds_each_partial_in_its_own_slot(config: Config, m: int, n: int,
+                                                          k: int, batch: int) -> None:
+    split = variants.streamk_split(config, m, n, k, batch, H100)
+    written = {}  # (block, slot) -> tile whose raw partial sums the block wrote there
+    for block, runs in _streamk_work(split).items():
+        for tile, first, end in runs:
+            if (first, end) != (tile * split.ipt, (tile + 1) * split.ipt):
+                slot = 0 if tile == runs[0][0] else 1
+                assert (block, slot) not in written, "two partials in one slot"
+                written[(block, slot)] = tile
+    for tile in range(split.sk_tiles):  # what mm_23_fixup reads for each shared tile
+        lo, hi = split.owner(tile * split.ipt), split.owner((tile + 1) * split.ipt - 1)
+        wrote = sorted(block for (block, _), t in written.items() if t == tile)
+        assert wrote == (list(range(lo, hi + 1)) if lo != hi else [])
+    assert all(2 * block + slot < split.workspace_elems // (config.bm * config.bn)
+               for block, slot in written)
+
+
+def test_streamk_fills_the_partial_wave_of_4097_cubed() -> None:
+    split = variants.streamk_split(STREAMK_CONFIGS[0], 4097, 4097, 4097, 1, H100)
+    assert split.tiles % split.slots != 0
+    assert split.sk_ctas == split.slots
+    assert split.sk_tiles == split.slots + split.tiles % split.slots
