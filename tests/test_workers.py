@@ -147,7 +147,7 @@ def test_cuda_device_facts_name_each_gpu_by_its_index(monkeypatch) -> None:
     assert facts[0] | {"pci_bus_id": None} == {
         "index": 0, "gpu": "H200", "compute_capability": "90", "pci_bus_id": None,
         "sm_count": 132, "memory_gib": 141.0, "l2_bytes": 0, "sm_clock_mhz": 1980,
-        "memory_clock_mhz": None}
+        "memory_clock_mhz": None, "memory_bus_bits": None}
 
 
 def test_default_timeout_grows_with_the_work() -> None:
