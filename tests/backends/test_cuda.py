@@ -22,6 +22,7 @@ from mmsuite import Problem, RunOptions, kernels, verify
 from mmsuite.backends import cuda as cuda_backend
 from mmsuite.backends import cuda_session, cuda_timing, get_backend
 from mmsuite.catalogue import Kernel, get
+from mmsuite.cuda_dispatch.device import DeviceFacts
 from mmsuite.cuda_dispatch.variants import VARIANTS
 from mmsuite.launch import CudaLaunch, CudaPlan, CudaStep
 from mmsuite.layout import GemmCall
@@ -101,21 +102,20 @@ def test_catalogue_launch_data_is_typed() -> None:
         CudaStep((1, 1, 1), (1,), args=("m", "workspace"))
 
 
-def two_step_plan(entry: str, source: str, call: GemmCall, device: dict) -> CudaPlan:
+def two_step_plan(call: GemmCall, device: DeviceFacts, override=None) -> CudaPlan:
     """A planner for the tests: the rung, then the rung again leaving C as it is
     (alpha 0, beta 1), with literal arguments and a workspace."""
     grid = CudaLaunch(block=(32, 32), tile=(32, 32), grid_x="rows").grid(call, "col")
     keep = ("m", "n", "k", 0.0, "a", "b", 1.0, "c")
     return CudaPlan((CudaStep(grid, (32, 32)), CudaStep(grid, (32, 32), args=keep)),
-                    workspace=16, info={"planned_for": device["name"]})
+                    workspace=16, info={"planned_for": device.name})
 
 
 def test_a_planner_gives_the_steps_of_a_sample(monkeypatch: pytest.MonkeyPatch) -> None:
     backend = cuda_backend.CudaBackend(RunOptions())
-    monkeypatch.setitem(backend.__dict__, "_env", {"gpu": "test GPU", "sm_count": 2})
+    monkeypatch.setitem(backend.__dict__, "device_facts", DeviceFacts("test GPU", 2))
     kernel = Kernel("cuda.planned", "cuda", 99, None, "", "", source="cuda/01_naive.cu",
-                    entry="mm_01_naive", layout="col",
-                    launch=CudaLaunch(planner=f"{__name__}:two_step_plan"))
+                    entry="mm_01_naive", layout="col", launch=CudaLaunch(planner=two_step_plan))
     call = GemmCall(70, 40, 9, 2, "col", 1.0, 0.0, np.empty(0), np.empty(0), np.empty(0))
     plan = backend.plan(kernel, call)
     assert [s.grid for s in plan.steps] == [(3, 2, 2)] * 2
@@ -140,7 +140,7 @@ def test_steps_pass_named_and_literal_arguments_in_order() -> None:
         return lambda grid, block, args, shared_mem: launched.append((entry, grid, args))
 
     session = _FakeSession()
-    plan = two_step_plan("mm_01_naive", "cuda/01_naive.cu", session.call, {"name": "x"})
+    plan = two_step_plan(session.call, DeviceFacts("x"))
     steps = cuda_session.kernel_steps(session, plan, function, profile=False)
     for step in steps:
         step()
