@@ -415,18 +415,15 @@ def test_every_variant_agrees_on_shapes_no_tile_divides(variant) -> None:
     from mmsuite.cuda_dispatch.search import PlanTimer
     from mmsuite.cuda_dispatch.variants import Candidate
 
-<<<<<<< HEAD
-
-@needs_gpu
-@pytest.mark.parametrize("config", dispatch.SEARCH, ids=lambda c: c.name)
-def test_every_splitk_config_agrees_on_shapes_no_tile_divides(config) -> None:
-    """Rung 21's kernels in each tile variant the tuner may store, whole and split in K,
-    agree with float64: dynamic shared memory included."""
-    for problem in NO_TILE_DIVIDES:
-        for split in [s for s in (1, 3) if s in dispatch._splits(problem.k, config.bk)]:
-            info = _forced(problem, dispatch.Choice(config, split))
-            assert (info["config"], info["split"], info["choice"]) == (config.name, split,
-                                                                       "tuned")
+    cases = _agreeing(variant)
+    assert cases, f"no odd problem exercises {variant.key}"
+    for problem, split in cases:
+        with PlanTimer(problem) as timer:
+            decision = timer.decision(Candidate(variant, split))
+            timer.use(decision)  # raises when the output disagrees with float64
+            info = dict(timer.session.info.get("dispatch", {}))
+            assert (info["config"], info["split"], info["choice"]) == (
+                variant.config.name, split, "forced")
 
 
 # ---------------------------------------------------------------- tensor cores
@@ -458,14 +455,3 @@ def test_tensor_rungs_agree_with_float64_in_their_precision_class(kernel_id: str
         verdict = verify.check(out, verify.reference(problem, inputs), problem.k,
                                kernel.precision)
         assert verdict.ok, f"{kernel_id} on {problem}: {verdict.reason}"
-=======
-    cases = _agreeing(variant)
-    assert cases, f"no odd problem exercises {variant.key}"
-    for problem, split in cases:
-        with PlanTimer(problem) as timer:
-            decision = timer.decision(Candidate(variant, split))
-            timer.use(decision)  # raises when the output disagrees with float64
-            info = dict(timer.session.info.get("dispatch", {}))
-            assert (info["config"], info["split"], info["choice"]) == (
-                variant.config.name, split, "forced")
->>>>>>> 2eaabae (cuda_dispatch: the dispatcher becomes a typed package; rung 24 for min(M, N) <= 16; rung 22 picks among every plan by a cost model fitted to the H100)
