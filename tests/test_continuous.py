@@ -144,6 +144,14 @@ def test_abba_order(fake_workers, tmp_path) -> None:
     assert fake_workers.log[:8] == ["base", "head", "head", "base"] * 2
 
 
+def test_a_row_is_looked_at_a_few_times_each_at_a_share_of_the_error() -> None:
+    settings = Settings(confidence=0.99)
+    looks = settings.looks()
+    assert len(looks) < continuous.MAX_LOOKS  # the last look is when the time is up
+    assert looks[0] == settings.min_rounds == 11 and looks == sorted(set(looks))
+    assert settings.look_confidence == pytest.approx(0.999)
+
+
 def test_a_decided_row_stops_at_the_fewest_rounds(fake_workers, tmp_path) -> None:
     pair = gate(1.0, 1.5, tmp_path, max_seconds=60).measure(Pair(KERNEL, PROBLEM))
     assert pair.verdict == "slower" and len(pair.base.rounds) == Settings().min_rounds
@@ -258,7 +266,7 @@ def test_the_gate_fails_on_a_slower_row_and_writes_its_files(fake_builds, tmp_pa
     (row,) = json.loads((tmp_path / "v.json").read_text())["rows"]
     assert row["verdict"] == "slower" and row["ratio"] == pytest.approx(1.3, rel=0.02)
     base = results.load(tmp_path / "gate.base.json")["results"][0]
-    assert base["kernel_ms"]["median"] == pytest.approx(1.0, rel=0.1)
+    assert base["kernel_ms"]["median"] == pytest.approx(1.0, rel=0.2)  # 1% drift a turn
 
 
 def test_ctrl_c_keeps_the_finished_rounds(fake_builds, monkeypatch, tmp_path, capsys) -> None:
