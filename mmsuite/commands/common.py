@@ -14,6 +14,7 @@ import numpy as np
 
 from .. import catalogue, results
 from ..backends import RunOptions
+from ..backends.base import L2_POLICIES
 from ..catalogue import Kernel
 from ..problem import (
     DISTRIBUTIONS,
@@ -242,6 +243,18 @@ def add_selection_arguments(p: argparse.ArgumentParser) -> None:
                      help="only this backend (repeatable)")
     sel.add_argument("--kernel", action="append", metavar="GLOB",
                      help="only kernels whose id matches GLOB, e.g. 'cuda.0*' (repeatable)")
+
+
+def add_device_arguments(group: argparse._ArgumentGroup) -> None:
+    """How host kernels run and the cache is treated: the options every measuring command
+    takes (``run``, ``continuous``)."""
+    group.add_argument("--l2", choices=L2_POLICIES, default="warm",
+                       help="warm: inputs stay cached between samples, as in a loop; cold: "
+                            "the last-level cache is scrubbed before each sample")
+    group.add_argument("--threads", type=threads,
+                       help="OpenMP threads for the CPU ladder (default: all cores; at most "
+                            f"{THREADS_PER_CORE_CAP} per core)")
+    group.add_argument("--cl-device", help="OpenCL device: index or name substring")
 
 
 def add_problem_arguments(p: argparse.ArgumentParser) -> None:

@@ -19,10 +19,10 @@ from rich.table import Table
 
 from .. import builds, continuous, environment, results, verdicts
 from ..backends import RunOptions, unavailable_reason
-from ..backends.base import L2_POLICIES
 from ..continuous import ORDERS, Pair, Settings
 from .common import (
     UsageError,
+    add_device_arguments,
     add_problem_arguments,
     add_selection_arguments,
     check_output_file,
@@ -31,7 +31,6 @@ from .common import (
     positive_float,
     problems_from_args,
     select_kernels,
-    threads,
 )
 
 
@@ -68,10 +67,7 @@ def add_parser(sub) -> argparse.ArgumentParser:
     gate.add_argument("--strict", action="store_true",
                       help="fail (exit 1) when a row stays unsure, too")
     meas = p.add_argument_group("measurement")
-    meas.add_argument("--threads", type=threads, help="OpenMP threads (default: all cores)")
-    meas.add_argument("--cl-device", help="OpenCL device: index or name substring")
-    meas.add_argument("--l2", choices=L2_POLICIES, default="warm",
-                      help="warm (default) or cold last-level cache before each sample")
+    add_device_arguments(meas)
     out = p.add_argument_group("output")
     out.add_argument("--cache-dir", type=Path, default=None, metavar="DIR",
                      help=f"where builds are kept, one per commit (default "

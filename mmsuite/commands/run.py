@@ -16,14 +16,13 @@ from rich.console import Console
 
 from .. import cluster, environment, load, peak, report, results, workers
 from ..backends import RunOptions, unavailable_reason
-from ..backends.base import L2_POLICIES
 from ..catalogue import Kernel
 from ..measure import CLI_SAMPLING, DEFAULT_WARMUP, Sampling
 from ..problem import Problem
 from ..sweep import Row, row_key, sweep
 from .common import (
-    THREADS_PER_CORE_CAP,
     UsageError,
+    add_device_arguments,
     add_problem_arguments,
     add_selection_arguments,
     check_omp_env,
@@ -38,7 +37,6 @@ from .common import (
     positive_int,
     problems_from_args,
     select_kernels,
-    threads,
 )
 from .progress import RunProgress
 
@@ -65,15 +63,9 @@ def add_parser(sub) -> argparse.ArgumentParser:
                       metavar="S", help="stopping rule: at most S seconds of samples per kernel, "
                                         f"once it has {CLI_SAMPLING.verdict_samples} (what "
                                         "compare needs; default %(default)s; NVBench uses 15)")
-    meas.add_argument("--l2", choices=L2_POLICIES, default="warm",
-                      help="warm: inputs stay cached between samples, as in a loop; cold: "
-                           "the last-level cache is scrubbed before each sample")
+    add_device_arguments(meas)
     meas.add_argument("--warmup", type=non_negative_int, default=DEFAULT_WARMUP,
                       help="untimed launches before the samples (default %(default)s)")
-    meas.add_argument("--threads", type=threads,
-                      help="OpenMP threads for the CPU ladder (default: all cores; at most "
-                           f"{THREADS_PER_CORE_CAP} per core)")
-    meas.add_argument("--cl-device", help="OpenCL device: index or name substring")
     meas.add_argument("--pinned", action="store_true",
                       help="page-locked host buffers for GPU transfers")
     meas.add_argument("--energy", action="store_true",
