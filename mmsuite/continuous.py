@@ -22,6 +22,14 @@ keeps the verdict's error within it):
 
 Rows stop at the first look that decides them; undecided ones take rounds until their
 time is spent, as NVBench's stopping criterion does for noise.
+
+A worker process carries a bias of its own that no number of its rounds averages away:
+two processes of identical code, measured in turns, differed by up to ±11% for minutes
+on a 2-core machine with a busy neighbour (where their memory and threads happened to
+land). So at every look that leaves a row undecided, both sides get fresh workers, and a
+row is only decided on rounds from at least ``min_worker_pairs`` pairs of them; and the
+workers' OpenMP threads are bound one to a CPU (unless the environment says otherwise),
+which halved the rounds' spread there.
 """
 
 from __future__ import annotations
@@ -67,6 +75,7 @@ class Settings:
     order: str = "random"  # which side goes first in a round: "random" or "abba"
     judge_identical: bool = False  # judge identical code by its times too
     seed: int = 0  # of the random order
+    min_worker_pairs: int = 2  # fresh pairs of worker processes a verdict needs rounds from
 
     @property
     def look_confidence(self) -> float:
@@ -104,6 +113,10 @@ class SideWorker:
         here = Path(continuous_worker.__file__)
         env = dict(os.environ)
         env.pop("PYTHONSTARTUP", None)
+        # One OpenMP thread per CPU, the same in every worker: free threads that wander
+        # onto a busy neighbour's CPU doubled the spread of the rounds.
+        env.setdefault("OMP_PROC_BIND", "close")
+        env.setdefault("OMP_PLACES", "threads")
         self.process = subprocess.Popen(
             [sys.executable, "-c", continuous_worker.BOOT, str(build.site), str(here),
              identity.__file__, load.__file__],
@@ -177,6 +190,7 @@ class Pair:
     reason: str = ""
     seconds: float = 0.0
     interrupted: bool = False
+    worker_pairs: int = 0  # pairs of worker processes its rounds came from
 
     @property
     def identical(self) -> bool:
@@ -213,6 +227,10 @@ def decide(pair: Pair, settings: Settings) -> tuple[str, str]:
         n = estimate.rounds if estimate else 0
         return "unsure", (f"{n} rounds, too few for a {settings.confidence:.0%} interval "
                           f"(needs {settings.min_rounds}): raise --max-time")
+    if pair.worker_pairs < settings.min_worker_pairs:
+        return "unsure", (f"{estimate.rounds} rounds from {pair.worker_pairs} pair of worker "
+                          f"processes; a verdict needs {settings.min_worker_pairs}: raise "
+                          "--max-time")
     up, down = 1.0 + settings.threshold, 1.0 / (1.0 + settings.threshold)
     if estimate.low > up:
         return "slower", f"whole interval above +{settings.threshold:.0%}"
@@ -221,7 +239,8 @@ def decide(pair: Pair, settings: Settings) -> tuple[str, str]:
     if down <= estimate.low and estimate.high <= up:
         return "same", f"whole interval within ±{settings.threshold:.0%}" + (
             " (identical code)" if pair.identical else "")
-    why = f"interval straddles ±{settings.threshold:.0%} after {estimate.rounds} rounds"
+    why = (f"interval straddles ±{settings.threshold:.0%} after {estimate.rounds} rounds "
+           f"from {pair.worker_pairs} worker pairs")
     share = pair.busy_share
     if share is not None and share > DISTORTING_SHARE:
         return "unsure", (f"{why} on a busy machine (other processes used {share:.0%} of "
@@ -296,8 +315,7 @@ class Gate:
         timeout = default_timeout(pair.problem)
         started = time.monotonic()
         try:
-            for side in self._order(0):
-                self._open(pair, side, timeout)
+            self._open_both(pair, timeout)
             if pair.base.status == pair.head.status == "ok":  # the budget is for rounds
                 self._rounds(pair, timeout, time.monotonic())
         except KeyboardInterrupt:
@@ -314,6 +332,22 @@ class Gate:
             self._judge(pair)
         return pair
 
+    def _open_both(self, pair: Pair, timeout: float) -> None:
+        for side in self._order(0):
+            self._open(pair, side, timeout)
+        pair.worker_pairs += 1
+
+    def _fresh_workers(self, pair: Pair, timeout: float) -> float:
+        """Replace both sides' workers and open the row on the new ones; the seconds it
+        took, which the row's budget for rounds does not pay."""
+        started = time.monotonic()
+        for side in SIDES:
+            worker, self.workers[side] = self.workers[side], None
+            if worker is not None:
+                worker.close()
+        self._open_both(pair, timeout)
+        return time.monotonic() - started
+
     def _rounds(self, pair: Pair, timeout: float, started: float) -> None:
         settings = self.settings
         quick = pair.identical and not settings.judge_identical
@@ -324,11 +358,17 @@ class Gate:
             if "error" in (pair.base.status, pair.head.status):
                 return
             n = len(pair.base.rounds)
+            out_of_time = (time.monotonic() - started >= settings.max_seconds
+                           or n >= settings.max_rounds)
             if n in looks:
                 self._judge(pair)
                 if quick or pair.verdict != "unsure":
                     return
-            if time.monotonic() - started >= settings.max_seconds or n >= settings.max_rounds:
+                if not out_of_time:
+                    started += self._fresh_workers(pair, timeout)
+                    if pair.base.status != "ok" or pair.head.status != "ok":
+                        return
+            if out_of_time:
                 return  # measure() judges it once more: the last look
 
     def _judge(self, pair: Pair) -> None:

@@ -30,7 +30,8 @@ DEFAULTS = Settings()
 def judged(base_ms: list[float], head_ms: list[float], settings: Settings = DEFAULTS,
            code: tuple[str, str] = ("a", "b")) -> Pair:
     pair = Pair(KERNEL, PROBLEM, Side("ok", rounds=base_ms, code={"hash": code[0]}),
-                Side("ok", rounds=head_ms, code={"hash": code[1]}))
+                Side("ok", rounds=head_ms, code={"hash": code[1]}),
+                worker_pairs=settings.min_worker_pairs)
     pair.estimate = paired_ratio(base_ms, head_ms, settings.confidence)
     pair.verdict, pair.reason = decide(pair, settings)
     return pair
@@ -152,9 +153,48 @@ def test_a_row_is_looked_at_a_few_times_each_at_a_share_of_the_error() -> None:
     assert settings.look_confidence == pytest.approx(0.999)
 
 
-def test_a_decided_row_stops_at_the_fewest_rounds(fake_workers, tmp_path) -> None:
+def test_a_decided_row_stops_at_the_first_look_with_two_worker_pairs(fake_workers,
+                                                                      tmp_path) -> None:
     pair = gate(1.0, 1.5, tmp_path, max_seconds=60).measure(Pair(KERNEL, PROBLEM))
-    assert pair.verdict == "slower" and len(pair.base.rounds) == Settings().min_rounds
+    assert pair.verdict == "slower" and pair.worker_pairs == 2
+    assert len(pair.base.rounds) == Settings().looks()[1]
+
+
+def test_each_undecided_look_gives_both_sides_fresh_workers(fake_workers, tmp_path,
+                                                            monkeypatch) -> None:
+    """A worker process carries its own bias, so the rounds of one pair of processes never
+    decide a row alone, and every undecided look replaces both."""
+    started: list[str] = []
+    make = FakeWorker.__init__
+
+    def counted(self, build, log_path) -> None:
+        started.append(build.revision)
+        make(self, build, log_path)
+
+    answer = FakeWorker.request
+    swing = iter([0.8, 1.25] * 100)
+
+    def noisy(self, message, timeout):  # HEAD swings ±25%: the row stays unsure
+        reply = answer(self, message, timeout)
+        if self.name == "head" and message["op"] == "turn":
+            reply["samples"] = [ms * next(swing) for ms in reply["samples"]]
+        return reply
+
+    monkeypatch.setattr(FakeWorker, "__init__", counted)
+    monkeypatch.setattr(FakeWorker, "request", noisy)
+    settings = Settings(max_seconds=60, max_rounds=30)
+    pair = gate(1.0, 1.0, tmp_path, max_seconds=60, max_rounds=30).measure(
+        Pair(KERNEL, PROBLEM))
+    assert pair.verdict == "unsure"
+    pairs = len([n for n in settings.looks() if n < 30]) + 1
+    assert pair.worker_pairs == pairs and sorted(started) == ["base"] * pairs + ["head"] * pairs
+
+
+def test_one_worker_pair_is_never_enough_for_a_verdict() -> None:
+    pair = judged(rounds(1.0, seed=1), rounds(1.5, seed=2))
+    pair.worker_pairs = 1
+    verdict, reason = decide(pair, DEFAULTS)
+    assert verdict == "unsure" and "1 pair of worker processes" in reason
 
 
 def test_a_worker_that_dies_makes_an_error_row(fake_workers, tmp_path, monkeypatch) -> None:
@@ -276,7 +316,7 @@ def test_ctrl_c_keeps_the_finished_rounds(fake_builds, monkeypatch, tmp_path, ca
     def interrupted_later(self, message, timeout):
         if message["op"] == "turn":
             turns[0] += 1
-            if turns[0] == 30:  # in the second row, after some of its rounds
+            if turns[0] == 2 * Settings().looks()[1] + 10:  # in the second row
                 raise KeyboardInterrupt
         return answer(self, message, timeout)
 

@@ -1,0 +1,155 @@
+"""Judge rung 22's dispatcher on shapes drawn at random, after its model was fitted.
+
+    python scripts/dispatch_judge.py --seed 90210 --shapes 40 --batched 8 --out judge.md
+
+Draws ``--shapes`` problems with M, N and K log-uniform in [1, 16384] and M·N·K at most
+2^37, plus ``--batched`` batched ones (batch 2-64, M·N·K·batch at most 2^35), prints
+them, and times cuBLAS and rungs 20-23 on each in one ``mmsuite run`` per batch size
+(the suite's timer, every kernel verified). The table gives rung 22 against cuBLAS and
+against the best of rungs 20, 21 and 23, with the geometric mean, the minimum and how
+many shapes are within 3% and 8% of the best rung.
+
+The shapes are drawn from a seed that the model's fitting never used (its model file
+names the seeds and shapes it was fitted on); pass a fresh seed to judge a refit.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import subprocess
+import sys
+import tempfile
+from collections import defaultdict
+from pathlib import Path
+
+import numpy as np
+
+LIMIT = 16384
+RIVALS = ("cuda.20_tuned", "cuda.21_splitk", "cuda.23_streamk")
+JUDGED = "cuda.22_adaptive"
+REFERENCE = "cuda.cublas"
+
+
+def log_uniform(rng: np.random.Generator) -> int:
+    return int(round(math.exp(rng.uniform(0.0, math.log(LIMIT)))))
+
+
+def draw(seed: int, count: int, batched: int) -> list[tuple[int, int, int, int]]:
+    """(batch, m, n, k) problems: ``count`` single ones, then ``batched`` batched ones."""
+    rng = np.random.default_rng(seed)
+    shapes: list[tuple[int, int, int, int]] = []
+    while len(shapes) < count:
+        m, n, k = (log_uniform(rng) for _ in range(3))
+        if m * n * k <= 2**37:
+            shapes.append((1, m, n, k))
+    while len(shapes) < count + batched:
+        batch = int(rng.integers(2, 65))
+        m, n, k = (log_uniform(rng) for _ in range(3))
+        if m * n * k * batch <= 2**35:
+            shapes.append((batch, m, n, k))
+    return shapes
+
+
+def measure(shapes: list[tuple[int, int, int, int]], max_time: float) -> list[dict]:
+    """Every record of one ``mmsuite run`` per batch size over the shapes."""
+    by_batch: dict[int, list[str]] = defaultdict(list)
+    for batch, m, n, k in shapes:
+        by_batch[batch].append(f"{m}x{n}x{k}")
+    records: list[dict] = []
+    with tempfile.TemporaryDirectory() as tmp:
+        for batch, labels in sorted(by_batch.items()):
+            out = Path(tmp) / f"batch{batch}.json"
+            command = [sys.executable, "-m", "mmsuite.cli", "run", "--backend", "cuda",
+                       "--kernel", REFERENCE, "--kernel", JUDGED, "--batch", str(batch),
+                       "--max-time", str(max_time), "--json", str(out)]
+            for kernel in RIVALS:
+                command += ["--kernel", kernel]
+            for label in labels:
+                command += ["--shape", label]
+            print(f"batch {batch}: {len(labels)} shapes", file=sys.stderr, flush=True)
+            subprocess.run(command, check=False, stdout=subprocess.DEVNULL)
+            if out.exists():
+                records += json.loads(out.read_text())["results"]
+    return records
+
+
+def judge(shapes: list[tuple[int, int, int, int]],
+          records: list[dict]) -> tuple[list[str], list[str]]:
+    """The table's lines and the summary's lines."""
+    times: dict[tuple, dict[str, float]] = defaultdict(dict)
+    failures: list[str] = []
+    for record in records:
+        p = record["problem"]
+        key = (p["batch"], p["m"], p["n"], p["k"])
+        if record["status"] == "ok":
+            times[key][record["kernel"]] = record["kernel_ms"]["median"]
+        else:
+            failures.append(f"{record['kernel']} on {key}: {record['status']} "
+                            f"({record.get('reason', '')})")
+    lines = ["| batch | M×N×K | rung 22 plan | % cuBLAS | best rival | rung 22 / best rival |",
+             "|---|---|---|---|---|---|"]
+    vs_ref, vs_best = [], []
+    for key in shapes:
+        row = times.get(key, {})
+        if JUDGED not in row or REFERENCE not in row:
+            lines.append(f"| {key[0]} | {key[1]}×{key[2]}×{key[3]} | - | not measured | - | - |")
+            continue
+        ours = row[JUDGED]
+        rivals = {k: row[k] for k in RIVALS if k in row}
+        best = min(rivals, key=rivals.__getitem__) if rivals else None
+        ratio_ref = row[REFERENCE] / ours
+        vs_ref.append(ratio_ref)
+        speed = rivals[best] / ours if best else float("nan")
+        if best:
+            vs_best.append(speed)
+        lines.append(f"| {key[0]} | {key[1]}×{key[2]}×{key[3]} | {plan_of(records, key)} | "
+                     f"{100 * ratio_ref:.1f} | {best or '-'} | {speed:.3f} |")
+    summary = []
+    if vs_ref:
+        summary.append(f"rung 22 / cuBLAS over {len(vs_ref)} shapes: geomean "
+                       f"{100 * math.exp(np.mean(np.log(vs_ref))):.1f}%, min "
+                       f"{100 * min(vs_ref):.1f}%")
+    if vs_best:
+        within3 = sum(1 for s in vs_best if s >= 1 / 1.03)
+        within8 = sum(1 for s in vs_best if s >= 1 / 1.08)
+        summary.append(f"rung 22 within 3% of the best of rungs 20/21/23: {within3} of "
+                       f"{len(vs_best)}; within 8%: {within8} of {len(vs_best)}; worst "
+                       f"{min(vs_best):.3f}")
+    summary += [f"not ok: {line}" for line in failures]
+    return lines, summary
+
+
+def plan_of(records: list[dict], key: tuple) -> str:
+    for record in records:
+        p = record["problem"]
+        if record["kernel"] == JUDGED and (p["batch"], p["m"], p["n"], p["k"]) == key:
+            dispatch = (record.get("info") or {}).get("dispatch") or {}
+            split = dispatch.get("split")
+            return f"{dispatch.get('family', '?')} {dispatch.get('config', '?')}" + (
+                f" ×{split}" if split and split > 1 else "")
+    return "-"
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--seed", type=int, default=90210)
+    parser.add_argument("--shapes", type=int, default=40)
+    parser.add_argument("--batched", type=int, default=8)
+    parser.add_argument("--max-time", type=float, default=0.3,
+                        help="run's --max-time per kernel and shape")
+    parser.add_argument("--out", type=Path, help="also write the table here (Markdown)")
+    args = parser.parse_args()
+    shapes = draw(args.seed, args.shapes, args.batched)
+    print(f"seed {args.seed}: " + ", ".join(
+        f"{b}×{m}×{n}×{k}" if b > 1 else f"{m}×{n}×{k}" for b, m, n, k in shapes), flush=True)
+    lines, summary = judge(shapes, measure(shapes, args.max_time))
+    text = "\n".join(lines + [""] + summary) + "\n"
+    print(text)
+    if args.out:
+        args.out.write_text(text)
+
+
+if __name__ == "__main__":
+    main()
