@@ -11,7 +11,7 @@ trials that exited 0 or 1 and the rows called slower:
   the statistics, not the code hashes, must find nothing;
 - ``planted``: HEAD against a commit that makes one rung do more work (``--plant c``:
   ``cpu.omp_tiled`` recomputes about a tenth of its tiles; ``--plant cuda``: the CUDA rung
-  ``cuda.07_blocktile_2d`` computes one tile in 32 twice), which must be called
+  ``cuda.07_blocktile_2d`` runs its K loop a sixth further over zeros), which must be called
   slower, and no other row.
 
 The planted commit is made in a temporary clone; nothing is changed in the repository.
@@ -49,20 +49,13 @@ def _plant_c(text: str) -> str:
 
 
 def _plant_cuda(text: str) -> str:
-    """One block in 32 computes its tile a second time before storing it: the same result,
-    about 3% more work, spread over the grid. (Running the K loop further over zeros
-    costs far less than its share: the predicated loads skip memory.)"""
-    start = text.find("    for (int k0 = 0; k0 < K; k0 += BK) {\n")
-    end = text.find("    const int i = i0 + tr;\n")
-    if start < 0 or end < start:
-        raise ValueError("its K loop or its store changed")
-    again = ("    if ((blockIdx.x + blockIdx.y) % 32 == 0) {  // planted: the tile once more\n"
-             "        for (int x = 0; x < 4; ++x)\n"
-             "            for (int y = 0; y < 4; ++y) acc[x][y] = 0.0f;\n"
-             "        a = A + i0 + la_i + (size_t)la_k * M;\n"
-             "        b = B + lb_k + (size_t)(j0 + lb_j) * K;\n"
-             + text[start:end] + "    }\n")
-    return text[:end] + again + text[end:]
+    """Run the K loop a sixth further, over zeros (the loads are predicated on K): the same
+    result, about 3% slower on the H100 at 4096^3, since an iteration that loads nothing
+    costs about a fifth of a real one (1/32 further measured 0.6%)."""
+    old = "    for (int k0 = 0; k0 < K; k0 += BK) {\n"
+    if old not in text:
+        raise ValueError("its K loop changed")
+    return text.replace(old, "    for (int k0 = 0; k0 < K + K / 17; k0 += BK) {\n", 1)
 
 
 PLANTS = {  # kind: (source file, the kernel it slows, the edit)
