@@ -10,8 +10,8 @@ split-K (the reduction) and stream-K (the fix-up) as bytes over a bandwidth
 that few blocks reach only in part. Rung 24 (GEMV) is the bytes it moves over
 a share of the memory's bandwidth, which a grid of few blocks does not reach.
 
-Its parameters (:class:`Parameters`: one efficiency and one unaligned share per
-variant of the manifest, and the shared constants) start from figures
+Its parameters (:class:`Parameters`: per variant of the manifest an efficiency, an
+unaligned share, a block latency and a store share, and the shared constants) start from figures
 measured by hand on the H100 and are fitted by :func:`fit` to timings of
 every candidate on a sample of shapes (``mmsuite tune --fit-model``), least
 squares on the logarithm of the time, pulled gently towards the starting
@@ -56,6 +56,8 @@ SHARED_DEFAULTS: dict[str, float] = {
     "store_bytes_per_s": 2.0e12,  # C written by the tiles (small K: the stores dominate)
     "load_bytes_per_s": 6.0e12,  # A and B tiles loaded, mostly from L2, once per block
 }
+#: The per-variant tables of :class:`Parameters`.
+PER_VARIANT = ("efficiency", "unaligned", "latency", "store")
 _SOFT_MAX_POWER = 4.0  # compute and memory overlap: the time is near the larger of the two
 
 
@@ -68,6 +70,11 @@ class Parameters:
     efficiency: dict[str, float] = field(default_factory=dict)
     unaligned: dict[str, float] = field(default_factory=dict)
     latency: dict[str, float] = field(default_factory=dict)  # a block's prologue and epilogue
+    # Share of ``store_bytes_per_s`` a variant's epilogue reaches: how a tile's threads lay
+    # out their stores decides it, and with K short the stores are nearly all the time
+    # (on the H100 at 15443x1914x1, rung 23's 128x64 tile beat the 128x256 one by 1.6x
+    # while the shared rate modelled them as equal).
+    store: dict[str, float] = field(default_factory=dict)
     source: str = "starting figures"  # or the model file they were read from
 
     def rate(self, key: str, config: Config | GemvConfig) -> float:
@@ -81,20 +88,26 @@ class Parameters:
     def block_latency(self, key: str) -> float:
         return self.latency.get(key, self["block_latency_s"])
 
+    def store_share(self, key: str) -> float:
+        return self.store.get(key, 1.0)
+
     def __getitem__(self, name: str) -> float:
         return self.shared.get(name, SHARED_DEFAULTS[name])
 
     def to_dict(self) -> dict:
         return {"shared": dict(self.shared), "efficiency": dict(self.efficiency),
-                "unaligned": dict(self.unaligned), "latency": dict(self.latency)}
+                "unaligned": dict(self.unaligned), "latency": dict(self.latency),
+                "store": dict(self.store)}
 
     @classmethod
     def from_dict(cls, data: dict, source: str = "") -> Parameters:
         shared = {**SHARED_DEFAULTS, **{k: float(v) for k, v in data.get("shared", {}).items()
                                         if k in SHARED_DEFAULTS}}
-        tables = [{k: float(v) for k, v in data.get(name, {}).items()}
-                  for name in ("efficiency", "unaligned", "latency")]
-        return cls(shared, *tables, source)
+        efficiency, unaligned, latency, store = (
+            {k: float(v) for k, v in data.get(name, {}).items()}
+            for name in PER_VARIANT)
+        return cls(shared, efficiency, unaligned, latency, store, source)
+
 
 
 STARTING = Parameters()
@@ -140,20 +153,23 @@ def _splitk_seconds(c: Candidate, m: int, n: int, k: int, batch: int, device: De
     seconds = full_waves * wave(occupancy)
     if rest:
         seconds += wave(-(-rest // device.sms))
-    seconds = _with_traffic(seconds, config, m, n, k, batch, split, p) + p["launch_s"]
+    seconds = _with_traffic(seconds, c, m, n, k, batch, split, p) + p["launch_s"]
     if split > 1:
         seconds += _reduce_seconds(4 * batch * m * n * split, 8 * batch * m * n,
                                    reduce_blocks(m, n, batch, device), p)
     return seconds
 
 
-def _with_traffic(compute_s: float, config: Config, m: int, n: int, k: int, batch: int,
+def _with_traffic(compute_s: float, c: Candidate, m: int, n: int, k: int, batch: int,
                   split: int, p: Parameters) -> float:
     """Compute time and memory time, overlapped: C (or the slices' partial sums) stored
-    once, each block's A and B panels loaded once."""
+    once at the variant's share of the store rate, each block's A and B panels loaded once."""
+    config = c.config
+    assert isinstance(config, Config)
     stored = 4.0 * batch * m * n * split
     loaded = 4.0 * batch * k * (m * -(-n // config.bn) + n * -(-m // config.bm))
-    memory_s = stored / p["store_bytes_per_s"] + loaded / p["load_bytes_per_s"]
+    memory_s = (stored / (p["store_bytes_per_s"] * p.store_share(c.variant.key))
+                + loaded / p["load_bytes_per_s"])
     power = _SOFT_MAX_POWER
     return (compute_s ** power + memory_s ** power) ** (1 / power)
 
@@ -180,7 +196,7 @@ def _streamk_seconds(c: Candidate, m: int, n: int, k: int, batch: int, device: D
         blocks = split.fixup_grid[0] * split.fixup_grid[1]
         seconds += _reduce_seconds(partials, 8 * split.sk_tiles * config.bm * config.bn,
                                    max(1, blocks // 2), p)
-    return _with_traffic(seconds, config, m, n, k, batch, 1, p) + p["launch_s"]
+    return _with_traffic(seconds, c, m, n, k, batch, 1, p) + p["launch_s"]
 
 
 def _gemv_seconds(c: Candidate, m: int, n: int, k: int, batch: int, device: DeviceFacts,
@@ -242,6 +258,10 @@ def _free_names(timings: Sequence[Timing]) -> list[tuple[str, str]]:
     # A rate is only told by problems big enough for the FMAs to matter.
     compute_bound = {t.candidate.variant.key for t in timings
                      if t.m * t.n * t.k * t.batch >= COMPUTE_BOUND_FMAS}
+    # A store share is only told by problems whose K is short enough for C's stores to
+    # be most of the time.
+    store_bound = {t.candidate.variant.key for t in timings
+                   if t.k <= STORE_BOUND_K and t.m * t.n * t.batch >= STORE_BOUND_OUTPUTS}
     for t in timings:
         key = t.candidate.variant.key
         side = getattr(t.candidate.config, "side", "n")
@@ -254,6 +274,8 @@ def _free_names(timings: Sequence[Timing]) -> list[tuple[str, str]]:
             names.append(("efficiency", key))
         if not key.startswith("gemv:"):
             names.append(("latency", key))
+            if key in store_bound:
+                names.append(("store", key))
         if misaligned and key in compute_bound:
             names.append(("unaligned", key))
     return names
@@ -264,19 +286,22 @@ def _free_names(timings: Sequence[Timing]) -> list[tuple[str, str]]:
 BOUNDS: dict[str, tuple[float, float]] = {
     "efficiency": (0.05, 0.8), "unaligned": (0.3, 1.0), "latency": (1e-8, 2e-5),
     "store_bytes_per_s": (2e11, 4e12), "load_bytes_per_s": (1e12, 2e13),
-    "reduce_bytes_per_s": (5e11, 1e13), "gemv_bandwidth": (0.3, 1.0),
+    "reduce_bytes_per_s": (5e11, 1e13), "gemv_bandwidth": (0.3, 1.0), "store": (0.2, 5.0),
 }
 COMPUTE_BOUND_FMAS = 2**28
+STORE_BOUND_K = 64
+STORE_BOUND_OUTPUTS = 2**20  # a C of a million floats: the stores outlast the launch
 
 
 def _with(start: Parameters, names: list[tuple[str, str]], values: np.ndarray) -> Parameters:
     tables = {"shared": dict(start.shared), "efficiency": dict(start.efficiency),
-              "unaligned": dict(start.unaligned), "latency": dict(start.latency)}
+              "unaligned": dict(start.unaligned), "latency": dict(start.latency),
+              "store": dict(start.store)}
     for (table, name), value in zip(names, values):
         low, high = BOUNDS.get(table if table != "shared" else name, (0.0, math.inf))
         tables[table][name] = min(high, max(low, float(value)))
     return Parameters(tables["shared"], tables["efficiency"], tables["unaligned"],
-                      tables["latency"], "fitted")
+                      tables["latency"], tables["store"], "fitted")
 
 
 def _start_value(start: Parameters, table: str, name: str) -> float:
@@ -284,6 +309,8 @@ def _start_value(start: Parameters, table: str, name: str) -> float:
         return start[name]
     if table == "latency":
         return start.block_latency(name)
+    if table == "store":
+        return start.store_share(name)
     config = next(v.config for v in VARIANTS if v.key == name)
     return start.rate(name, config) if table == "efficiency" else start.misaligned(name, config)
 
@@ -347,11 +374,13 @@ def extrapolated(fitted: Parameters, start: Parameters = STARTING) -> Parameters
     """``fitted`` with a rate and a block latency for every variant of the manifest: those
     the timings never covered get their starting rate times the median ratio of fitted to
     starting rates, and the median fitted latency, so that an unmeasured variant is
-    neither favoured nor shunned by the shared constants having moved."""
-    eff, lat = dict(fitted.efficiency), dict(fitted.latency)
+    neither favoured nor shunned by the shared constants having moved. A store share the
+    timings did not tell is the median of those they did."""
+    eff, lat, store = dict(fitted.efficiency), dict(fitted.latency), dict(fitted.store)
     ratios = [eff[v.key] / start.rate(v.key, v.config) for v in VARIANTS
               if v.key in eff and v.family != "gemv"]
     latencies = [lat[v.key] for v in VARIANTS if v.key in lat]
+    shares = [store[v.key] for v in VARIANTS if v.key in store]
     for v in VARIANTS:
         if v.family == "gemv":
             continue
@@ -359,7 +388,9 @@ def extrapolated(fitted: Parameters, start: Parameters = STARTING) -> Parameters
             eff[v.key] = start.rate(v.key, v.config) * float(np.median(ratios))
         if v.key not in lat and latencies:
             lat[v.key] = float(np.median(latencies))
-    return Parameters(dict(fitted.shared), eff, dict(fitted.unaligned), lat, "fitted")
+        if v.key not in store and shares:
+            store[v.key] = float(np.median(shares))
+    return Parameters(dict(fitted.shared), eff, dict(fitted.unaligned), lat, store, "fitted")
 
 
 @dataclass(frozen=True)

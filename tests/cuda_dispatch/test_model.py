@@ -88,6 +88,27 @@ def test_fit_recovers_the_parameters_that_made_the_timings() -> None:
     assert fitted.source == "fitted"
 
 
+def test_a_tile_whose_stores_are_slow_loses_short_k_once_fitted() -> None:
+    """With K short, C's stores are nearly all the time, and a shared store rate models
+    every tile alike: the pick falls to whatever computes fastest. A fitted store share
+    per variant tells them apart (on the H100 the 128x256 tile stored 1.6x slower than
+    rung 23's 128x64 one at 15443x1914x1)."""
+    held_out = (1914, 15443, 1, 1)
+    big = _best(*held_out).variant.key  # the tile the starting figures pick
+    truth = dataclasses.replace(model.STARTING, store={big: 0.3})
+    fitting = [(1500, 9000, 2, 1), (3000, 3000, 16, 1), (900, 20000, 8, 1),
+               (4096, 2048, 32, 1), (2000, 6000, 4, 2)]
+    timings = _synthetic(truth, fitting) + [
+        Timing(*shape, c, estimate_seconds(c, *shape, H100, truth))
+        for shape in fitting for c in variants.candidates(*shape, H100)
+        if c.variant.key == big]
+    fitted = model.fit(timings, H100, prior_weight=0.0, iterations=30)
+    assert fitted.store_share(big) < 0.6
+    found = variants.candidates(*held_out, H100)
+    pick = model.ranked(found, *held_out, H100, fitted)[0][1]
+    assert pick.variant.key != big
+
+
 def test_ranking_accuracy_compares_the_pick_with_the_measured_fastest() -> None:
     fast, slow = (Candidate(variant("splitk", CONFIGS[name]))
                   for name in ("256x128x16_t8x8_lr2_s2", "32x32x16_t4x4_lr4"))
@@ -102,7 +123,8 @@ def test_ranking_accuracy_compares_the_pick_with_the_measured_fastest() -> None:
 
 def test_parameters_round_trip_and_the_users_model_wins(_tuning_dir: Path) -> None:
     fitted = dataclasses.replace(model.STARTING, efficiency={"splitk:128x128x16": 0.5},
-                                 latency={"splitk:128x128x16": 2e-6})
+                                 latency={"splitk:128x128x16": 2e-6},
+                                 store={"splitk:128x128x16": 0.7})
     again = Parameters.from_dict(json.loads(json.dumps(fitted.to_dict())))
     assert again.to_dict() == fitted.to_dict()
     assert model.parameters_for(H100.name) is model.STARTING  # no file anywhere
