@@ -124,11 +124,18 @@ class SideWorker:
             cwd=build.root, env=env, start_new_session=True)  # Ctrl-C is the driver's
 
     def request(self, message: dict, timeout: float) -> dict:
+        self.send(message)
+        return self.receive(timeout)
+
+    def send(self, message: dict) -> None:
         try:
             self.process.stdin.write(json.dumps(message) + "\n")
             self.process.stdin.flush()
         except BrokenPipeError:
             raise WorkerLost(self._death()) from None
+
+    def receive(self, timeout: float) -> dict:
+        """The answer to the message sent last."""
         ready, _, _ = select.select([self.process.stdout], [], [], timeout)
         if not ready:
             self.kill()
@@ -264,12 +271,27 @@ class Gate:
         return self.workers[side]
 
     def _request(self, side: str, message: dict, timeout: float) -> dict:
+        self._send(side, message)
+        return self._receive(side, timeout)
+
+    def _send(self, side: str, message: dict) -> None:
         try:
-            return self._worker(side).request(message, timeout)
+            self._worker(side).send(message)
         except WorkerLost:
-            worker, self.workers[side] = self.workers[side], None
-            worker.close()
+            self._drop(side)
             raise
+
+    def _receive(self, side: str, timeout: float) -> dict:
+        try:
+            return self._worker(side).receive(timeout)
+        except WorkerLost:
+            self._drop(side)
+            raise
+
+    def _drop(self, side: str) -> None:
+        worker, self.workers[side] = self.workers[side], None
+        if worker is not None:
+            worker.close()
 
     def close(self) -> None:
         for side, worker in self.workers.items():
@@ -277,15 +299,31 @@ class Gate:
                 worker.close()
                 self.workers[side] = None
 
-    def _open(self, pair: Pair, side: str, timeout: float) -> None:
-        target: Side = getattr(pair, side)
-        try:
-            answer = self._request(side, {"op": "open", "kernel": pair.kernel.id,
-                                          "problem": pair.problem.to_dict(),
-                                          "options": self.options}, timeout)
-        except WorkerLost as exc:
-            target.status, target.reason = "error", str(exc)
-            return
+    def _open_both(self, pair: Pair, timeout: float) -> None:
+        """Open the row on both sides at once: an open is not timed, and verifying the
+        kernel against its float64 reference is most of a row's fixed cost."""
+        message = {"op": "open", "kernel": pair.kernel.id, "problem": pair.problem.to_dict(),
+                   "options": self.options}
+        sent = []
+        for side in self._order(0):
+            try:
+                self._send(side, message)
+                sent.append(side)
+            except WorkerLost as exc:
+                target: Side = getattr(pair, side)
+                target.status, target.reason = "error", str(exc)
+        for side in sent:
+            target = getattr(pair, side)
+            try:
+                answer = self._receive(side, timeout)
+            except WorkerLost as exc:
+                target.status, target.reason = "error", str(exc)
+                continue
+            self._opened(target, answer)
+        pair.worker_pairs += 1
+
+    @staticmethod
+    def _opened(target: Side, answer: dict) -> None:
         target.status, target.reason = answer["status"], answer.get("reason", "")
         target.code = answer.get("code") or {}
         target.max_rel_err = answer.get("max_rel_err")
@@ -331,11 +369,6 @@ class Gate:
             pair.seconds = time.monotonic() - started
             self._judge(pair)
         return pair
-
-    def _open_both(self, pair: Pair, timeout: float) -> None:
-        for side in self._order(0):
-            self._open(pair, side, timeout)
-        pair.worker_pairs += 1
 
     def _fresh_workers(self, pair: Pair, timeout: float) -> float:
         """Replace both sides' workers and open the row on the new ones; the seconds it

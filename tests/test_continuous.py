@@ -108,6 +108,12 @@ class FakeWorker:
             return {"samples": [self.ms * FakeWorker.drift[0]], "host_load": {}}
         return {"status": "closed"}
 
+    def send(self, message: dict) -> None:
+        self.sent = message
+
+    def receive(self, timeout: float) -> dict:
+        return self.request(self.sent, timeout)
+
     def close(self) -> None:
         pass
 
@@ -188,6 +194,27 @@ def test_each_undecided_look_gives_both_sides_fresh_workers(fake_workers, tmp_pa
     assert pair.verdict == "unsure"
     pairs = len([n for n in settings.looks() if n < 30]) + 1
     assert pair.worker_pairs == pairs and sorted(started) == ["base"] * pairs + ["head"] * pairs
+
+
+def test_both_sides_open_at_once(fake_workers, tmp_path, monkeypatch) -> None:
+    """Opening (preparing and verifying against float64) is untimed and most of a row's
+    fixed cost, so both sides are asked before either answer is awaited."""
+    calls: list[str] = []
+    send, receive = FakeWorker.send, FakeWorker.receive
+
+    def logged_send(self, message):
+        calls.append(f"send {message['op']} {self.name}")
+        send(self, message)
+
+    def logged_receive(self, timeout):
+        calls.append(f"receive {self.sent['op']} {self.name}")
+        return receive(self, timeout)
+
+    monkeypatch.setattr(FakeWorker, "send", logged_send)
+    monkeypatch.setattr(FakeWorker, "receive", logged_receive)
+    gate(1.0, 1.0, tmp_path, max_seconds=60, max_rounds=4).measure(Pair(KERNEL, PROBLEM))
+    opens = [c for c in calls if " open " in c]
+    assert [c.split()[0] for c in opens[:4]] == ["send", "send", "receive", "receive"]
 
 
 def test_one_worker_pair_is_never_enough_for_a_verdict() -> None:
