@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 import numbers
+import warnings
 from dataclasses import dataclass
 
 import numpy as np
@@ -200,29 +201,43 @@ def parse_shape(text: str) -> tuple[int, int, int]:
 SWEEP_SIZES = (128, 256, 512, 1024, 2048, 4096)
 
 PRESETS: dict[str, list[Problem]] = {
-    # Seed 001: a 2000x2000 matrix times a 2000x6000 one.
-    "seed001": [Problem(2000, 6000, 2000)],
-    # Seed 000: square 2048.
-    "seed000": [Problem(2048, 2048, 2048)],
-    # Seed 002: square 4096.
-    "seed002": [Problem(4096, 4096, 4096)],
-    # Seed 003: a batch of 100 products of 1000x1000 matrices.
-    "seed003": [Problem(1000, 1000, 1000, batch=100)],
+    # Square 2048.
+    "square2048": [Problem(2048, 2048, 2048)],
+    # A 2000x2000 matrix times a 2000x6000 one: a wide product.
+    "wide2000x6000": [Problem(2000, 6000, 2000)],
+    # Square 4096.
+    "square4096": [Problem(4096, 4096, 4096)],
+    # A batch of 100 products of 1000x1000 matrices.
+    "batch100": [Problem(1000, 1000, 1000, batch=100)],
     # Square sweep for speedup-vs-size plots.
     "sweep": [Problem(s, s, s) for s in SWEEP_SIZES],
 }
 
 PRESET_HELP = {
-    "seed001": "2000x2000 by 2000x6000 (seed 001)",
-    "seed000": "2048^3 (seed 000)",
-    "seed002": "4096^3 (seed 002)",
-    "seed003": "batch 100 of 1000^3 (seed 003)",
+    "square2048": "2048^3",
+    "wide2000x6000": "2000x2000 by 2000x6000",
+    "square4096": "4096^3",
+    "batch100": "batch 100 of 1000^3",
     "sweep": "square sweep " + ", ".join(str(s) for s in SWEEP_SIZES),
 }
 
+#: The presets' first names, numbered after the documents they came from; they still work
+#: for a release, with a warning, and appear in no help.
+DEPRECATED_PRESETS = {"seed000": "square2048", "seed001": "wide2000x6000",
+                      "seed002": "square4096", "seed003": "batch100"}
+
+
+def preset_deprecation(name: str) -> str:
+    """The one-line warning for an old preset name."""
+    return (f"preset {name} is deprecated and goes in the next release; "
+            f"use {DEPRECATED_PRESETS[name]}")
+
 
 def preset(name: str) -> list[Problem]:
-    """The problems of a named preset (see ``PRESETS``)."""
+    """The problems of a named preset (see ``PRESETS``); an old name warns and still works."""
+    if name in DEPRECATED_PRESETS:
+        warnings.warn(preset_deprecation(name), DeprecationWarning, stacklevel=2)
+        name = DEPRECATED_PRESETS[name]
     try:
         return list(PRESETS[name])
     except KeyError:

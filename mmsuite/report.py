@@ -7,6 +7,7 @@ renders the same table as the run that made it.
 from __future__ import annotations
 
 import math
+import textwrap
 from collections import defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -273,6 +274,25 @@ def _caption(rows: list[dict], wide: bool = True) -> str:
                "taken off" if any(r["energy"] for r in rows) else ""))
 
 
+_NO_BREAK = "\u00a0"  # textwrap breaks at ASCII whitespace only
+
+
+def wrap_legend(caption: str, width: int) -> list[str]:
+    """The legend ("term: definition; ...") on lines at most ``width`` wide, broken between
+    words but never inside a term ("% ref of CPU rungs") nor between a term and its
+    definition's first word, so that each line that opens a definition names its term."""
+    clauses = []
+    for clause in caption.split("; "):
+        term, colon, definition = clause.partition(": ")
+        if colon:
+            first, space, rest = definition.partition(" ")
+            clause = (term + colon + first).replace(" ", _NO_BREAK) + space + rest
+        clauses.append(clause)
+    lines = textwrap.wrap("; ".join(clauses), width, break_long_words=False,
+                          break_on_hyphens=False)
+    return [line.replace(_NO_BREAK, " ") for line in lines]
+
+
 def _column_width(col: Column, cells: list[str]) -> int:
     """The widest cell, or the title's longest word where the title is wider ("x parent"
     over "15.3x" takes two lines; a word is never cut)."""
@@ -355,7 +375,7 @@ def _print_compact(console, title: str, caption: str, cols: list[Column], rows: 
     console.print(table)
     # The legend wraps at word boundaries, at the table's width or the terminal's.
     width = min(console.width, max(_table_width(cols, body, gap), 60))
-    console.print(caption, style="dim", width=width)
+    console.print("\n".join(wrap_legend(caption, width)), style="dim", width=width)
 
 
 def _print_wide(console, title: str, caption: str, cols: list[Column], rows: list[dict],

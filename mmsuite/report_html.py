@@ -115,16 +115,20 @@ def _ladder_blocks(records: list[dict], figures: _Figures, machine: str,
                         key=lambda g: charts.size_key(g[0]["problem"])):
         label = label_of(group[0]["problem"])
         blocks.append(Heading(3, label + (f" on {machine}" if several_machines else "")))
-        headers, justify, cells, caption, notes = ladder_table(group)
-        blocks.append(TableBlock(headers, cells, justify, caption,
-                                 [r["status"] for r in table_rows(group)], notes))
-        derived = {r["kernel"]: r for r in table_rows(group)}
-        for backend, mine in _by_backend(group).items():
+        # Kernels that could not run here are no rows: one line a reason names them.
+        ran = [r for r in group if r["status"] != "unavailable"]
+        if ran:
+            headers, justify, cells, caption, notes = ladder_table(ran)
+            blocks.append(TableBlock(headers, cells, justify, caption,
+                                     [r["status"] for r in table_rows(ran)], notes))
+        blocks += [Para(line) for line in unavailable_lines(group)]
+        derived = {r["kernel"]: r for r in table_rows(ran)}
+        for backend, mine in _by_backend(ran).items():
             refs = {derived[r["kernel"]]["ref"] for r in mine} - {None}
             # A stand-in reference from another backend (OpenBLAS for OpenCL on a CPU).
-            extra = [r for r in group if r["kernel"] in refs and r["backend"] != backend]
+            extra = [r for r in ran if r["kernel"] in refs and r["backend"] != backend]
             title = f"{backend} ladder, {label}" + (f", {machine}" if several_machines else "")
-            fig = charts.ladder_chart(mine + extra, title=title, context=group)
+            fig = charts.ladder_chart(mine + extra, title=title, context=ran)
             block = figures.add(fig, _slug("ladder", machine, backend, label),
                                 f"The {backend} ladder on {label}: kernel-only throughput per "
                                 "rung (error bar: slowest to fastest sample), speedup over the "
@@ -134,7 +138,7 @@ def _ladder_blocks(records: list[dict], figures: _Figures, machine: str,
                                 "drawn as bars.")
             if block:
                 blocks.append(block)
-        transfers = charts.transfer_chart(group, title=f"transfers, {label}")
+        transfers = charts.transfer_chart(ran, title=f"transfers, {label}")
         block = figures.add(transfers, _slug("transfers", machine, label),
                             f"Host-device transfers on {label}: h2d, kernel and d2h medians "
                             "stacked per device kernel, with kernel-only and host-to-host "
@@ -142,6 +146,18 @@ def _ladder_blocks(records: list[dict], figures: _Figures, machine: str,
         if block:
             blocks.append(block)
     return blocks
+
+
+def unavailable_lines(records: list[dict]) -> list[str]:
+    """The kernels that could not run, one line a reason: how many, the reason once, their
+    ids (29 CUDA kernels without CuPy are one line, not 29 rows)."""
+    by_reason: dict[str, list[str]] = {}
+    for record in records:
+        if record["status"] == "unavailable":
+            by_reason.setdefault(record.get("reason") or "no reason recorded",
+                                 []).append(record["kernel"])
+    return [f"{len(ids)} {'kernel' if len(ids) == 1 else 'kernels'} unavailable: {reason} "
+            f"\N{EM DASH} {', '.join(ids)}" for reason, ids in by_reason.items()]
 
 
 def _sweep_blocks(records: list[dict], figures: _Figures, machine: str) -> list[Block]:

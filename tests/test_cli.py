@@ -110,7 +110,7 @@ def test_unavailable_kernels_become_rows_and_the_run_goes_on(capsys) -> None:
     (["run", "--kernel", "nope.*"], "matches no kernel"),
     (["run", "--backend", "tpu"], "invalid choice"),
     (["run", "--threads", "0"], "positive integer"),
-    (["run", "--preset", "seed000", "--shape", "8x8x8"], "--preset"),
+    (["run", "--preset", "square2048", "--shape", "8x8x8"], "--preset"),
     (["run", "--alpha", "nan", "--shape", "4"], "finite in float32"),
     (["report", "/nonexistent/results.json"], "no such result file"),
     (["frobnicate"], "invalid choice"),
@@ -168,7 +168,7 @@ def _problems(argv: list[str]) -> list:
 def test_one_repeatable_shape_takes_mxnxk_a_cube_or_a_comma_list() -> None:
     shapes = [(p.m, p.n, p.k) for p in _problems(["--shape", "8", "--shape", "4x5x6,16"])]
     assert shapes == [(8, 8, 8), (4, 5, 6), (16, 16, 16)]
-    assert [(p.m, p.batch) for p in _problems(["--preset", "seed003"])] == [(1000, 100)]
+    assert [(p.m, p.batch) for p in _problems(["--preset", "batch100"])] == [(1000, 100)]
     assert [p.m for p in _problems([])] == [512]
 
 
@@ -184,6 +184,24 @@ def test_old_options_still_work_for_a_release_with_a_warning(old, new, argv, cap
         f"mmsuite: warning: {old} is deprecated and goes in the next release; use {new}"]
     assert vars(with_old) == vars(build_parser().parse_args([new if a == "OPTION" else a
                                                              for a in argv]))
+
+
+def test_old_preset_names_still_work_for_a_release_with_a_warning(capsys) -> None:
+    with_old = build_parser().parse_args(["run", "--preset", "seed001"])
+    assert capsys.readouterr().err.splitlines() == [
+        "mmsuite: warning: preset seed001 is deprecated and goes in the next release; "
+        "use wide2000x6000"]
+    assert vars(with_old) == vars(build_parser().parse_args(["run", "--preset", "wide2000x6000"]))
+    assert [(p.m, p.n, p.k) for p in problems_from_args(with_old)] == [(2000, 6000, 2000)]
+
+
+def test_help_names_the_new_presets_only(capsys) -> None:
+    with pytest.raises(SystemExit):
+        build_parser().parse_args(["run", "--help"])
+    out = capsys.readouterr().out
+    assert "square2048" in out and "batch100" in out and "seed00" not in out
+    assert main(["list"]) == 0
+    assert "seed00" not in capsys.readouterr().out
 
 
 def test_a_json_path_in_a_missing_folder_creates_nothing(capsys) -> None:

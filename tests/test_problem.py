@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from mmsuite import PRESETS, Problem, preset
-from mmsuite.problem import label_of, parse_shape
+from mmsuite.problem import DEPRECATED_PRESETS, PRESET_HELP, label_of, parse_shape
 
 
 def test_inputs_have_logical_shapes_and_float32() -> None:
@@ -69,14 +69,21 @@ def test_numpy_integers_are_accepted() -> None:
     assert Problem(np.int64(4), 4, 4).m == 4
 
 
-def test_presets_cover_the_seed_experiments() -> None:
-    assert preset("seed001") == [Problem(2000, 6000, 2000)]
-    assert preset("seed000") == [Problem(2048, 2048, 2048)]
-    assert preset("seed002") == [Problem(4096, 4096, 4096)]
-    assert preset("seed003") == [Problem(1000, 1000, 1000, batch=100)]
+def test_presets_name_their_problems() -> None:
+    assert preset("square2048") == [Problem(2048, 2048, 2048)]
+    assert preset("wide2000x6000") == [Problem(2000, 6000, 2000)]
+    assert preset("square4096") == [Problem(4096, 4096, 4096)]
+    assert preset("batch100") == [Problem(1000, 1000, 1000, batch=100)]
     assert len(preset("sweep")) > 3 and set(PRESETS) >= {"sweep"}
     with pytest.raises(KeyError, match="unknown preset"):
         preset("nope")
+
+
+@pytest.mark.parametrize("old,new", list(DEPRECATED_PRESETS.items()))
+def test_old_preset_names_still_give_the_same_problems_with_a_warning(old, new) -> None:
+    assert old not in PRESETS and old not in PRESET_HELP
+    with pytest.warns(DeprecationWarning, match=f"preset {old} is deprecated.*use {new}$"):
+        assert preset(old) == preset(new)
 
 
 @pytest.mark.parametrize("text,expected", [("4x5x6", (4, 5, 6)), ("128", (128, 128, 128)),

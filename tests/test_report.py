@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from pathlib import Path
 
 import pytest
 
 from mmsuite import Problem
-from mmsuite.report import render_markdown, render_rich, table_rows
+from mmsuite.report import render_markdown, render_rich, table_rows, wrap_legend
 
 FIXTURE = Path(__file__).parent / "fixtures" / "report_cpu_opencl.json"
 
@@ -107,6 +108,44 @@ def test_default_table_fits_80_columns_and_never_folds_ids() -> None:
         legend_start = next(i for i, line in enumerate(lines) if line.startswith("ms: median"))
         legend = " ".join(line.strip() for line in lines[legend_start:legend_start + 6])
         assert "% peak: of the device's FP32 peak" in legend
+
+
+def _legends(text: str) -> list[list[str]]:
+    """Each table's legend lines: from "ms: ..." to the blank line, footnote or next
+    table's title after it."""
+    legends: list[list[str]] = []
+    current: list[str] | None = None
+    for line in text.splitlines():
+        if line.startswith("ms: median"):
+            current = []
+            legends.append(current)
+        elif not line.strip() or line.startswith("[") or re.match(r"\d+x\d+x\d+", line):
+            current = None
+        if current is not None:
+            current.append(line.rstrip())
+    return legends
+
+
+def test_the_legend_at_80_columns_never_splits_a_term_from_its_definition() -> None:
+    for fixture in (FIXTURE, H100_FIXTURE):
+        records = json.loads(fixture.read_text())["results"]
+        legends = _legends(_printed(records, 80))
+        assert len(legends) == len({json.dumps(r["problem"]) for r in records})
+        for lines in legends:
+            assert max(len(line) for line in lines) <= 80
+            whole = " ".join(lines)
+            heads = re.findall(r"(?:^|; )([^;:]+): (\S+)", whole)
+            assert {"ms", "noise", "x parent", "% ref", "% peak"} <= {t for t, _ in heads}
+            for term, first_word in heads:  # each on one line, with its first word
+                assert any(f"{term}: {first_word}" in line for line in lines), (term, lines)
+    cpu_legend = " ".join(_legends(_printed(json.loads(FIXTURE.read_text())["results"], 80))[0])
+    assert "% ref of CPU rungs: against" in cpu_legend
+
+
+def test_wrap_legend_breaks_between_definitions_not_inside_a_term() -> None:
+    caption = "ms: median time; % ref of CPU rungs: against OpenBLAS; x parent: speedup"
+    assert wrap_legend(caption, 30) == ["ms: median time;", "% ref of CPU rungs: against",
+                                        "OpenBLAS; x parent: speedup"]
 
 
 def test_the_80_column_layout() -> None:

@@ -9,6 +9,7 @@ an H100 run (every status, noisy rows, transfers with pageable and pinned memory
 from __future__ import annotations
 
 import csv
+import html
 import json
 import re
 import shutil
@@ -19,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from mmsuite import report_html, runs
+from mmsuite import catalogue, report_html, runs
 from mmsuite.cli import main
 from mmsuite.problem import label_of
 from tests.conftest import needs_asv
@@ -273,3 +274,30 @@ def test_report_without_out_prints_tables_per_machine(capsys: pytest.CaptureFixt
     assert "4096x4096x4096 on NVIDIA H100 80GB HBM3" in out
     assert "64x64x64 on AMD EPYC (2 cores)" in out
     assert max(len(line) for line in out.splitlines()) <= 100
+
+
+def test_kernels_unavailable_for_one_reason_are_one_line_not_rows(tmp_path: Path) -> None:
+    data = json.loads(CPU.read_text())
+    problem = data["results"][0]["problem"]
+    no_cupy = "CuPy is not installed (pip install 'mmsuite[cuda]')"
+    cuda = [k for k in catalogue.kernels() if k.backend == "cuda"]
+    data["results"] += [{"kernel": k.id, "backend": "cuda", "rung": k.rung, "parent": k.parent,
+                         "adds": k.adds, "problem": problem, "status": "unavailable",
+                         "reason": no_cupy} for k in cuda]
+    clblast = next(r for r in data["results"] if r["kernel"] == "opencl.clblast")
+    data["results"][data["results"].index(clblast)] = {
+        **{key: clblast[key] for key in ("kernel", "backend", "rung", "parent", "adds",
+                                         "problem")},
+        "status": "unavailable", "reason": "pyclblast is not installed"}
+    path = tmp_path / "cpu.json"
+    path.write_text(json.dumps(data))
+    page = report_html.build([path], tmp_path / "out").read_text()
+    markdown = (tmp_path / "out" / "report.md").read_text()
+    lines = [f"{len(cuda)} kernels unavailable: {no_cupy} \N{EM DASH} "
+             + ", ".join(k.id for k in cuda),
+             "1 kernel unavailable: pyclblast is not installed \N{EM DASH} opencl.clblast"]
+    for line in lines:
+        assert f"\n{line}\n" in markdown and f"<p>{html.escape(line)}</p>" in page
+    assert markdown.count(no_cupy) == 1 and page.count(html.escape(no_cupy)) == 1
+    assert not re.search(r"^\| (cuda\.|opencl\.clblast )", markdown, re.MULTILINE)
+    assert "| opencl.naive |" in markdown  # the kernels that ran keep their rows

@@ -17,6 +17,7 @@ from ..backends import RunOptions
 from ..backends.base import L2_POLICIES
 from ..catalogue import Kernel
 from ..problem import (
+    DEPRECATED_PRESETS,
     DISTRIBUTIONS,
     FLOAT32_MAX,
     LAYOUTS,
@@ -26,6 +27,7 @@ from ..problem import (
     Problem,
     parse_shape,
     preset,
+    preset_deprecation,
 )
 
 FLOAT32_TINY = float(np.finfo(np.float32).tiny)  # the smallest normal float32
@@ -222,6 +224,15 @@ def deprecated(new: str, action: type[argparse.Action]) -> type[argparse.Action]
     return Deprecated
 
 
+def preset_name(text: str) -> str:
+    """An argparse type: a preset's name, an old name replaced by its new one after a
+    warning on stderr (the choices, and so the help, list the new names only)."""
+    if text in DEPRECATED_PRESETS:
+        print(f"mmsuite: warning: {preset_deprecation(text)}", file=sys.stderr)
+        return DEPRECATED_PRESETS[text]
+    return text
+
+
 def shape_list(text: str) -> list[str]:
     """An argparse type: ``MxNxK``, ``S`` (a cube) or a comma list of either."""
     items = [t.strip() for t in text.split(",") if t.strip()]
@@ -280,7 +291,7 @@ def add_problem_arguments(p: argparse.ArgumentParser) -> None:
     prob.add_argument("--inputs", choices=DISTRIBUTIONS, default="uniform",
                       help="input distribution: uniform in [-1, 1], standard normal, or wide "
                       f"(magnitudes over {WIDE_BINADES} binades, mixed signs: cancellation)")
-    prob.add_argument("--preset", choices=list(PRESETS),
+    prob.add_argument("--preset", type=preset_name, choices=list(PRESETS),
                       help="; ".join(f"{k}: {v}" for k, v in PRESET_HELP.items()))
 
 
