@@ -284,11 +284,10 @@ def test_kernels_unavailable_for_one_reason_are_one_line_not_rows(tmp_path: Path
     data["results"] += [{"kernel": k.id, "backend": "cuda", "rung": k.rung, "parent": k.parent,
                          "adds": k.adds, "problem": problem, "status": "unavailable",
                          "reason": no_cupy} for k in cuda]
-    clblast = next(r for r in data["results"] if r["kernel"] == "opencl.clblast")
-    data["results"][data["results"].index(clblast)] = {
-        **{key: clblast[key] for key in ("kernel", "backend", "rung", "parent", "adds",
-                                         "problem")},
+    data["results"] = [r if r["kernel"] != "opencl.clblast" else {
+        **{key: r[key] for key in ("kernel", "backend", "rung", "parent", "adds", "problem")},
         "status": "unavailable", "reason": "pyclblast is not installed"}
+        for r in data["results"]]
     path = tmp_path / "cpu.json"
     path.write_text(json.dumps(data))
     page = report_html.build([path], tmp_path / "out").read_text()
