@@ -122,6 +122,9 @@ class SideWorker:
              identity.__file__, load.__file__],
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self._log, text=True,
             cwd=build.root, env=env, start_new_session=True)  # Ctrl-C is the driver's
+        # Both pipes exist: Popen was asked for them.
+        assert self.process.stdin is not None and self.process.stdout is not None
+        self._to_worker, self._from_worker = self.process.stdin, self.process.stdout
 
     def request(self, message: dict, timeout: float) -> dict:
         self.send(message)
@@ -129,18 +132,18 @@ class SideWorker:
 
     def send(self, message: dict) -> None:
         try:
-            self.process.stdin.write(json.dumps(message) + "\n")
-            self.process.stdin.flush()
+            self._to_worker.write(json.dumps(message) + "\n")
+            self._to_worker.flush()
         except BrokenPipeError:
             raise WorkerLost(self._death()) from None
 
     def receive(self, timeout: float) -> dict:
         """The answer to the message sent last."""
-        ready, _, _ = select.select([self.process.stdout], [], [], timeout)
+        ready, _, _ = select.select([self._from_worker], [], [], timeout)
         if not ready:
             self.kill()
             raise WorkerLost(f"no answer in {timeout:.0f} s (killed)")
-        line = self.process.stdout.readline()
+        line = self._from_worker.readline()
         if not line:
             raise WorkerLost(self._death())
         return json.loads(line)
@@ -159,7 +162,7 @@ class SideWorker:
     def close(self) -> None:
         if self.process.poll() is None:
             try:
-                self.process.stdin.close()
+                self._to_worker.close()
                 self.process.wait(timeout=10)
             except (OSError, subprocess.TimeoutExpired):
                 self.kill()
@@ -266,9 +269,11 @@ class Gate:
         self.rng = random.Random(settings.seed)
 
     def _worker(self, side: str) -> SideWorker:
-        if self.workers[side] is None:
-            self.workers[side] = SideWorker(self.builds[side], self.logs / f"{side}.log")
-        return self.workers[side]
+        worker = self.workers[side]
+        if worker is None:
+            worker = self.workers[side] = SideWorker(self.builds[side],
+                                                     self.logs / f"{side}.log")
+        return worker
 
     def _request(self, side: str, message: dict, timeout: float) -> dict:
         self._send(side, message)

@@ -24,6 +24,10 @@ import runpy
 import sys
 import time
 import traceback
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # the revision's own mmsuite is imported at run time, inside the worker
+    from mmsuite.measure import KernelSampler
 
 BOOT = ("import runpy, sys; sys.path.insert(0, sys.argv[1]); "
         "runpy.run_path(sys.argv[2], run_name='__main__')")
@@ -40,7 +44,7 @@ def _jsonable(value):
 class _Worker:
     def __init__(self, identity: dict, load: dict) -> None:
         self.identity, self.load = identity, load
-        self.sampler = None
+        self.sampler: KernelSampler | None = None
 
     def open(self, request: dict) -> dict:
         from mmsuite import catalogue
@@ -58,7 +62,7 @@ class _Worker:
         options = RunOptions(**{k: v for k, v in request["options"].items()
                                 if k in {f.name for f in dataclasses.fields(RunOptions)}})
         try:
-            self.sampler = KernelSampler(kernel.id, problem, options)
+            sampler = self.sampler = KernelSampler(kernel.id, problem, options)
         except KernelUnavailable as exc:
             return {"status": "unavailable", "reason": str(exc)}
         except VerificationFailed as exc:
@@ -66,19 +70,22 @@ class _Worker:
         except Exception as exc:  # a kernel that raises is a row, with its traceback kept
             traceback.print_exc()
             return {"status": "error", "reason": f"{type(exc).__name__}: {exc}"}
-        verdict = getattr(self.sampler, "verdict", None)
+        verdict = getattr(sampler, "verdict", None)
         return {"status": "ok",
                 "code": self.identity["code_identity"](kernel.backend, kernel.source,
                                                        kernel.reference),
                 "max_rel_err": getattr(verdict, "max_rel_err", None),
-                "info": _jsonable(self.sampler.info)}
+                "info": _jsonable(sampler.info)}
 
     def turn(self, request: dict) -> dict:
+        sampler = self.sampler
+        if sampler is None:
+            raise RuntimeError("a turn was asked for before a kernel was opened")
         window = self.load["LoadWindow"].start()
-        samples = [self.sampler.kernel_ms()]
+        samples = [sampler.kernel_ms()]
         started = time.perf_counter()
         while time.perf_counter() - started < request["seconds"]:
-            samples.append(self.sampler.kernel_ms())
+            samples.append(sampler.kernel_ms())
         return {"samples": samples, "host_load": window.finish()}
 
     def close(self, request: dict | None = None) -> dict:

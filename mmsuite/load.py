@@ -65,7 +65,7 @@ class LoadWindow:
         end_machine, end_own = _machine_ticks(), _own_ticks()
         record: dict = {"seconds": round(time.monotonic() - self.started, 3),
                         "cores": os.cpu_count() or 1, "others_share": None}
-        if None in (self.machine, self.own, end_machine, end_own):
+        if self.machine is None or self.own is None or end_machine is None or end_own is None:
             return record
         busy = end_machine[0] - self.machine[0]
         total = end_machine[1] - self.machine[1]

@@ -501,7 +501,8 @@ class Measurement:
             record["sampling"] = self.sampled.record()
         if self.reference_ms is not None:
             record["reference_ms"] = self.reference_ms.to_dict()
-            record["reference_noisy"] = self.sampled.reference_noisy
+            record["reference_noisy"] = (self.sampled is not None
+                                         and self.sampled.reference_noisy)
         if self.transfers is not None:
             record["transfers"] = self.transfers
         return record
@@ -663,7 +664,7 @@ def _run_session(backend: Backend, kernel: Kernel, problem: Problem,
     partner_kernel = _partner(kernel, options)
     h2d: list = []
     d2h: list = []
-    transfers = None
+    transfers: dict[str, dict] | None = None
     with backend.prepare(kernel, call) as session:
         sampling = sampling.for_device(_device_kind(kernel, session))
         if session.has_transfers:

@@ -49,11 +49,12 @@ class Problem:
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, numbers.Integral):
                 raise ValueError(f"{name} must be a positive integer, got {value!r}")
-            if value < 1:
+            size = int(value)
+            if size < 1:
                 raise ValueError(f"{name} must be a positive integer, got {value}")
-            if value > INT32_MAX:  # kernels take their sizes as 32-bit integers
+            if size > INT32_MAX:  # kernels take their sizes as 32-bit integers
                 raise ValueError(f"{name} must be at most {INT32_MAX}, got {value}")
-            object.__setattr__(self, name, int(value))
+            object.__setattr__(self, name, size)
         if self.layout not in LAYOUTS:
             raise ValueError(f"layout must be one of {LAYOUTS}, got {self.layout!r}")
         for name in ("alpha", "beta"):
@@ -62,11 +63,12 @@ class Problem:
                 raise ValueError(f"{name} must be a finite real number, got {value!r}")
             if not math.isfinite(value):
                 raise ValueError(f"{name} must be finite, got {value}")
+            scalar = float(value)
             # Kernels take the scalars as float32: a larger value becomes Inf there.
-            if abs(value) > FLOAT32_MAX:
+            if abs(scalar) > FLOAT32_MAX:
                 raise ValueError(f"{name} must be finite in float32 (|{name}| <= "
                                  f"{FLOAT32_MAX:.4g}), got {value:g}")
-            object.__setattr__(self, name, float(value))
+            object.__setattr__(self, name, scalar)
         if isinstance(self.seed, bool) or not isinstance(self.seed, numbers.Integral):
             raise ValueError(f"seed must be a non-negative integer, got {self.seed!r}")
         if self.seed < 0:  # numpy's generators take no negative seed
@@ -130,7 +132,8 @@ class Problem:
         """Float32 host arrays (A, B, C0) of the problem's distribution, without zeros, fixed
         by the seed."""
         rng = np.random.default_rng(self.seed)
-        return tuple(self._draw(rng, self.logical_shape(name)) for name in "ABC")  # type: ignore[return-value]
+        a, b, c0 = (self._draw(rng, self.logical_shape(name)) for name in "ABC")
+        return a, b, c0
 
     def _draw(self, rng: np.random.Generator, shape: tuple[int, ...]) -> np.ndarray:
         if self.distribution == "normal":
@@ -189,12 +192,12 @@ def parse_shape(text: str) -> tuple[int, int, int]:
     if len(parts) != 3:
         raise ValueError(f"shape must look like MxNxK (e.g. 512x512x512), got {text!r}")
     try:
-        sizes = tuple(int(p) for p in parts)
+        m, n, k = (int(p) for p in parts)
     except ValueError:
         raise ValueError(f"shape must look like MxNxK with integer sizes, got {text!r}") from None
-    if any(s < 1 for s in sizes):
+    if min(m, n, k) < 1:
         raise ValueError(f"shape sizes must be positive, got {text!r}")
-    return sizes  # type: ignore[return-value]
+    return m, n, k
 
 
 # --------------------------------------------------------------------- presets

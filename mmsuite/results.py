@@ -410,8 +410,8 @@ def _normalise(record: dict) -> dict:
         record["origin"] = record.pop("seed")
     for key, value in DEFAULTS.items():
         record.setdefault(key, value)
-    for key, value in PROBLEM_DEFAULTS.items():
-        record["problem"].setdefault(key, value)
+    for key, default in PROBLEM_DEFAULTS.items():
+        record["problem"].setdefault(key, default)
     if record.get("max_rel_err") is None and "max_rel_err" in record:
         record["max_rel_err"] = math.inf  # written as null: NaN/Inf output
     for phase in PHASES:
@@ -419,10 +419,9 @@ def _normalise(record: dict) -> dict:
         if isinstance(stats, dict) and stats.get("samples"):
             samples = stats["samples"]
             stats.update(median=statistics.median(samples), min=min(samples), max=max(samples))
-    kernel = record.get("kernel_ms")
     flops = record.get("flops")
     if record["status"] in MEASURED and isinstance(flops, (int, float)) and flops > 0:
-        record["gflops"] = flops / (kernel["median"] * 1e6)
+        record["gflops"] = flops / (record["kernel_ms"]["median"] * 1e6)
     return record
 
 
@@ -551,4 +550,5 @@ def _parse_error(path: Path, number: int, exc: BaseException) -> ResultsError:
 def write_error(exc: OSError) -> str:
     """One line for an OSError while writing an output: the path and the cause."""
     where = exc.filename if exc.filename is not None else "output"
-    return f"cannot write {where}: {exc.strerror or errno.errorcode.get(exc.errno, exc)}"
+    code = errno.errorcode.get(exc.errno) if exc.errno is not None else None
+    return f"cannot write {where}: {exc.strerror or code or exc}"

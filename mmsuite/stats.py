@@ -113,14 +113,14 @@ def wilcoxon_signed_rank(d: list[float] | np.ndarray) -> tuple[float, float]:
     """W+ (the sum of the ranks of |d| where d > 0) and the two-sided p-value of
     "d is symmetric about 0". Zeros are dropped (Wilcoxon's rule); exact without ties up
     to ``EXACT_UP_TO`` values, else the normal approximation with tie correction."""
-    d = np.asarray(d, dtype=float)
-    d = d[d != 0]
-    n = len(d)
+    values = np.asarray(d, dtype=float)
+    values = values[values != 0]
+    n = len(values)
     if n == 0:
         return 0.0, 1.0
-    ranks = average_ranks(np.abs(d))
-    w_plus = float(ranks[d > 0].sum())
-    _, counts = np.unique(np.abs(d), return_counts=True)
+    ranks = average_ranks(np.abs(values))
+    w_plus = float(ranks[values > 0].sum())
+    _, counts = np.unique(np.abs(values), return_counts=True)
     if counts.max() == 1 and n <= EXACT_UP_TO:
         return w_plus, _two_sided(_signed_rank_null_counts(n), int(round(w_plus)))
     mean = n * (n + 1) / 4.0

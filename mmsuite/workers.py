@@ -39,7 +39,7 @@ from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass
 from multiprocessing import get_context
 from pathlib import Path
-from typing import Any
+from typing import Any, TextIO
 
 from . import catalogue
 from .backends import KernelUnavailable, RunOptions, get_backend, is_kernel_failure
@@ -228,7 +228,7 @@ class HostLane:
 
 # --------------------------------------------------------------- GPU workers
 _IN_WORKER = False
-_CRASH_LOG = None  # keeps faulthandler's file open in a worker
+_CRASH_LOG: TextIO | None = None  # keeps faulthandler's file open in a worker
 
 
 def visible_device(device: int, visible: str | None) -> str:
@@ -273,7 +273,7 @@ def _run_in_worker(job: JobFn, *args: Any) -> Result:
     """A job in a worker. faulthandler is enabled again first: libraries loaded since (LLVM
     inside an OpenCL driver, for one) install their own handlers for the fatal signals."""
     faulthandler.disable()  # enable() alone keeps the handlers it installed at start-up
-    faulthandler.enable(_CRASH_LOG)
+    faulthandler.enable(_CRASH_LOG if _CRASH_LOG is not None else sys.stderr)
     return job(*args)
 
 
@@ -327,6 +327,8 @@ class Worker:
                 self.retire()
                 return "error", f"its worker process failed to start: {cause}", None
         pool = self._pool  # close() may clear it from another thread on Ctrl-C
+        if pool is None:
+            raise RuntimeError("the worker was retired while its job was starting")
         try:
             future = pool.submit(_run_in_worker, self._job, kernel_id, problem, options,
                                  run_kwargs)

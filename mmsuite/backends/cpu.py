@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from ..host import blas_info
-from .base import Backend, RunOptions, Session, Timer, WallTimer
+from .base import Backend, KernelUnavailable, RunOptions, Session, Timer, WallTimer
 
 if TYPE_CHECKING:
     from ..layout import GemmCall
@@ -85,6 +85,8 @@ class CpuBackend(Backend):
             return ""
         if self._ext is None:
             return self._reason
+        if not kernel.entry:
+            return f"{kernel.id} names no entry in the catalogue"
         if not hasattr(self._ext.lib, kernel.entry):
             return f"{kernel.entry} is not in the built extension; reinstall with `pip install .`"
         return ""
@@ -109,6 +111,8 @@ class CpuBackend(Backend):
         return session
 
     def _c_launch(self, kernel: KernelSpec, call: GemmCall, c: np.ndarray) -> Callable[[], None]:
+        if not kernel.entry:
+            raise KernelUnavailable(f"{kernel.id} names no entry in the catalogue")
         ffi, lib = self._ext.ffi, self._ext.lib
         fn = getattr(lib, kernel.entry)
         a = ffi.cast("const float *", ffi.from_buffer(call.a))

@@ -59,7 +59,7 @@ import numpy as np
 from ..cuda_dispatch.device import DeviceFacts
 from ..launch import MAX_STATIC_SMEM, CudaLaunch, CudaPlan
 from ..sources import read_source, source_path
-from .base import Backend, RunOptions, Session, is_kernel_failure
+from .base import Backend, RunOptions, is_kernel_failure
 from .cuda_session import CudaLaunchError, CudaSession, cublas_steps, kernel_steps
 
 if TYPE_CHECKING:
@@ -249,7 +249,7 @@ class CudaBackend(Backend):
                 f"{free / 2**30:.2f} GiB of {total / 2**30:.2f} GiB is free; use a smaller "
                 "shape or batch")
 
-    def prepare(self, kernel: KernelSpec, call: GemmCall) -> Session:
+    def prepare(self, kernel: KernelSpec, call: GemmCall) -> CudaSession:
         cp = self._cupy
         if self._stream is None:
             self._stream = cp.cuda.Stream(non_blocking=True)

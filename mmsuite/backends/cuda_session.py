@@ -38,7 +38,8 @@ def kernel_steps(session: CudaSession, plan: CudaPlan, function: Callable[..., A
               "batch": np.int32(call.batch), "alpha": np.float32(call.alpha),
               "beta": np.float32(call.beta), "a": session.a, "b": session.b,
               "c": session.c, "work": work}
-    steps, described = [], []
+    steps: list[Callable[[], None]] = []
+    described: list[dict[str, Any]] = []  # each step's geometry, for the record
     for step in plan.steps:
         fn = function(step.source or kernel.source, step.entry or kernel.entry,
                       step.defines, step.smem)
@@ -141,7 +142,7 @@ class CudaSession(Session):
         self.keep: list[Any] = []  # workspaces the steps use
         self._pinned: tuple | None = None
         self._pageable_c: np.ndarray | None = None
-        self._scrub = None
+        self._scrub: Any | None = None  # the buffer scrub_l2 writes, allocated on first use
         self._timer: cuda_timing.SpinTimer | None = None
         with stream:
             self.a = cp.asarray(call.a, dtype=cp.float32)
@@ -177,10 +178,12 @@ class CudaSession(Session):
         return self._timer
 
     def scrub_l2(self) -> None:
-        if self._scrub is None:
-            self._scrub = self.cp.empty(max(2 * self._env["l2_bytes"], 2**20), dtype=self.cp.uint8)
+        scrub = self._scrub
+        if scrub is None:
+            scrub = self._scrub = self.cp.empty(max(2 * self._env["l2_bytes"], 2**20),
+                                                dtype=self.cp.uint8)
         with self.stream:
-            self._scrub.fill(1)
+            scrub.fill(1)
 
     def synchronize(self) -> None:
         self.stream.synchronize()

@@ -171,6 +171,8 @@ class OpenCLBackend(Backend):
     def kernel_reason(self, kernel: KernelSpec) -> str:
         if kernel.reference:
             return _clblast_reason()
+        if not kernel.source:
+            return f"{kernel.id} names no source in the catalogue"
         try:
             read_source(kernel.source)
         except OSError as exc:
@@ -188,6 +190,8 @@ class OpenCLBackend(Backend):
         if key in self._built:
             return self._built[key]
         cl = self._cl
+        if not kernel.source:
+            raise KernelUnavailable(f"{kernel.id} names no source in the catalogue")
         source = read_source(kernel.source)
         refusals = []
         for geometry in self.candidates(kernel):

@@ -64,7 +64,10 @@ class GateTimer(Timer):
 
     def __init__(self, cl: Any, queue: Any) -> None:
         self._cl, self._queue = cl, queue
-        self._gate = self._start = self._stop = None
+        # pyopencl's UserEvent and the two marker Events of the sample under way.
+        self._gate: Any | None = None
+        self._start: Any | None = None
+        self._stop: Any | None = None
 
     def start(self) -> None:
         cl = self._cl
@@ -73,10 +76,14 @@ class GateTimer(Timer):
         self._start = cl.enqueue_marker(self._queue)
 
     def stop(self) -> None:
+        if self._gate is None:
+            raise RuntimeError("GateTimer.stop() before start()")
         self._stop = self._cl.enqueue_marker(self._queue)
         self._gate.set_status(self._cl.command_execution_status.COMPLETE)
 
     def elapsed_ms(self) -> float:
+        if self._start is None or self._stop is None:
+            raise RuntimeError("GateTimer.elapsed_ms() before start() and stop()")
         self._stop.wait()
         return (self._stop.profile.end - self._start.profile.end) * 1e-6
 

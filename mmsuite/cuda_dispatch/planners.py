@@ -90,8 +90,9 @@ def plan_of(decision: Decision, m: int, n: int, k: int, batch: int,
     config = candidate.config
     row = candidate.variant
     defines = tuple(sorted(config.defines.items()))
-    info = {"config": config.name, "params": config.params(), "split": candidate.split,
-            "threads": config.threads, "family": candidate.family, "choice": decision.source}
+    info: dict[str, object] = {
+        "config": config.name, "params": config.params(), "split": candidate.split,
+        "threads": config.threads, "family": candidate.family, "choice": decision.source}
     if decision.estimate_s is not None:
         info["estimate_ms"] = round(decision.estimate_s * 1e3, 4)
     if decision.tuning_file:

@@ -28,6 +28,7 @@ import statistics
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -37,6 +38,11 @@ from .device import DeviceFacts
 from .planners import Decision, decide, plan_of
 from .tuning_file import entry_of, shape_key, store_tuning, tuning_path
 from .variants import Candidate, candidates
+
+if TYPE_CHECKING:
+    from ..backends import RunOptions
+    from ..backends.cuda import CudaBackend
+    from ..backends.cuda_session import CudaSession
 
 DEFAULT_CANDIDATES = 16
 DEFAULT_CONFIRM = 3
@@ -49,6 +55,17 @@ class TuneError(ValueError):
     """Bad input to ``mmsuite tune``: reported in one line, exit status 2."""
 
 
+def _cuda_backend(options: RunOptions | None = None) -> CudaBackend:
+    """The registry's CUDA adapter, whose sessions the search drives directly."""
+    from ..backends import get_backend
+    from ..backends.cuda import CudaBackend
+
+    backend = get_backend("cuda", options)
+    if not isinstance(backend, CudaBackend):
+        raise TypeError(f"the cuda backend is a {type(backend).__name__}, not a CudaBackend")
+    return backend
+
+
 class PlanTimer:
     """One problem's buffers on the GPU, on which any candidate plan is verified and timed.
 
@@ -56,15 +73,15 @@ class PlanTimer:
     sample, as the engine does.
     """
 
-    def __init__(self, problem: Problem, options=None) -> None:
+    def __init__(self, problem: Problem, options: RunOptions | None = None) -> None:
         from .. import catalogue
-        from ..backends import RunOptions, get_backend
+        from ..backends import RunOptions
         from ..layout import plan_call
 
         self.problem = problem
         self.options = options or RunOptions()
         self.kernel = catalogue.get(TUNED_KERNEL)
-        self.backend = get_backend("cuda", self.options)
+        self.backend = _cuda_backend(self.options)
         reason = self.backend.probe()
         if reason:
             raise TuneError(f"{TUNED_KERNEL} cannot run here: {reason}")
@@ -72,8 +89,8 @@ class PlanTimer:
         self.call = plan_call(problem, self.inputs, self.kernel.layout)
         self.device: DeviceFacts = self.backend.device_facts
         self.session = self.backend.prepare(self.kernel, self.call)
-        self._reference = None
-        self._cublas = None
+        self._reference: Any = None  # the float64 product, a CuPy array once computed
+        self._cublas: CudaSession | None = None
 
     @property
     def dims(self) -> tuple[int, int, int, int]:
@@ -117,7 +134,7 @@ class PlanTimer:
                 a = session.a.astype(cp.float64).reshape(batch, k, m).transpose(0, 2, 1)
                 b = session.b.astype(cp.float64).reshape(batch, n, k).transpose(0, 2, 1)
                 ref = cp.matmul(a, b) * self.call.alpha
-                if self.call.beta != 0.0:
+                if session.c0 is not None:  # beta != 0
                     ref += self.call.beta * session.c0.astype(cp.float64).reshape(
                         batch, n, m).transpose(0, 2, 1)
                 self._reference = ref
@@ -237,7 +254,8 @@ def tune_problem(problem: Problem, limit: int = DEFAULT_CANDIDATES,
                 progress(f"skipped {label}: {exc}")
                 continue
             progress(f"{label}: {outcome.ms:.4f} ms")
-        timed = sorted((o for o in outcomes if o.ms is not None), key=lambda o: o.ms)
+        timed = sorted((o for o in outcomes if o.ms is not None),
+                       key=lambda o: o.ms if o.ms is not None else math.inf)
         if not timed:
             raise RuntimeError(f"every candidate for {key} was skipped: "
                                + "; ".join(o.skipped for o in outcomes))
@@ -278,7 +296,7 @@ def sample_shapes(seed: int, count: int, batched: int = 0, max_flop_log2: float 
     (drawn again until they fit), then ``batched`` more with batch log-uniform in [2, 64]
     and M N K batch within the same bound; row-major."""
     rng = np.random.default_rng(seed)
-    out = []
+    out: list[Problem] = []
     while len(out) < count + batched:
         m, n, k = (int(round(math.exp(rng.uniform(0, math.log(largest))))) for _ in range(3))
         batch = 1
@@ -308,6 +326,7 @@ def measure_candidates(problem: Problem, limit: int, sampling,
     and GEMV ones among its best 3 ``limit``, each verified and timed; then each of
     ``rungs`` with its own plan, and cuBLAS."""
     from .. import catalogue
+    from ..backends.cuda import launch_of
 
     with PlanTimer(problem) as timer:
         m, n, k, batch = timer.dims
@@ -327,11 +346,14 @@ def measure_candidates(problem: Problem, limit: int, sampling,
                 continue
             out.timings.append(model.Timing(m, n, k, batch, candidate, ms * 1e-3))
         for kernel_id in rungs:
-            launch = catalogue.get(kernel_id).launch
-            if launch.planner is not None:
+            launch = launch_of(catalogue.get(kernel_id))
+            if launch.planner is None:
+                timer.use_plan(launch.plan(timer.call, "col"))
+            elif callable(launch.planner):
                 timer.use_plan(launch.planner(timer.call, timer.device, None))
             else:
-                timer.use_plan(launch.plan(timer.call, "col"))
+                raise ValueError(f"{kernel_id} is planned by {launch.planner}, "
+                                 "which the search does not call")
             timer.check(kernel_id)
             out.rungs_ms[kernel_id] = statistics.median(timer.time(sampling))
         if with_cublas:
@@ -383,9 +405,7 @@ def fit_model(shapes: int, seed: int, limit: int = 8,
         progress(f"[{index}/{len(problems)}] {problem.shape_label}: "
                  f"{len(row.timings)} candidates timed")
     if device is None:
-        from ..backends import get_backend
-
-        device = get_backend("cuda").device_facts
+        device = _cuda_backend().device_facts
     held = measured[::5]
     fitting = [row for i, row in enumerate(measured) if i % 5]
     params, report = fit_and_score(timings_of(fitting), timings_of(held), device)

@@ -307,7 +307,7 @@ class Candidate:
 def split_factors(k: int, bk: int) -> list[int]:
     """Split factors worth trying: each leaves no slice empty."""
     tiles = -(-k // bk)
-    out = []
+    out: list[int] = []
     for s in (1, 2, 3, 4, 5, 6, 8, 10, 12, 16, 20, 24, 32, 48, 64, 96, 128, 192, 256, 384, 512):
         if s > tiles:
             break
@@ -475,6 +475,7 @@ def candidates(m: int, n: int, k: int, batch: int = 1, device: DeviceFacts = H10
         if configs is not None and row.config not in configs:
             continue
         if row.family == "splitk":
+            assert isinstance(row.config, Config)
             splits = split_factors(k, row.config.bk)
         elif row.family == "gemv":  # only where a side is skinny: elsewhere tiles win
             if min(m, n) > GEMV_MAX_SKINNY or gemv_config(m, n) != row.config:
