@@ -14,6 +14,7 @@ import io
 import math
 from collections.abc import Iterable
 from pathlib import Path
+from typing import TypeGuard
 
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
@@ -73,7 +74,7 @@ def _unit(records: Iterable[dict]) -> tuple[float, str]:
     return flops_scale(best)
 
 
-def _finite(value) -> bool:
+def _finite(value: object) -> TypeGuard[float]:
     return isinstance(value, (int, float)) and math.isfinite(value)
 
 
@@ -381,7 +382,7 @@ def transfer_chart(group: list[dict], title: str = "") -> Figure | None:
     ax.legend(fontsize=8, loc="lower right")
     note = f" ({len(left_out)} kernels without a valid time not shown)" if left_out else ""
     ax.set_title((title or label_of(group[0]["problem"])) + note, fontsize=11, loc="left")
-    if bx is not None:
+    if bx is not None and pinned is not None:
         kinds = [k for k in ("pageable", "pinned") if isinstance(pinned.get(k), dict)]
         for j, (key, colour) in enumerate((("h2d_gbps", "#ff7f0e"), ("d2h_gbps", "#9467bd"))):
             values = [pinned[k].get(key) or 0.0 for k in kinds]
@@ -538,8 +539,9 @@ def plot(records: list[dict], out_dir: Path) -> list[Path]:
     (``summary.png``), drawn as in the HTML report. Returns the paths written."""
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
-    figures = [(ladder_chart(group, title=label_of(group[0]["problem"])), f"ladder_{i}")
-               for i, group in enumerate(group_by_problem(records).values())]
+    figures: list[tuple[Figure | None, str]] = [
+        (ladder_chart(group, title=label_of(group[0]["problem"])), f"ladder_{i}")
+        for i, group in enumerate(group_by_problem(records).values())]
     figures += [(sweep_chart(records), "sweep"), (summary_chart(records), "summary")]
     written = []
     for fig, name in figures:

@@ -264,8 +264,8 @@ def summary(history: History, kernel_ids: Iterable[str], metric: str = "kernel_m
     chosen = [s for s in history.values()
               if s.kernel in wanted and s.metric == metric and (s.points or s.failed)
               and (machine is None or s.key.machine == machine)]
-    chosen.sort(key=lambda s: (kernel_ids.index(s.kernel), _panel_sort_key((_panel(s), [])),
-                               s.key))
+    chosen.sort(key=lambda s: (kernel_ids.index(s.kernel) if s.kernel in kernel_ids else 0,
+                               _panel_sort_key((_panel(s), [])), s.key))
     lines = []
     for series in chosen:
         head = f"{series.kernel} [{series.key.machine}] {_panel(series)}:"

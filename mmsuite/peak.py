@@ -46,7 +46,7 @@ GPU_LANES_PER_SM: dict[tuple[int, ...], int] = {
 #: whitepapers: A100 156 TFLOP/s at 108 SMs x 1.41 GHz; GA10x and AD10x a quarter of
 #: that per SM; H100 twice A100's, 495 TFLOP/s at 132 SMs x 1.83 GHz). No entry: no
 #: tensor peak is claimed.
-GPU_TF32_FLOPS_PER_SM: dict[tuple[int, ...], int] = {
+GPU_TF32_FLOPS_PER_SM: dict[tuple[int, int], int] = {
     (8, 0): 1024, (8, 6): 256, (8, 9): 256, (9, 0): 2048,
 }
 TENSOR_PRECISIONS = ("tf32", "fp32-accurate")
@@ -107,7 +107,7 @@ def gpu_tensor_peak(sm_count: int, clock_mhz: float, cc: tuple[int, int] | None,
                     name: str = "GPU") -> Peak | None:
     """SMs x dense TF32 FLOPs per cycle per SM x clock; None where the table has no entry."""
     per_sm = GPU_TF32_FLOPS_PER_SM.get(cc) if cc else None
-    if not sm_count or not clock_mhz or not per_sm:
+    if cc is None or not sm_count or not clock_mhz or not per_sm:
         return None
     how = (f"{sm_count} SMs x {per_sm} dense TF32 FLOP/cycle (sm_{cc[0]}{cc[1]}) x "
            f"{clock_mhz:g} MHz")
@@ -250,16 +250,16 @@ def _measured_peak(probe: dict, cores: int, name: str) -> Peak | None:
 
 
 def _host_peak(environment: dict, cores: int | None) -> Peak | None:
-    cores = cores or environment.get("cpu_cores") or os.cpu_count()
+    threads = int(cores or environment.get("cpu_cores") or os.cpu_count() or 1)
     name = environment.get("cpu") or "CPU"
     probe = environment.get("cpu_fma_probe")
     clock = environment.get("cpu_max_mhz")
     simd = environment.get("cpu_simd")
     if simd is None and environment.get("cpu_avx512"):
         simd = "avx512"
-    table = cpu_peak(int(cores), float(clock), simd, name) if clock else None
+    table = cpu_peak(threads, float(clock), simd, name) if clock else None
     if environment.get("cpu_peak_source") == PEAK_MEASURED and isinstance(probe, dict):
-        measured = _measured_peak(probe, int(cores), name)
+        measured = _measured_peak(probe, threads, name)
         if measured is not None:
             if table is not None and table.gflops > measured.gflops:
                 return replace(measured, ceiling=table.gflops,

@@ -11,6 +11,7 @@ import textwrap
 from collections import defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass
+from typing import Literal
 
 from .catalogue import BASELINE_ID, CATALOGUE, reference_of
 from .problem import label_of
@@ -24,7 +25,7 @@ _ORDER = {k.id: i for i, k in enumerate(CATALOGUE)}
 class Column:
     key: str
     title: str
-    justify: str = "right"
+    justify: Literal["left", "right"] = "right"
 
 
 def _problem_key(record: dict) -> tuple:
@@ -67,7 +68,8 @@ def _reference_id(record: dict, ok_rows: dict[str, dict]) -> str | None:
     own = ref.id if ref is not None else None
     if own in ok_rows:
         return own
-    stand_in = _STAND_IN.get((record.get("info") or {}).get("device_type"))
+    device_type = (record.get("info") or {}).get("device_type")
+    stand_in = _STAND_IN.get(device_type) if isinstance(device_type, str) else None
     return stand_in if stand_in in ok_rows else own
 
 

@@ -13,6 +13,7 @@ import argparse
 import signal
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from rich.console import Console
 from rich.table import Table
@@ -32,6 +33,9 @@ from .common import (
     problems_from_args,
     select_kernels,
 )
+
+if TYPE_CHECKING:
+    from rich.console import JustifyMethod
 
 
 def add_parser(sub) -> argparse.ArgumentParser:
@@ -182,9 +186,10 @@ def render(pairs: list[Pair], settings: Settings, console: Console) -> None:
     of every row that is not plainly same, and a count of the unsure ones."""
     table = Table(title=f"HEAD / BASE, {settings.confidence:.0%} interval, threshold "
                   f"{settings.threshold:.0%}", title_justify="left")
-    for name, justify in (("kernel", "left"), ("problem", "left"), ("BASE ms", "right"),
-                          ("HEAD ms", "right"), ("ratio", "right"), ("interval", "right"),
-                          ("verdict", "left")):
+    columns: tuple[tuple[str, JustifyMethod], ...] = (
+        ("kernel", "left"), ("problem", "left"), ("BASE ms", "right"), ("HEAD ms", "right"),
+        ("ratio", "right"), ("interval", "right"), ("verdict", "left"))
+    for name, justify in columns:
         table.add_column(name, justify=justify, no_wrap=name in ("kernel", "problem"))
     notes = []
     for pair in pairs:

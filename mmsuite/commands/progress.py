@@ -15,6 +15,7 @@ from rich.progress import (
     BarColumn,
     MofNCompleteColumn,
     Progress,
+    TaskID,
     TextColumn,
     TimeElapsedColumn,
     TimeRemainingColumn,
@@ -42,7 +43,7 @@ class RunProgress:
                              TimeElapsedColumn(), TextColumn("eta"), TimeRemainingColumn(),
                              console=self.console, transient=True) \
             if self.console.is_terminal else None
-        self._task = None
+        self._task: TaskID | None = None  # the bar's one task, once the bar has started
 
     def __enter__(self) -> RunProgress:
         if self._bar is not None:
@@ -56,7 +57,7 @@ class RunProgress:
 
     def plan(self, jobs: int) -> None:
         """The number of jobs that will run: the bar's length."""
-        if self._bar is not None:
+        if self._bar is not None and self._task is not None:
             self._bar.update(self._task, total=jobs)
 
     def start(self, kernel: Kernel, problem: Problem) -> None:
@@ -69,7 +70,7 @@ class RunProgress:
             self.finished_rows += 1
             ran = self._running.pop((row.kernel.id, row.problem), None) is not None
             if self._bar is not None:
-                if ran:  # an unavailable or resumed row is no work done
+                if ran and self._task is not None:  # an unavailable or resumed row: no work
                     self._bar.update(self._task, advance=1)
                 self._describe()
                 return
@@ -80,7 +81,7 @@ class RunProgress:
               f"{row.status}{timing}", file=sys.stderr, flush=True)
 
     def _describe(self) -> None:
-        if self._bar is None:
+        if self._bar is None or self._task is None:
             return
         running = list(self._running.values())
         text = f"running {running[-1]}" if running else "starting"

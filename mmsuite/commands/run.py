@@ -17,7 +17,7 @@ from rich.console import Console
 from .. import cluster, environment, load, peak, report, results, workers
 from ..backends import RunOptions, unavailable_reason
 from ..catalogue import Kernel
-from ..measure import CLI_SAMPLING, DEFAULT_WARMUP, Sampling
+from ..measure import CLI_SAMPLING, CPU_NOISE_TARGET, DEFAULT_WARMUP, Sampling
 from ..problem import Problem
 from ..sweep import Row, row_key, sweep
 from .common import (
@@ -57,7 +57,7 @@ def add_parser(sub) -> argparse.ArgumentParser:
     meas.add_argument("--max-noise", type=non_negative_float, metavar="PCT",
                       help="stopping rule: until the robust noise is below PCT %% on every "
                            f"device (default {100 * CLI_SAMPLING.noise_target:g} on GPUs, "
-                           f"{100 * CLI_SAMPLING.cpu_noise_target:g} on CPUs, what a quiet "
+                           f"{100 * CPU_NOISE_TARGET:g} on CPUs, what a quiet "
                            "machine reaches); rows left above it are marked noisy (!)")
     meas.add_argument("--max-time", type=positive_float, default=CLI_SAMPLING.max_seconds,
                       metavar="S", help="stopping rule: at most S seconds of samples per kernel, "
@@ -135,7 +135,7 @@ def _devices(requested: str | list[int] | None, kernels: list[Kernel],
     import cupy
 
     count = cupy.cuda.runtime.getDeviceCount()
-    if requested == "all":
+    if isinstance(requested, str):  # "all" (device_list gives no other text)
         return list(range(count))
     missing = [i for i in requested if i >= count]
     if missing:
@@ -245,14 +245,15 @@ def run(args: argparse.Namespace, console: Console) -> int:
     kernels = select_kernels(args.backend, args.kernel)
     options = RunOptions(threads=args.threads, cl_device=args.cl_device, pinned=args.pinned,
                          profile=args.profile, l2=args.l2, energy=args.energy)
-    targets = {"noise_target": CLI_SAMPLING.noise_target,
-               "cpu_noise_target": CLI_SAMPLING.cpu_noise_target} if args.max_noise is None \
-        else {"noise_target": args.max_noise / 100}
+    # --max-noise sets one target for every device; without it, CPUs get their own.
+    noise_target, cpu_noise_target = (
+        (CLI_SAMPLING.noise_target, CLI_SAMPLING.cpu_noise_target) if args.max_noise is None
+        else (args.max_noise / 100, None))
     sampling = None if args.repeats else Sampling(
         min_samples=args.min_samples, min_seconds=args.min_time, max_seconds=args.max_time,
         verdict_samples=min(args.min_samples, CLI_SAMPLING.verdict_samples),
         block_seconds=CLI_SAMPLING.block_seconds, name="cli",
-        **targets)
+        noise_target=noise_target, cpu_noise_target=cpu_noise_target)
     if sampling is not None and args.min_time > args.max_time:
         raise UsageError(f"--min-time {args.min_time} is above --max-time {args.max_time}")
     if args.cluster is None:  # with --cluster, each worker judges what it can run
@@ -401,8 +402,8 @@ def _report_and_save(args: argparse.Namespace, console: Console, kernels: list[K
         _write_other_outputs(args, console, records, shown_records, notes, env, settings)
     except OSError as exc:
         unwritten.append(exc)
-    for exc in unwritten:
-        print(f"mmsuite: error: {results.write_error(exc)}", file=sys.stderr)
+    for error in unwritten:
+        print(f"mmsuite: error: {results.write_error(error)}", file=sys.stderr)
     if unwritten:
         if args.json:
             print(f"mmsuite: {results.journal_path(args.json)} keeps the rows it could write: "
