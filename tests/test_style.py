@@ -22,8 +22,7 @@ def test_ruff_clean() -> None:
 
 
 def test_mypy_clean() -> None:
-    """mypy passes on mmsuite/ with pyproject.toml's configuration (its list of modules
-    still to fix aside)."""
+    """mypy passes on every module of mmsuite/ with pyproject.toml's configuration."""
     mypy = shutil.which("mypy") or str(Path(sys.executable).parent / "mypy")
     if not Path(mypy).exists():
         pytest.skip("mypy is not installed (it comes with the `test` extra)")
