@@ -19,7 +19,8 @@ No task is retried. A worker that dies while it runs a job leaves that job
 claimed (a Dask ``Variable`` holding the worker's name and host): when the
 scheduler hands the task to another worker, the task finds the claim and reports
 the row as failed, "worker lost", instead of measuring again. The rest of the
-sweep goes on; ``--resume`` reruns only the rows that are missing or failed.
+sweep goes on; ``--resume`` reruns only the rows that are missing or errored, by the
+rule a sweep on one host follows (``mmsuite.sweep.Ladder``).
 """
 
 from __future__ import annotations
@@ -36,12 +37,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from . import __version__, backend_table, results, workers
+from . import __version__, backend_table, workers
 from .backend_table import BACKENDS
 from .backends import RunOptions
 from .catalogue import Kernel
 from .problem import Problem
-from .sweep import Row, row_key
+from .sweep import Ladder, Row
 
 GPU = "GPU"
 HOST = "HOST"
@@ -396,62 +397,44 @@ class Cluster:
 
     def sweep(self, kernels: Iterable[Kernel], problems: Iterable[Problem], *,
               options: RunOptions, on_row: Callable[[Row], None] | None = None,
-              resume: Iterable[dict] = (), timeout: float | None = None,
-              job: workers.JobFn | None = None,
+              resume: Iterable[dict] = (), retry_crashed: bool = False,
+              timeout: float | None = None, job: workers.JobFn | None = None,
               on_start: Callable[[Kernel, Problem], None] | None = None,
               on_plan: Callable[[int], None] | None = None, **run_kwargs) -> list[Row]:
         """``mmsuite.sweep.sweep`` on the cluster: the same rows, in ladder order.
 
+        ``resume``, ``retry_crashed`` and the progress hooks are ``mmsuite.sweep.Ladder``'s,
+        as on one host (``on_start`` is called from the client's event thread as a worker
+        starts a job). A pair is unavailable when no worker offers its resource.
         ``timeout``: seconds per GPU job (default ``workers.default_timeout``), as on one
         host; host jobs have none. ``job``: a function of the workers' install to run
-        instead of measuring (tests plant crashing or slow ones). ``on_plan(n)``: the
-        number of jobs sent, before any starts; ``on_start(kernel, problem)``: as a worker
-        starts one (from the client's event thread).
+        instead of measuring (tests plant crashing or slow ones).
         """
         from distributed import wait
 
-        kernels, problems = list(kernels), list(problems)
-        done = {row_key(r["kernel"], r["problem"]): r for r in resume
-                if r.get("status") in results.MEASURED}
-        slots: list[Row | None] = [None] * (len(kernels) * len(problems))
+        ladder = Ladder(kernels, problems, resume=resume, retry_crashed=retry_crashed,
+                        on_row=on_row, on_start=on_start, on_plan=on_plan)
         sweep_id = uuid.uuid4().hex
         offered = self.resources()
         pending: dict[Any, tuple[JobSpec, Kernel]] = {}
         claims: list[str] = []
         start_topic = f"{START_PREFIX}-{sweep_id}"
 
-        def finish(index: int, row: Row) -> None:
-            slots[index] = row
-            if on_row is not None:
-                on_row(row)
+        def unavailable(kernel: Kernel) -> str:
+            resource = resource_for(kernel)
+            return "" if resource in offered else NO_WORKER[resource]
 
         specs: list[tuple[JobSpec, Kernel, str]] = []
-        for p_index, problem in enumerate(problems):
-            for k_index, kernel in enumerate(kernels):
-                index = p_index * len(kernels) + k_index
-                previous = done.get(row_key(kernel.id, problem.to_dict()))
-                resource = resource_for(kernel)
-                if previous is not None:
-                    finish(index, Row(kernel, problem, previous["status"],
-                                      previous.get("reason", ""), previous,
-                                      previous.get("device")))
-                elif resource not in offered:
-                    finish(index, Row(kernel, problem, "unavailable", NO_WORKER[resource]))
-                else:
-                    limit = timeout if timeout is not None else (
-                        workers.default_timeout(problem) if resource == GPU else None)
-                    specs.append((JobSpec(index, kernel.id, problem, options, run_kwargs, limit,
-                                          __version__, f"{CLAIM_PREFIX}-{sweep_id}-{index}",
-                                          start_topic, job), kernel, resource))
-        if on_plan is not None:
-            on_plan(len(specs))
+        for pair in ladder.plan(unavailable):
+            resource = resource_for(pair.kernel)
+            limit = timeout if timeout is not None else (
+                workers.default_timeout(pair.problem) if resource == GPU else None)
+            specs.append((JobSpec(pair.index, pair.kernel.id, pair.problem, options, run_kwargs,
+                                  limit, __version__, f"{CLAIM_PREFIX}-{sweep_id}-{pair.index}",
+                                  start_topic, job), pair.kernel, resource))
         if on_start is not None:
-            by_index = {spec.index: (kernel, spec.problem) for spec, kernel, _ in specs}
-
-            def announce(event: tuple[float, dict]) -> None:
-                on_start(*by_index[event[1]["index"]])
-
-            self.client.subscribe_topic(start_topic, announce)
+            self.client.subscribe_topic(start_topic,
+                                        lambda event: ladder.start(event[1]["index"]))
         for spec, kernel, resource in specs:
             future = self.client.submit(run_job, spec, resources={resource: 1},
                                         key=f"mmsuite-{sweep_id}-{spec.index}", pure=False,
@@ -470,17 +453,17 @@ class Cluster:
                     finished = set()
                 for future in finished:
                     spec, kernel = pending.pop(future)
-                    finish(spec.index, self._row(future, spec, kernel))
+                    ladder.finish(spec.index, self._row(future, spec, kernel))
                 if time.monotonic() - last_poll >= RESOURCE_POLL_S:
                     last_poll = time.monotonic()
-                    self._give_up_without(pending, missing_since, finish)
+                    self._give_up_without(pending, missing_since, ladder.finish)
         finally:
             if pending:  # interrupted: jobs not started are dropped; running ones finish there
                 self.client.cancel(list(pending))
             self._forget_claims(claims)
             if on_start is not None and self.client.status == "running":
                 self.client.unsubscribe_topic(start_topic)
-        return [row for row in slots if row is not None]
+        return ladder.rows()
 
     def _forget_claims(self, names: list[str]) -> None:
         """Drop this sweep's claims from the scheduler (one message each, not awaited)."""

@@ -12,6 +12,10 @@ worker process, and the kernels of an ``isolated`` backend (CUDA by default)
 last, in worker processes, one per device (see ``mmsuite.workers``): a GPU is
 never shared by two phases. The float64 reference is computed once per problem
 in each process and shared by its kernels.
+
+What a resumed sweep still runs, and the order in which its rows and progress are
+reported, is :class:`Ladder`'s to decide; a sweep on a cluster (``mmsuite.cluster``)
+uses the same one.
 """
 
 from __future__ import annotations
@@ -76,6 +80,85 @@ def row_key(kernel_id: str, problem: dict) -> tuple:
     return (kernel_id, tuple(sorted(problem.items())))
 
 
+@dataclass(frozen=True)
+class Pair:
+    """A kernel on a problem that a sweep still has to run, at ``index`` in ladder order."""
+
+    index: int
+    kernel: Kernel
+    problem: Problem
+
+
+class Ladder:
+    """The rows of one sweep, on this host or on a cluster, and the one rule for what it
+    still has to run.
+
+    A pair that an earlier run measured (a record of ``resume`` that is ok, failed or
+    invalid, or crashed unless ``retry_crashed``: a kernel that crashed its worker would
+    crash it again) keeps that record; one for which ``plan``'s ``unavailable`` gives a
+    reason is an unavailable row; every other pair is left to run (an error, a lost worker,
+    an unavailable row of the earlier run, a missing row). The progress hooks see the same
+    sequence on both paths: ``on_row`` each kept and unavailable row, in ladder order, then
+    ``on_plan(n)`` with the number of pairs that run, then ``on_start(kernel, problem)`` as
+    each starts and ``on_row`` as it finishes.
+    """
+
+    def __init__(self, kernels: Iterable[Kernel], problems: Iterable[Problem], *,
+                 resume: Iterable[dict] = (), retry_crashed: bool = False,
+                 on_row: Callable[[Row], None] | None = None,
+                 on_start: Callable[[Kernel, Problem], None] | None = None,
+                 on_plan: Callable[[int], None] | None = None) -> None:
+        self.kernels, self.problems = list(kernels), list(problems)
+        kept = results.MEASURED + (() if retry_crashed else ("crashed",))
+        self._earlier = {row_key(r["kernel"], r["problem"]): r for r in resume
+                         if r.get("status") in kept}
+        self._slots: list[Row | None] = [None] * (len(self.kernels) * len(self.problems))
+        self._on_row, self._on_start, self._on_plan = on_row, on_start, on_plan
+        self._lock = threading.Lock()  # rows arrive from several device threads
+
+    def plan(self, unavailable: Callable[[Kernel], str]) -> list[Pair]:
+        """Finish the kept and unavailable rows; the pairs left to run, in ladder order.
+        ``unavailable(kernel)``: why its pairs cannot run here, or an empty string."""
+        to_run = []
+        for p_index, problem in enumerate(self.problems):
+            for k_index, kernel in enumerate(self.kernels):
+                index = p_index * len(self.kernels) + k_index
+                earlier = self._earlier.get(row_key(kernel.id, problem.to_dict()))
+                if earlier is not None:
+                    self.finish(index, Row(kernel, problem, earlier["status"],
+                                           earlier.get("reason", ""), earlier,
+                                           earlier.get("device")))
+                    continue
+                reason = unavailable(kernel)
+                if reason:
+                    self.finish(index, Row(kernel, problem, "unavailable", reason))
+                else:
+                    to_run.append(Pair(index, kernel, problem))
+        if self._on_plan is not None:
+            self._on_plan(len(to_run))
+        return to_run
+
+    def kernel(self, index: int) -> Kernel:
+        """The kernel of the pair at ``index``."""
+        return self.kernels[index % len(self.kernels)]
+
+    def start(self, index: int) -> None:
+        """The pair at ``index`` starts now."""
+        if self._on_start is not None:
+            self._on_start(self.kernel(index), self.problems[index // len(self.kernels)])
+
+    def finish(self, index: int, row: Row) -> None:
+        """The row of the pair at ``index`` is done."""
+        with self._lock:
+            self._slots[index] = row
+            if self._on_row is not None:
+                self._on_row(row)
+
+    def rows(self) -> list[Row]:
+        """The finished rows, in ladder order (all of them once the sweep is done)."""
+        return [row for row in self._slots if row is not None]
+
+
 def sweep(kernels: Iterable[Kernel], problems: Iterable[Problem], *, options: RunOptions,
           on_row: Callable[[Row], None] | None = None, resume: Iterable[dict] = (),
           devices: Sequence[int] | None = None, timeout: float | None = None,
@@ -86,69 +169,41 @@ def sweep(kernels: Iterable[Kernel], problems: Iterable[Problem], *, options: Ru
     """Run every kernel on every problem and return the rows in ladder order.
 
     ``run_kwargs`` go to ``mmsuite.measure.run`` (``repeats``, ``warmup``, ...).
-    ``resume``: records of an earlier run; a pair measured there (ok, failed or
-    invalid, and crashed unless ``retry_crashed``) is taken from it instead of run
-    again: a kernel that crashed its worker would crash it again. ``devices``: the GPUs the
-    isolated backends' kernels are spread over (default: device 0). ``timeout``:
-    seconds per isolated job (default ``workers.default_timeout``). ``job`` is
-    the function a job runs (tests plant crashing ones). For a progress display:
-    ``on_plan(n)`` is called once with the number of pairs that will run (neither
-    unavailable nor resumed), before any starts, and ``on_start(kernel, problem)`` as
-    each of them starts.
+    ``resume`` and ``retry_crashed`` (what an earlier run's records spare) and the progress
+    hooks ``on_row``, ``on_plan`` and ``on_start`` are :class:`Ladder`'s, as on a cluster.
+    A pair is unavailable here when its kernel cannot run with ``options``.
+    ``devices``: the GPUs the isolated backends' kernels are spread over (default:
+    device 0). ``timeout``: seconds per isolated job (default ``workers.default_timeout``).
+    ``job`` is the function a job runs (tests plant crashing ones).
     """
-    kernels, problems = list(kernels), list(problems)
-    kept = results.MEASURED + (() if retry_crashed else ("crashed",))
-    done = {row_key(r["kernel"], r["problem"]): r for r in resume if r.get("status") in kept}
+    ladder = Ladder(kernels, problems, resume=resume, retry_crashed=retry_crashed,
+                    on_row=on_row, on_start=on_start, on_plan=on_plan)
     in_process = IN_PROCESS if in_process is None else in_process
-    slots: list[Row | None] = [None] * (len(kernels) * len(problems))
-    lock = threading.Lock()  # rows arrive from several device threads
-
-    def finish(index: int, row: Row) -> None:
-        with lock:
-            slots[index] = row
-            if on_row is not None:
-                on_row(row)
-
     host_jobs: list[workers.Job] = []  # in this process
     host_worker_jobs: list[workers.Job] = []
     selected_gpu_jobs: list[workers.Job] = []
     device_jobs: list[workers.Job] = []
-    on_selected_gpu = {b: _selected_gpu(b, options) for b in {k.backend for k in kernels}}
-    for p_index, problem in enumerate(problems):
-        for k_index, kernel in enumerate(kernels):
-            index = p_index * len(kernels) + k_index
-            previous = done.get(row_key(kernel.id, problem.to_dict()))
-            reason = unavailable_reason(kernel, options)
-            if previous is not None:
-                finish(index, Row(kernel, problem, previous["status"],
-                                  previous.get("reason", ""), previous, previous.get("device")))
-            elif reason:
-                finish(index, Row(kernel, problem, "unavailable", reason))
-            else:
-                item = workers.Job(index, kernel.id, problem)
-                if kernel.backend in isolated:
-                    device_jobs.append(item)
-                elif on_selected_gpu[kernel.backend]:
-                    selected_gpu_jobs.append(item)
-                elif kernel.backend in in_process:
-                    host_jobs.append(item)
-                else:
-                    host_worker_jobs.append(item)
-
-    if on_plan is not None:
-        on_plan(len(host_jobs) + len(host_worker_jobs) + len(selected_gpu_jobs)
-                + len(device_jobs))
+    on_selected_gpu = {b: _selected_gpu(b, options) for b in {k.backend for k in ladder.kernels}}
+    for pair in ladder.plan(lambda kernel: unavailable_reason(kernel, options)):
+        item = workers.Job(pair.index, pair.kernel.id, pair.problem)
+        if pair.kernel.backend in isolated:
+            device_jobs.append(item)
+        elif on_selected_gpu[pair.kernel.backend]:
+            selected_gpu_jobs.append(item)
+        elif pair.kernel.backend in in_process:
+            host_jobs.append(item)
+        else:
+            host_worker_jobs.append(item)
 
     def started(item: workers.Job, device: int | None = None) -> None:
-        if on_start is not None:
-            on_start(kernels[item.index % len(kernels)], item.problem)
+        ladder.start(item.index)
 
     def record_result(item: workers.Job, device: int | None, result: workers.Result) -> None:
         status, reason, record = result
-        kernel = kernels[item.index % len(kernels)]
         if record is not None and device is not None:
             record["device"] = device
-        finish(item.index, Row(kernel, item.problem, status, reason, record, device))
+        ladder.finish(item.index, Row(ladder.kernel(item.index), item.problem, status, reason,
+                                      record, device))
 
     if host_jobs:
         lane = workers.HostLane()
@@ -169,4 +224,4 @@ def sweep(kernels: Iterable[Kernel], problems: Iterable[Problem], *, options: Ru
     if device_jobs:
         workers.run_on_devices(device_jobs, list(devices) if devices else [0], options,
                                run_kwargs, timeout, record_result, job=job, on_start=started)
-    return [row for row in slots if row is not None]
+    return ladder.rows()

@@ -25,6 +25,7 @@ from mmsuite import Problem, catalogue, cli, peak, results, workers
 from mmsuite.backends import RunOptions
 from mmsuite.host import cpu_model
 from mmsuite.runs import load_runs, merge
+from mmsuite.sweep import Row, sweep
 
 distributed = pytest.importorskip("distributed", reason="needs the cluster extra (Dask)")
 
@@ -279,6 +280,44 @@ def test_a_worker_killed_mid_job_fails_that_row_and_resume_completes_the_set(
         if key != ("cpu.seq_ikj", 24):  # kept as measured, not run again
             assert record["kernel_ms"]["samples"] == before[key]["kernel_ms"]["samples"]
     assert after[("cpu.seq_ikj", 24)]["worker"] in ("w1-host", "w2-host")
+
+
+def test_resume_on_the_cluster_keeps_and_reruns_the_rows_a_local_resume_does(
+        scheduler, tmp_path, capsys) -> None:
+    problem = Problem(24, 17, 9)
+    kernels = [catalogue.get(k) for k in LADDER]
+    measured = sweep(kernels[:1], [problem], options=RunOptions(), repeats=1,
+                     warmup=0)[0].to_record()
+    crashed = Row(kernels[1], problem, "crashed", "its worker process died").to_record()
+    lost = Row(kernels[2], problem, "error", "worker lost: worker w9 died").to_record()
+    earlier = [measured, crashed, lost]  # cpu.omp_tiled has no row yet
+
+    def kept(rows: list) -> list[str]:
+        return [r.kernel.id for r in rows if any(r.to_record() is e for e in earlier)]
+
+    planned: dict[str, list[int]] = {"local": [], "cluster": []}
+    local = sweep(kernels, [problem], options=RunOptions(), resume=earlier, repeats=1,
+                  warmup=0, on_plan=planned["local"].append)
+    with cluster.Cluster(str(scheduler)) as session:
+        remote = session.sweep(kernels, [problem], options=RunOptions(), resume=earlier,
+                               repeats=1, warmup=0, on_plan=planned["cluster"].append)
+    assert kept(remote) == kept(local) == ["cpu.blas", "cpu.seq_naive"]
+    assert [r.status for r in remote] == [r.status for r in local] == [
+        "ok", "crashed", "ok", "ok"]
+    assert planned == {"local": [2], "cluster": [2]}
+    assert {r.to_record()["worker"] for r in remote[2:]} <= {"w1-host", "w2-host"}
+
+    # --retry-crashed reaches the cluster path through the command line too.
+    saved, out = tmp_path / "earlier.json", tmp_path / "retried.json"
+    results.save(saved, [r.to_record() for r in remote], {}, {})
+    code, err = _run(["run", *(f"--kernel={k}" for k in LADDER), "--shape", SHAPE,
+                      *QUICK, "--cluster", str(scheduler), "--resume", str(saved),
+                      "--retry-crashed", "--json", str(out)], capsys)
+    assert code == 0, err
+    after = {r["kernel"]: r for r in results.load(out)["results"]}
+    assert {r["status"] for r in after.values()} == {"ok"}
+    assert after["cpu.seq_naive"]["worker"] in ("w1-host", "w2-host")  # run, not kept
+    assert after["cpu.blas"]["kernel_ms"] == measured["kernel_ms"]  # kept as measured
 
 
 # ------------------------------------------------------------------ bad input

@@ -7,7 +7,7 @@ import pytest
 
 from mmsuite import Problem, catalogue, verify, workers
 from mmsuite.backends import KernelFailed, KernelUnavailable, RunOptions
-from mmsuite.sweep import row_key, sweep
+from mmsuite.sweep import Ladder, Row, row_key, sweep
 
 QUICK = {"repeats": 1, "warmup": 0}
 # Tests that patch this process's functions run the host kernels here, not in the host worker.
@@ -128,6 +128,47 @@ def test_resume_reruns_errors_and_other_problems() -> None:
     rows = sweep(_kernels("cpu.blas"), [Problem(4, 4, 4)], options=RunOptions(),
                  resume=[error, other_seed], **QUICK)
     assert rows[0].status == "ok" and rows[0].to_record() is not other_seed
+
+
+# What an earlier run's row of each status becomes on --resume (cpu.omp_packed has none).
+EARLIER = {"cpu.blas": "ok", "cpu.seq_naive": "failed", "cpu.seq_ikj": "invalid",
+           "cpu.seq_tiled": "crashed", "cpu.omp_naive": "error", "cpu.omp_tiled": "unavailable"}
+
+
+@pytest.mark.parametrize("retry_crashed", [False, True])
+def test_the_ladder_keeps_measured_rows_and_leaves_errors_unavailable_and_missing_to_run(
+        retry_crashed: bool) -> None:
+    """The one rule for --resume, on one host and on a cluster alike."""
+    problem = Problem(4, 4, 4)
+    kernels = _kernels(*EARLIER, "cpu.omp_packed", "cpu.omp_blis")
+    earlier = {k: {"kernel": k, "backend": "cpu", "status": status, "reason": f"was {status}",
+                   "problem": problem.to_dict()} for k, status in EARLIER.items()}
+    events: list[tuple] = []
+    ladder = Ladder(kernels, [problem], resume=earlier.values(), retry_crashed=retry_crashed,
+                    on_row=lambda r: events.append(("row", r.kernel.id, r.status)),
+                    on_start=lambda k, p: events.append(("start", k.id, p)),
+                    on_plan=lambda n: events.append(("plan", n)))
+    to_run = ladder.plan(lambda k: "no such runtime" if k.id == "cpu.omp_blis" else "")
+
+    kept = ["cpu.blas", "cpu.seq_naive", "cpu.seq_ikj"] + ([] if retry_crashed
+                                                          else ["cpu.seq_tiled"])
+    rerun = (["cpu.seq_tiled"] if retry_crashed else []) + [
+        "cpu.omp_naive", "cpu.omp_tiled", "cpu.omp_packed"]
+    assert [(p.kernel.id, p.problem) for p in to_run] == [(k, problem) for k in rerun]
+    assert [kernels[p.index].id for p in to_run] == rerun
+    # Kept and unavailable rows are reported in ladder order before the plan counts the rest.
+    assert events == [("row", k, EARLIER[k]) for k in kept] + [
+        ("row", "cpu.omp_blis", "unavailable"), ("plan", len(rerun))]
+    assert all(r.to_record() is earlier[r.kernel.id] for r in ladder.rows()[:len(kept)])
+
+    events.clear()
+    for pair in reversed(to_run):  # rows may finish in any order ...
+        ladder.start(pair.index)
+        ladder.finish(pair.index, Row(pair.kernel, pair.problem, "ok"))
+    assert events == [e for pair in reversed(to_run) for e in (
+        ("start", pair.kernel.id, problem), ("row", pair.kernel.id, "ok"))]
+    # ... and come back in ladder order.
+    assert [r.kernel.id for r in ladder.rows()] == [k.id for k in kernels]
 
 
 def test_row_key_ignores_field_order() -> None:

@@ -317,7 +317,7 @@ def _measure_and_save(args: argparse.Namespace, console: Console, kernels: list[
                 rows = session.sweep(kernels, problems, options=options, on_row=on_row,
                                      resume=resumed, timeout=args.timeout,
                                      on_start=progress.start, on_plan=progress.plan,
-                                     **run_kwargs)
+                                     retry_crashed=args.retry_crashed, **run_kwargs)
         except (KeyboardInterrupt, Terminated) as exc:
             # Keep every finished row, in ladder order, and save them like a full run.
             interrupted = 143 if isinstance(exc, Terminated) else 130
