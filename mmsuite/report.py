@@ -248,7 +248,8 @@ def _cells(row: dict, cols: list[Column], scale: float,
             else:
                 cells.append(f"{row['status']} [{notes.setdefault(row['reason'], len(notes) + 1)}]")
         elif c.key == "noise":
-            # "!" marks a row whose noise stayed above the sampling target.
+            # "!" marks a noisy row: its noise stayed above the sampling target, or most of
+            # its samples were disturbed (mmsuite.measure.Sampled.noisy).
             cells.append(_fmt("noise", row["noise"], scale) + ("!" if row["noisy"] else ""))
         else:
             cells.append(_fmt(c.key, row[c.key], scale))
@@ -258,14 +259,15 @@ def _cells(row: dict, cols: list[Column], scale: float,
 def _caption(rows: list[dict], wide: bool = True) -> str:
     bases = sorted({r["base"] for r in rows if r["base"]})
     refs = sorted({r["ref"] for r in rows if r["ref"]})
-    noise = "noise: 1.4826*MAD/median of the kernel samples, ! where it stayed above target"
+    noise = "noise: 1.4826*MAD/median of the kernel samples, ! where above target or disturbed"
     interleaved = ("; % ref of CPU rungs: against OpenBLAS samples taken alternately with "
                    "the rung's" if any(r.get("ref_interleaved") for r in rows) else "")
     if not wide:
         interleaved = ("; % ref of CPU rungs: against OpenBLAS samples taken in turns with the "
                        "rung's" if any(r.get("ref_interleaved") for r in rows) else "")
         return ("ms: median kernel time; noise: 1.4826*MAD/median, ! above the device's "
-                "target; x parent: speedup over the parent rung; % ref: reference ("
+                "target or most samples disturbed; x parent: speedup over the parent rung; "
+                "% ref: reference ("
                 + (", ".join(refs) or "-") + ") time over this kernel's; % peak: of the "
                 "device's FP32 peak" + interleaved)
     return ("x base: speedup over " + (", ".join(bases) or "-") + "; x parent: over the parent "
