@@ -299,10 +299,8 @@ class Gate:
             worker.close()
 
     def close(self) -> None:
-        for side, worker in self.workers.items():
-            if worker is not None:
-                worker.close()
-                self.workers[side] = None
+        for side in SIDES:
+            self._drop(side)
 
     def _open_both(self, pair: Pair, timeout: float) -> None:
         """Open the row on both sides at once: an open is not timed, and verifying the
@@ -379,10 +377,7 @@ class Gate:
         """Replace both sides' workers and open the row on the new ones; the seconds it
         took, which the row's budget for rounds does not pay."""
         started = time.monotonic()
-        for side in SIDES:
-            worker, self.workers[side] = self.workers[side], None
-            if worker is not None:
-                worker.close()
+        self.close()
         self._open_both(pair, timeout)
         return time.monotonic() - started
 

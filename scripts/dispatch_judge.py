@@ -79,10 +79,13 @@ def judge(shapes: list[tuple[int, int, int, int]],
           records: list[dict]) -> tuple[list[str], list[str]]:
     """The table's lines and the summary's lines."""
     times: dict[tuple, dict[str, float]] = defaultdict(dict)
+    plans: dict[tuple, str] = {}
     failures: list[str] = []
     for record in records:
         p = record["problem"]
         key = (p["batch"], p["m"], p["n"], p["k"])
+        if record["kernel"] == JUDGED:
+            plans[key] = plan_text(record)
         if record["status"] == "ok":
             times[key][record["kernel"]] = record["kernel_ms"]["median"]
         else:
@@ -104,7 +107,7 @@ def judge(shapes: list[tuple[int, int, int, int]],
         speed = rivals[best] / ours if best else float("nan")
         if best:
             vs_best.append(speed)
-        lines.append(f"| {key[0]} | {key[1]}×{key[2]}×{key[3]} | {plan_of(records, key)} | "
+        lines.append(f"| {key[0]} | {key[1]}×{key[2]}×{key[3]} | {plans.get(key, '-')} | "
                      f"{100 * ratio_ref:.1f} | {best or '-'} | {speed:.3f} |")
     summary = []
     if vs_ref:
@@ -121,15 +124,12 @@ def judge(shapes: list[tuple[int, int, int, int]],
     return lines, summary
 
 
-def plan_of(records: list[dict], key: tuple) -> str:
-    for record in records:
-        p = record["problem"]
-        if record["kernel"] == JUDGED and (p["batch"], p["m"], p["n"], p["k"]) == key:
-            dispatch = (record.get("info") or {}).get("dispatch") or {}
-            split = dispatch.get("split")
-            return f"{dispatch.get('family', '?')} {dispatch.get('config', '?')}" + (
-                f" ×{split}" if split and split > 1 else "")
-    return "-"
+def plan_text(record: dict) -> str:
+    """The plan rung 22 launched for a record, as "family config ×split"."""
+    dispatch = (record.get("info") or {}).get("dispatch") or {}
+    split = dispatch.get("split")
+    return f"{dispatch.get('family', '?')} {dispatch.get('config', '?')}" + (
+        f" ×{split}" if split and split > 1 else "")
 
 
 def main() -> None:

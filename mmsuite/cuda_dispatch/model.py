@@ -95,9 +95,8 @@ class Parameters:
         return self.shared.get(name, SHARED_DEFAULTS[name])
 
     def to_dict(self) -> dict:
-        return {"shared": dict(self.shared), "efficiency": dict(self.efficiency),
-                "unaligned": dict(self.unaligned), "latency": dict(self.latency),
-                "store": dict(self.store)}
+        return {"shared": dict(self.shared),
+                **{name: dict(getattr(self, name)) for name in PER_VARIANT}}
 
     @classmethod
     def from_dict(cls, data: dict, source: str = "") -> Parameters:
@@ -294,14 +293,11 @@ STORE_BOUND_OUTPUTS = 2**20  # a C of a million floats: the stores outlast the l
 
 
 def _with(start: Parameters, names: list[tuple[str, str]], values: np.ndarray) -> Parameters:
-    tables = {"shared": dict(start.shared), "efficiency": dict(start.efficiency),
-              "unaligned": dict(start.unaligned), "latency": dict(start.latency),
-              "store": dict(start.store)}
+    tables = start.to_dict()  # copies of every table
     for (table, name), value in zip(names, values):
         low, high = BOUNDS.get(table if table != "shared" else name, (0.0, math.inf))
         tables[table][name] = min(high, max(low, float(value)))
-    return Parameters(tables["shared"], tables["efficiency"], tables["unaligned"],
-                      tables["latency"], tables["store"], "fitted")
+    return Parameters.from_dict(tables, "fitted")
 
 
 def _start_value(start: Parameters, table: str, name: str) -> float:
