@@ -8,7 +8,7 @@ problem's layout, so reading the result back never needs a transpose.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -60,8 +60,15 @@ def plan_call(problem: Problem, inputs: tuple[np.ndarray, ...], kernel_layout: s
     """Map the problem's operands onto a kernel written for ``kernel_layout``."""
     a, b, c0 = inputs
     mem_a, mem_b, mem_c = (storage(x, problem.layout) for x in (a, b, c0))
-    if kernel_layout == problem.layout:
-        return GemmCall(problem.m, problem.n, problem.k, problem.batch, kernel_layout,
-                        problem.alpha, problem.beta, mem_a, mem_b, mem_c)
-    return GemmCall(problem.n, problem.m, problem.k, problem.batch, kernel_layout,
-                    problem.alpha, problem.beta, mem_b, mem_a, mem_c)
+    if kernel_layout != problem.layout:  # C^T = B^T A^T: the operands swap places
+        mem_a, mem_b = mem_b, mem_a
+    return replace(sized_call(problem, kernel_layout), a=mem_a, b=mem_b, c0=mem_c)
+
+
+def sized_call(problem: Problem, kernel_layout: str) -> GemmCall:
+    """The call's sizes and scalars with empty operands: all a planner reads to choose its
+    launches (compiling ahead of a job needs no inputs)."""
+    m, n = (problem.m, problem.n) if kernel_layout == problem.layout else (problem.n, problem.m)
+    empty = np.empty(0, dtype=np.float32)
+    return GemmCall(m, n, problem.k, problem.batch, kernel_layout, problem.alpha, problem.beta,
+                    empty, empty, empty)

@@ -44,6 +44,7 @@ from typing import Any, TextIO
 from . import catalogue
 from .backends import KernelUnavailable, RunOptions, get_backend, is_kernel_failure
 from .launch import LaunchLimit
+from .layout import sized_call
 from .measure import library_error, reference_for, run
 from .problem import Problem
 
@@ -54,6 +55,7 @@ TIMEOUT_LAUNCHES = 20
 TIMEOUT_RATE_FLOPS = 1e10
 # How long a fresh worker may take to start (spawn and import).
 START_TIMEOUT_S = 120.0
+WARM_TIMEOUT_S = 300.0  # a worker's builds ahead of its jobs (``Worker.warm``)
 
 Result = tuple[str, str, "dict | None"]  # (status, reason, record)
 JobFn = Callable[[str, Problem, RunOptions, dict], Result]
@@ -176,6 +178,18 @@ def measure_job(kernel_id: str, problem: Problem, options: RunOptions, run_kwarg
               file=sys.stderr)
         traceback.print_exc(file=sys.stderr)
         return "error", f"internal error (a bug in mmsuite; traceback on stderr): {what}", None
+
+
+def warm_job(pairs: list[tuple[str, Problem]], options: RunOptions) -> None:
+    """Let each backend build ahead, untimed, what these kernel x problem jobs will launch
+    (``Backend.warm``); a build that fails is left to its job's row."""
+    by_backend: dict[str, list] = {}
+    for kernel_id, problem in pairs:
+        kernel = catalogue.get(kernel_id)
+        by_backend.setdefault(kernel.backend, []).append(
+            (kernel, sized_call(problem, kernel.layout)))
+    for backend, jobs in by_backend.items():
+        get_backend(backend, options).warm(jobs)
 
 
 def _is_kernel_failure(exc: Exception, kernel_id: str, options: RunOptions) -> bool:
@@ -345,6 +359,19 @@ class Worker:
             self.retire()  # a CUDA error may have left the context unusable
         return status, reason, record
 
+    def warm(self, pairs: list[tuple[str, Problem]], options: RunOptions) -> None:
+        """Start the worker and let it build ahead what ``pairs`` will launch (``warm_job``).
+        Best effort: a worker that fails here is replaced, and its jobs report why."""
+        try:
+            if self._pool is None:
+                self._start()
+            pool = self._pool
+            if pool is not None:
+                pool.submit(_run_in_worker, warm_job, pairs, options).result(
+                    timeout=WARM_TIMEOUT_S)
+        except (FutureTimeout, BrokenProcessPool, OSError):
+            self.retire()
+
     def close(self) -> None:
         self.retire()
         Path(self._crash_log).unlink(missing_ok=True)
@@ -402,10 +429,15 @@ def run_on_devices(jobs: Iterable[Job], devices: list[int | None], options: RunO
     ``default_timeout`` of each problem.
     Ctrl-C kills every worker and propagates.
     """
+    jobs = list(jobs)
     pending: queue.Queue = queue.Queue()
     for item in jobs:
         pending.put(item)
     workers = [Worker(device, job) for device in devices]
+    # Each worker first builds ahead a share of what the sweep launches, untimed and several
+    # builds at once; they land in the compilers' disk caches, which the workers share.
+    shares = {id(w): [(item.kernel_id, item.problem) for item in jobs[i::len(workers)]]
+              for i, w in enumerate(workers)}
     stop = threading.Event()
     failures: list[BaseException] = []
 
@@ -414,6 +446,8 @@ def run_on_devices(jobs: Iterable[Job], devices: list[int | None], options: RunO
         # signal, so one starting up when Ctrl-C comes does not die with a traceback.
         signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
         try:
+            if job is measure_job and shares[id(worker)]:  # planted test jobs build nothing
+                worker.warm(shares[id(worker)], options)
             while not stop.is_set():
                 try:
                     item = pending.get_nowait()

@@ -131,6 +131,46 @@ def test_opencl_on_a_gpu_runs_in_a_worker_of_its_own(monkeypatch) -> None:
     assert "device" not in rows[1].to_record()  # bound to no CUDA device
 
 
+def test_each_device_worker_first_builds_its_share_of_the_sweep(monkeypatch) -> None:
+    order: list[tuple] = []
+
+    def warm(self, pairs, options) -> None:
+        order.append(("warm", self.device, [kernel for kernel, _ in pairs]))
+
+    def run(self, kernel_id, problem, options, run_kwargs, timeout):
+        order.append(("run", self.device, kernel_id))
+        return "ok", "", {"kernel": kernel_id}
+
+    monkeypatch.setattr(workers.Worker, "warm", warm)
+    monkeypatch.setattr(workers.Worker, "run", run)
+    jobs = [workers.Job(i, f"cuda.k{i}", SMALL) for i in range(5)]
+    workers.run_on_devices(jobs, [0, 1], RunOptions(), {}, None, lambda *result: None)
+    shares = {device: kernels for what, device, kernels in order if what == "warm"}
+    assert shares == {0: ["cuda.k0", "cuda.k2", "cuda.k4"], 1: ["cuda.k1", "cuda.k3"]}
+    for device in (0, 1):  # a worker builds before it runs anything
+        mine = [what for what, d, _ in order if d == device]
+        assert mine[0] == "warm" and mine.count("warm") == 1
+    assert sorted(k for what, _, k in order if what == "run") == [j.kernel_id for j in jobs]
+
+
+def test_warm_job_hands_each_backend_its_jobs_with_sizes_only(monkeypatch) -> None:
+    handed: dict[str, list] = {}
+
+    class Recorder:
+        def __init__(self, name: str) -> None:
+            self.name = name
+
+        def warm(self, jobs) -> None:
+            handed[self.name] = [(kernel.id, call.m, call.n, call.a.size) for kernel, call in jobs]
+
+    monkeypatch.setattr(workers, "get_backend", lambda name, options: Recorder(name))
+    problem = Problem(9, 7, 5)
+    workers.warm_job([("cpu.seq_naive", problem), ("opencl.naive", problem),
+                      ("cpu.blas", problem)], RunOptions())
+    assert handed == {"cpu": [("cpu.seq_naive", 9, 7, 0), ("cpu.blas", 9, 7, 0)],
+                      "opencl": [("opencl.naive", 9, 7, 0)]}
+
+
 def test_cuda_device_facts_name_each_gpu_by_its_index(monkeypatch) -> None:
     class Device:
         def __init__(self, index):

@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import time
 from abc import ABC, abstractmethod
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -229,6 +229,13 @@ class Backend(ABC):
     def kernel_reason(self, kernel: KernelSpec) -> str:
         """Empty when this kernel can run on the selected device, else why not."""
         return ""
+
+    def warm(self, jobs: Sequence[tuple[KernelSpec, GemmCall]]) -> None:
+        """Build ahead, untimed, what these jobs will launch (``call`` carries sizes only).
+
+        Optional: a backend that compiles nothing, or compiles fast, does nothing here. A job
+        whose build fails is not this method's to report; its own row does that."""
+        return None
 
     @abstractmethod
     def prepare(self, kernel: KernelSpec, call: GemmCall) -> Session:

@@ -24,8 +24,8 @@ from mmsuite.backends import cuda_session, cuda_timing, get_backend
 from mmsuite.catalogue import Kernel, get
 from mmsuite.cuda_dispatch.device import DeviceFacts
 from mmsuite.cuda_dispatch.variants import VARIANTS
-from mmsuite.launch import CudaLaunch, CudaPlan, CudaStep
-from mmsuite.layout import GemmCall
+from mmsuite.launch import CudaLaunch, CudaPlan, CudaStep, LaunchLimit
+from mmsuite.layout import GemmCall, sized_call
 from mmsuite.measure import Sampling, sample_session
 from mmsuite.sources import source_path
 
@@ -120,6 +120,35 @@ def test_a_planner_gives_the_steps_of_a_sample(monkeypatch: pytest.MonkeyPatch) 
     plan = backend.plan(kernel, call)
     assert [s.grid for s in plan.steps] == [(3, 2, 2)] * 2
     assert plan.workspace == 16 and plan.info["planned_for"] == "test GPU"
+
+
+def test_warm_compiles_each_module_the_plans_launch_once(monkeypatch) -> None:
+    backend = cuda_backend.CudaBackend(RunOptions())
+    monkeypatch.setitem(backend.__dict__, "device_facts", DeviceFacts("test GPU", 2))
+    monkeypatch.setattr(cuda_backend, "_MODULES", {})
+    compiled: list[tuple] = []
+
+    def compile_module(source: str, defines: tuple) -> None:
+        compiled.append((source, defines))
+        if "bad" in dict(defines):  # the job would report this one; warm goes on
+            raise cuda_session.CudaLaunchError("NVRTC failed")
+
+    def plans(kernel, call) -> CudaPlan:
+        if call.m == 13:
+            raise LaunchLimit("too many matrices")
+        return CudaPlan((CudaStep((1, 1, 1), (32,), defines=(("TILE", call.k),)),
+                         CudaStep((1, 1, 1), (32,), source="cuda/21_splitk.cu"),
+                         CudaStep((1, 1, 1), (32,), defines=(("bad", 1),))))
+
+    monkeypatch.setattr(backend, "_module", compile_module)
+    monkeypatch.setattr(backend, "plan", plans)
+    naive = get("cuda.01_naive")
+    call = GemmCall(70, 40, 9, 1, "row", 1.0, 0.0, np.empty(0), np.empty(0), np.empty(0))
+    jobs = [(naive, call), (naive, call), (get("cuda.cublas"), call),
+            (naive, GemmCall(13, 1, 1, 1, "row", 1.0, 0.0, *[np.empty(0)] * 3))]
+    backend.warm(jobs)
+    assert sorted(compiled) == sorted([(naive.source, (("TILE", "9"),)),
+                                       ("cuda/21_splitk.cu", ()), (naive.source, (("bad", "1"),))])
 
 
 class _FakeSession:
@@ -455,3 +484,14 @@ def test_tensor_rungs_agree_with_float64_in_their_precision_class(kernel_id: str
         verdict = verify.check(out, verify.reference(problem, inputs), problem.k,
                                kernel.precision)
         assert verdict.ok, f"{kernel_id} on {problem}: {verdict.reason}"
+
+
+@needs_gpu
+def test_warm_leaves_every_module_of_a_plan_compiled() -> None:
+    backend = get_backend("cuda")
+    kernel = get("cuda.22_adaptive")
+    call = sized_call(Problem(3000, 1500, 700), kernel.layout)
+    backend.warm([(kernel, call)])
+    for step in backend.plan(kernel, call).steps:
+        key = (step.source or kernel.source, cuda_backend._define_key(step.defines))
+        assert key in cuda_backend._MODULES
