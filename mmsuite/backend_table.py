@@ -12,6 +12,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from types import MappingProxyType
 
+from .identity import CLBLAST, CUBLAS, HOST_BLAS, NO_TOOLCHAIN, NVRTC, OPENCL_PLATFORMS, CodeReaders
+
 #: Where a backend's kernels run: the host's CPU, a GPU, or the device the user selects
 #: (OpenCL: a CPU or a GPU), which each result row then names in ``info.device_type``.
 HOST, GPU, SELECTED = "host", "gpu", "selected"
@@ -25,7 +27,10 @@ class BackendInfo:
     """One backend. ``adapter`` is ``module:Class``, imported only when first used, so that
     listing the catalogue needs no GPU; ``isolated``: its kernels run in worker processes,
     one per device, so that a crash costs one row; ``environment``: the fields of its
-    environment the report shows, with their titles."""
+    environment the report shows, with their titles; ``device_field``: the field of its
+    environment that names its device (None: the host's CPU, named by the environment's
+    ``CPU_MODEL``); ``device_type_field``: for a selected device, the field that says
+    whether it is a CPU or a GPU; ``code``: where the identity of its code is read."""
 
     name: str
     title: str
@@ -36,6 +41,9 @@ class BackendInfo:
     isolated: bool
     colour: str
     environment: tuple[tuple[str, str], ...]
+    device_field: str | None
+    device_type_field: str | None
+    code: CodeReaders
 
     def on_host(self, device_type: object = None) -> bool:
         """Whether a row of this backend ran on the host's CPU (sharing its cores with
@@ -43,27 +51,45 @@ class BackendInfo:
         return self.device == HOST or (self.device == SELECTED
                                        and str(device_type or "").upper() == "CPU")
 
+    def gpu_name(self, facts: dict) -> str | None:
+        """The GPU this backend's recorded environment ``facts`` names, if it ran on one."""
+        on_gpu = self.device == GPU or (
+            self.device == SELECTED and self.device_type_field is not None
+            and str(facts.get(self.device_type_field) or "").upper() == "GPU")
+        name = facts.get(self.device_field) if on_gpu and self.device_field else None
+        return str(name) if name else None
+
 
 _ROWS = (
     BackendInfo(
-        "cpu", "C (sequential and OpenMP)", "mmsuite.backends.cpu:CpuBackend", HOST,
-        "cpu.blas", HOST_PEAK, False, "#1f77b4",
-        (("omp_threads", "OpenMP threads"), ("blas", "BLAS"),
-         ("blas_coretype", "BLAS kernels (architecture)"), ("blas_threads", "BLAS threads"),
-         ("cflags", "C flags"))),
+        name="cpu", title="C (sequential and OpenMP)", adapter="mmsuite.backends.cpu:CpuBackend",
+        device=HOST, reference="cpu.blas", peak=HOST_PEAK, isolated=False, colour="#1f77b4",
+        environment=(("omp_threads", "OpenMP threads"), ("blas", "BLAS"),
+                     ("blas_coretype", "BLAS kernels (architecture)"),
+                     ("blas_threads", "BLAS threads"), ("cflags", "C flags")),
+        device_field=None, device_type_field=None,
+        code=CodeReaders(built="_ckernels", toolchain=NO_TOOLCHAIN, library=HOST_BLAS)),
     BackendInfo(
-        "opencl", "OpenCL", "mmsuite.backends.opencl:OpenCLBackend", SELECTED,
-        "opencl.clblast", DEVICE_PEAK, False, "#2ca02c",
-        (("opencl_platform", "OpenCL platform"), ("opencl_device", "OpenCL device"),
-         ("opencl_device_type", "OpenCL device type"), ("compute_units", "compute units"),
-         ("max_clock_mhz", "OpenCL max clock (MHz)"), ("opencl_driver", "OpenCL driver"))),
+        name="opencl", title="OpenCL", adapter="mmsuite.backends.opencl:OpenCLBackend",
+        device=SELECTED, reference="opencl.clblast", peak=DEVICE_PEAK, isolated=False,
+        colour="#2ca02c",
+        environment=(("opencl_platform", "OpenCL platform"), ("opencl_device", "OpenCL device"),
+                     ("opencl_device_type", "OpenCL device type"),
+                     ("compute_units", "compute units"),
+                     ("max_clock_mhz", "OpenCL max clock (MHz)"),
+                     ("opencl_driver", "OpenCL driver")),
+        device_field="opencl_device", device_type_field="opencl_device_type",
+        code=CodeReaders(built=None, toolchain=OPENCL_PLATFORMS, library=CLBLAST)),
     BackendInfo(
-        "cuda", "CUDA", "mmsuite.backends.cuda:CudaBackend", GPU,
-        "cuda.cublas", GPU_PEAK, True, "#d62728",
-        (("gpu", "GPU"), ("sm_count", "SMs"), ("compute_capability", "compute capability"),
-         ("sm_clock_mhz", "SM clock (MHz)"), ("memory_clock_mhz", "memory clock (MHz)"),
-         ("fp32_peak_tflops", "FP32 peak (TFLOP/s)"), ("driver", "driver"),
-         ("cuda_runtime", "CUDA runtime"), ("cupy", "CuPy"))),
+        name="cuda", title="CUDA", adapter="mmsuite.backends.cuda:CudaBackend", device=GPU,
+        reference="cuda.cublas", peak=GPU_PEAK, isolated=True, colour="#d62728",
+        environment=(("gpu", "GPU"), ("sm_count", "SMs"),
+                     ("compute_capability", "compute capability"),
+                     ("sm_clock_mhz", "SM clock (MHz)"), ("memory_clock_mhz", "memory clock (MHz)"),
+                     ("fp32_peak_tflops", "FP32 peak (TFLOP/s)"), ("driver", "driver"),
+                     ("cuda_runtime", "CUDA runtime"), ("cupy", "CuPy")),
+        device_field="gpu", device_type_field=None,
+        code=CodeReaders(built=None, toolchain=NVRTC, library=CUBLAS)),
 )
 
 #: Every backend by name, in ladder order (C first, then OpenCL, then CUDA).
@@ -71,6 +97,8 @@ BACKENDS: Mapping[str, BackendInfo] = MappingProxyType({row.name: row for row in
 #: The backend whose kernels run on the host's CPU itself; its reference (the host's BLAS)
 #: stands in where another backend has no reference of its own (OpenCL without CLBlast).
 HOST_BACKEND = next(row for row in _ROWS if row.device == HOST)
+#: The backends whose kernels run on a GPU of their own (not one the user selects).
+GPU_BACKENDS = tuple(row.name for row in _ROWS if row.device == GPU)
 #: A colour for rows of a backend that this table does not know (an old results file).
 UNKNOWN_COLOUR = "#7f7f7f"
 

@@ -37,8 +37,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from . import __version__, backend_table, workers
-from .backend_table import BACKENDS
+from . import __version__, workers
+from .backend_table import GPU_BACKENDS
 from .backends import RunOptions
 from .catalogue import Kernel
 from .problem import Problem
@@ -46,9 +46,8 @@ from .sweep import Ladder, Row
 
 GPU = "GPU"
 HOST = "HOST"
-#: Backends whose jobs take a GPU slot; every other backend's take the HOST slot (OpenCL
-#: included: a HOST worker sees the host's CPU devices).
-GPU_BACKENDS = tuple(name for name, row in BACKENDS.items() if row.device == backend_table.GPU)
+# Jobs of the table's GPU_BACKENDS take a GPU slot; every other backend's take the HOST
+# slot (OpenCL included: a HOST worker sees the host's CPU devices).
 #: How long connecting to the scheduler may take (Dask retries a refused connection).
 CONNECT_TIMEOUT_S = 10.0
 #: How long ``connect`` waits for a first worker to join the scheduler.

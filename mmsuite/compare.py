@@ -37,6 +37,7 @@ import numpy as np
 
 from . import results
 from .backend_table import runs_on_host
+from .host import CPU_MODEL
 from .load import CHANGED_SHARE, others_share
 from .machines import device_model
 from .problem import label_of
@@ -212,7 +213,7 @@ def _setting_notes(base: dict, new: dict) -> list[str]:
         if key != "problems" and b_set.get(key) != n_set.get(key):
             notes.append(f"setting {key}: {b_set.get(key)!r} in BASE, {n_set.get(key)!r} in NEW")
     b_env, n_env = base.get("environment") or {}, new.get("environment") or {}
-    for key in ("cpu", "cpu_cores"):
+    for key in (CPU_MODEL, "cpu_cores"):
         if b_env.get(key) != n_env.get(key):
             notes.append(f"{key}: {b_env.get(key)!r} in BASE, {n_env.get(key)!r} in NEW")
     for name in sorted(set(b_env.get("backends") or {}) & set(n_env.get("backends") or {})):

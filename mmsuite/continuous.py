@@ -43,12 +43,13 @@ import signal
 import subprocess
 import sys
 import time
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 import numpy as np
 
 from . import continuous_worker, identity, load
+from .backend_table import BACKENDS
 from .builds import Build
 from .catalogue import Kernel
 from .load import DISTORTING_SHARE
@@ -305,8 +306,9 @@ class Gate:
     def _open_both(self, pair: Pair, timeout: float) -> None:
         """Open the row on both sides at once: an open is not timed, and verifying the
         kernel against its float64 reference is most of a row's fixed cost."""
+        # Both sides read their code's identity the way this mmsuite does (its readers).
         message = {"op": "open", "kernel": pair.kernel.id, "problem": pair.problem.to_dict(),
-                   "options": self.options}
+                   "options": self.options, "code": asdict(BACKENDS[pair.kernel.backend].code)}
         sent = []
         for side in self._order(0):
             try:

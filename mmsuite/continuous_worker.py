@@ -5,14 +5,16 @@ revision's install) goes first on the import path, so ``mmsuite`` below is that
 revision's, while this file and the two helpers given by path are the driver's, so
 that an older revision can be measured the same way. The worker speaks JSON lines:
 
-    {"op": "open", "kernel": ID, "problem": {...}, "options": {...}}
+    {"op": "open", "kernel": ID, "problem": {...}, "options": {...}, "code": {...}}
         -> {"status": "ok", "code": {...}, "max_rel_err": ..., "info": {...}}
            or {"status": "missing" | "unavailable" | "failed" | "error", "reason": ...}
     {"op": "turn", "seconds": S}
         -> {"samples": [ms, ...], "host_load": {...}}: samples for at least S seconds
     {"op": "close"} -> {"status": "closed"}
 
-Its stdout carries the protocol only: whatever kernels or drivers print goes to stderr.
+An open's ``code`` is the driver's readers of a code identity for the kernel's backend
+(``identity.CodeReaders``), so that both sides hash their code alike. Its stdout carries
+the protocol only: whatever kernels or drivers print goes to stderr.
 """
 
 from __future__ import annotations
@@ -71,9 +73,9 @@ class _Worker:
             traceback.print_exc()
             return {"status": "error", "reason": f"{type(exc).__name__}: {exc}"}
         verdict = getattr(sampler, "verdict", None)
+        readers = self.identity["CodeReaders"](**request["code"])  # the driver's, by backend
         return {"status": "ok",
-                "code": self.identity["code_identity"](kernel.backend, kernel.source,
-                                                       kernel.reference),
+                "code": self.identity["code_identity"](readers, kernel.source, kernel.reference),
                 "max_rel_err": getattr(verdict, "max_rel_err", None),
                 "info": _jsonable(sampler.info)}
 

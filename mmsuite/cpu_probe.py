@@ -31,7 +31,7 @@ import tempfile
 from functools import cache
 from pathlib import Path
 
-from .host import cpu_flags, cpu_model
+from .host import CPU_MODEL, cpu_flags, cpu_model
 
 #: Bump when the probes change: older cached figures are then measured again.
 PROBE_VERSION = 2
@@ -206,7 +206,7 @@ def load_or_measure(folder: Path | None = None) -> dict | None:
         figures = _measure()
     except Exception:  # no compiler, no cffi backend: the CPU peak falls back to the table
         return None
-    figures = {"version": PROBE_VERSION, "cpu": cpu_model(), "host": platform.node(),
+    figures = {"version": PROBE_VERSION, CPU_MODEL: cpu_model(), "host": platform.node(),
                "cores": os.cpu_count(), **figures}
     try:
         path.parent.mkdir(parents=True, exist_ok=True)

@@ -11,7 +11,7 @@ from pathlib import Path
 import numpy as np
 
 from .backends import RunOptions, get_backend
-from .host import cpu_flags, cpu_model
+from .host import CPU_MODEL, cpu_flags, cpu_model
 from .peak import cpu_figures, cross_check
 
 _PACKAGE_ROOT = Path(__file__).resolve().parent.parent
@@ -51,7 +51,7 @@ def host_environment() -> dict:
         "python": platform.python_version(),
         "numpy": np.__version__,
         "platform": platform.platform(),
-        "cpu": cpu_model(),
+        CPU_MODEL: cpu_model(),
         "cpu_cores": os.cpu_count(),
         "cpu_avx512": "avx512f" in cpu_flags(),
         **cpu_figures(),  # max clock and vector extension: the CPU's FP32 peak (mmsuite.peak)

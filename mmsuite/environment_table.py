@@ -6,11 +6,12 @@ from __future__ import annotations
 import re
 
 from .backend_table import BACKENDS
+from .host import CPU_MODEL
 from .runs import Run
 
 _CURATED = [
     ("created", "date (UTC)"), ("git_commit", "commit"), ("mmsuite", "mmsuite"),
-    ("cpu", "CPU"), ("cpu_cores", "CPU cores"), ("cpu_max_mhz", "CPU max clock (MHz)"),
+    (CPU_MODEL, "CPU"), ("cpu_cores", "CPU cores"), ("cpu_max_mhz", "CPU max clock (MHz)"),
     ("cpu_clock_source", "CPU clock from"), ("cpu_simd", "CPU vector extension"),
     ("cpu_peak_source", "CPU peak from"),
     ("cpu_peak_table_gflops_per_core", "CPU peak by the table (GFLOP/s a core)"),

@@ -6,6 +6,10 @@ import os
 import platform
 from pathlib import Path
 
+#: The field of an environment (a result file's, the FMA probe's) that names the host's CPU
+#: model: the same word as the C backend's name, and another thing.
+CPU_MODEL = "cpu"
+
 
 def cpu_model() -> str:
     try:

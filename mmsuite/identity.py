@@ -28,6 +28,7 @@ import hashlib
 import importlib
 import importlib.metadata
 import importlib.util
+from dataclasses import dataclass
 from pathlib import Path
 
 #: Modules that only present or compare results: editing them cannot change a timing.
@@ -65,17 +66,37 @@ def engine_hash() -> str:
     return _digest(chunks)
 
 
+#: What compiles a backend's rungs at run time, read for the ``toolchain`` part (the table
+#: of backends names one for each): nothing (only numpy), NVRTC through CuPy, or the OpenCL
+#: platforms through pyopencl.
+NO_TOOLCHAIN, NVRTC, OPENCL_PLATFORMS = "numpy", "nvrtc", "opencl-platforms"
+#: The library a backend's reference row runs: numpy's BLAS, cuBLAS through CuPy, CLBlast.
+HOST_BLAS, CUBLAS, CLBLAST = "numpy-blas", "cupy-cublas", "pyclblast"
+
+
+@dataclass(frozen=True)
+class CodeReaders:
+    """Where one backend's code identity is read (its row in the table of backends names
+    these). ``built``: the package's built extension that holds every rung (its name
+    before the platform suffix), or None where each rung is compiled at run time from its
+    source; ``toolchain`` and ``library``: one of the kinds above."""
+
+    built: str | None
+    toolchain: str
+    library: str
+
+
 @functools.cache
-def _kernel_files_hash(backend: str, source: str | None) -> str:
-    if backend == "cpu":  # the built extension: every C rung and the flags it was built with
+def _kernel_files_hash(readers: CodeReaders, source: str | None) -> str:
+    if readers.built:  # the built extension: every rung and the flags it was built with
         root = _package_dir()
-        chunks = [(p.name, p.read_bytes()) for p in sorted(root.glob("_ckernels*"))
+        chunks = [(p.name, p.read_bytes()) for p in sorted(root.glob(readers.built + "*"))
                   if p.suffix in (".so", ".pyd")]
         if not chunks:
-            raise RuntimeError(f"no built C ladder under {root}")
+            raise RuntimeError(f"no built {readers.built} under {root}")
         return _digest(chunks)
     if source is None:
-        raise RuntimeError(f"a {backend} kernel without a source file")
+        raise RuntimeError("a run-time compiled kernel without a source file")
     # The text the run-time compiler gets: the rung with its headers inlined. Imported
     # by name, so that it is the importable build's reader (and sources), not this file's.
     sources = importlib.import_module("mmsuite.sources")
@@ -90,45 +111,53 @@ def _version(distribution: str) -> str:
 
 
 @functools.cache
-def reference_library(backend: str) -> str:
-    """The reference library a backend's reference row runs, with its version."""
-    if backend == "cpu":
+def reference_library(library: str) -> str:
+    """The reference library of kind ``library`` (HOST_BLAS, CUBLAS, CLBLAST), with its
+    version."""
+    if library == HOST_BLAS:
         from threadpoolctl import threadpool_info
 
         blas = [f"{i.get('internal_api')} {i.get('version')} {i.get('architecture')}"
                 for i in threadpool_info() if i.get("user_api") == "blas"]
         return "numpy " + _version("numpy") + "; " + (", ".join(blas) or "no BLAS found")
-    if backend == "cuda":
+    if library == CUBLAS:
         import cupy
 
         runtime = cupy.cuda.runtime
         return (f"cupy {cupy.__version__}; CUDA runtime {runtime.runtimeGetVersion()}; "
                 f"driver {runtime.driverGetVersion()}")
-    return f"pyclblast {_version('pyclblast')}"
+    if library == CLBLAST:
+        return f"pyclblast {_version('pyclblast')}"
+    raise ValueError(f"no reader for the reference library {library!r}")
 
 
 @functools.cache
-def toolchain(backend: str) -> str:
-    """What compiles kernels at run time for ``backend``, with versions."""
-    if backend == "cuda":
+def toolchain(kind: str) -> str:
+    """What compiles kernels at run time (NO_TOOLCHAIN, NVRTC, OPENCL_PLATFORMS), with
+    versions."""
+    if kind == NVRTC:
         import cupy
 
         return f"cupy {cupy.__version__}; nvrtc {cupy.cuda.nvrtc.getVersion()}"
-    if backend == "opencl":
+    if kind == OPENCL_PLATFORMS:
         import pyopencl as cl
 
         platforms = "; ".join(f"{p.name} {p.version}" for p in cl.get_platforms())
         return f"pyopencl {cl.VERSION_TEXT}; {platforms}"
-    return f"numpy {_version('numpy')}"
+    if kind == NO_TOOLCHAIN:
+        return f"numpy {_version('numpy')}"
+    raise ValueError(f"no reader for the toolchain {kind!r}")
 
 
-def code_identity(backend: str, source: str | None, reference: bool) -> dict[str, str]:
+def code_identity(readers: CodeReaders, source: str | None, reference: bool) -> dict[str, str]:
     """The identity of one kernel's code in the importable mmsuite: its parts and their
-    combined ``hash``. ``source`` is the catalogue's source path of the kernel."""
-    kernel = (hashlib.sha256(reference_library(backend).encode()).hexdigest()[:16]
-              if reference else _kernel_files_hash(backend, source))
-    parts = {"kernel": kernel, "engine": engine_hash(), "toolchain": toolchain(backend)}
+    combined ``hash``. ``readers`` are its backend's (``BackendInfo.code``); ``source`` is
+    the catalogue's source path of the kernel."""
+    library = reference_library(readers.library) if reference else ""
+    kernel = (hashlib.sha256(library.encode()).hexdigest()[:16]
+              if reference else _kernel_files_hash(readers, source))
+    parts = {"kernel": kernel, "engine": engine_hash(), "toolchain": toolchain(readers.toolchain)}
     parts["hash"] = _digest([(k, v.encode()) for k, v in parts.items()])
     if reference:
-        parts["library"] = reference_library(backend)
+        parts["library"] = library
     return parts

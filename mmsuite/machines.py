@@ -8,7 +8,8 @@ environment under ``environment.workers``: one file then holds several machines.
 
 from __future__ import annotations
 
-from .backend_table import BACKENDS, GPU, SELECTED
+from .backend_table import BACKENDS, GPU
+from .host import CPU_MODEL
 
 
 def environment_of(record: dict, environment: dict) -> dict:
@@ -27,15 +28,14 @@ def device_model(record: dict, environment: dict) -> str:
     env = environment_of(record, environment)
     backend = str(record.get("backend"))
     facts = (env.get("backends") or {}).get(backend) or {}
-    kind = BACKENDS[backend].device if backend in BACKENDS else None
-    if kind == GPU:
+    row = BACKENDS.get(backend)
+    if row is None or row.device_field is None:  # the host's CPU
+        return str(env.get(CPU_MODEL) or "")
+    if row.device == GPU:
         for entry in facts.get("devices") or []:  # a multi-GPU sweep: one entry per GPU
             if isinstance(entry, dict) and entry.get("index") == record.get("device"):
-                return str(entry.get("gpu") or "")
-        return str(facts.get("gpu") or "")
-    if kind == SELECTED:
-        return str(facts.get("opencl_device") or "")
-    return str(env.get("cpu") or "")
+                return str(entry.get(row.device_field) or "")
+    return str(facts.get(row.device_field) or "")
 
 
 def row_machine(record: dict) -> str | None:

@@ -40,7 +40,7 @@ from dataclasses import asdict, dataclass, field, replace
 import numpy as np
 
 from . import catalogue, energy, verify
-from .backend_table import BACKENDS
+from .backend_table import BACKENDS, HOST_BACKEND
 from .backends import (
     KernelFailed,
     KernelUnavailable,
@@ -410,7 +410,7 @@ def library_error(problem: Problem, inputs: tuple[np.ndarray, ...], reference: n
     """The backend's FP32 reference library run once on ``inputs`` and checked against the
     float64 ``reference``; OpenBLAS stands in where the backend's own (CLBlast) cannot run.
     None where neither can."""
-    for kernel in (catalogue.reference_of(backend), catalogue.reference_of("cpu")):
+    for kernel in (catalogue.reference_of(backend), catalogue.reference_of(HOST_BACKEND.name)):
         if kernel is None or unavailable_reason(kernel, options):
             continue
         call = plan_call(problem, inputs, kernel.layout)
@@ -564,7 +564,7 @@ def run(kernel_id: str, problem: Problem, repeats: int | None = None,
                                reference)
     if library is None:
         library = library_error(problem, inputs, reference, options, kernel.backend)
-    code = code_identity(kernel.backend, kernel.source, kernel.reference)
+    code = code_identity(BACKENDS[kernel.backend].code, kernel.source, kernel.reference)
     return Measurement(kernel, problem, output, verdict=verdict, l2=options.l2,
                        load_avg=load_avg, host_load=host_load, code=code, library=library,
                        **parts)

@@ -33,7 +33,8 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from . import cpu_probe
-from .backend_table import BACKENDS, DEVICE_PEAK, GPU_PEAK, HOST_PEAK
+from .backend_table import BACKENDS, DEVICE_PEAK, GPU_BACKENDS, GPU_PEAK, HOST_PEAK
+from .host import CPU_MODEL
 from .machines import environment_of
 
 #: FP32 lanes (CUDA cores) per SM by compute capability; a major version alone
@@ -251,7 +252,7 @@ def _measured_peak(probe: dict, cores: int, name: str) -> Peak | None:
 
 def _host_peak(environment: dict, cores: int | None) -> Peak | None:
     threads = int(cores or environment.get("cpu_cores") or os.cpu_count() or 1)
-    name = environment.get("cpu") or "CPU"
+    name = environment.get(CPU_MODEL) or "CPU"
     probe = environment.get("cpu_fma_probe")
     clock = environment.get("cpu_max_mhz")
     simd = environment.get("cpu_simd")
@@ -334,9 +335,10 @@ def peak_for(record: dict, environment: dict) -> Peak | None:
         name = str(cl.get("opencl_device") or "")
         vendor = f"{name} {cl.get('opencl_platform') or ''}".lower()
         if kind == "GPU" and "nvidia" in vendor:
-            cuda = backends.get("cuda") or {}
-            same_gpu = cuda.get("gpu") and cuda.get("gpu") == name
-            cc = parse_compute_capability(cuda.get("compute_capability")) if same_gpu else None
+            # A GPU backend that saw the same GPU knows its compute capability.
+            same = [facts for gpu_backend in GPU_BACKENDS
+                    if name and (facts := backends.get(gpu_backend) or {}).get("gpu") == name]
+            cc = parse_compute_capability(same[0].get("compute_capability")) if same else None
             return gpu_peak(int(cl.get("compute_units") or 0),
                             float(cl.get("max_clock_mhz") or 0), cc, name)
     return None

@@ -13,6 +13,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Literal
 
+from .backend_table import BACKENDS, GPU_BACKENDS, HOST_BACKEND
 from .catalogue import BASELINE_ID, CATALOGUE, reference_of
 from .problem import label_of
 from .results import MEASURED
@@ -60,7 +61,7 @@ def _base_id(rows_by_id: dict[str, dict], record: dict) -> str | None:
 
 # Where a backend's own reference did not run (CLBlast is optional), the vendor library of the
 # same kind of hardware, measured in the same run, stands in.
-_STAND_IN = {"GPU": "cuda.cublas", "CPU": "cpu.blas"}
+_STAND_IN = {"GPU": BACKENDS[GPU_BACKENDS[0]].reference, "CPU": HOST_BACKEND.reference}
 
 
 def _reference_id(record: dict, ok_rows: dict[str, dict]) -> str | None:

@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING
 
 from . import charts
 from .backend_table import HOST_BACKEND, in_ladder_order
-from .catalogue import BY_ID
+from .catalogue import BASELINE_ID, BY_ID
 from .environment_table import environment_table, max_load
 from .problem import label_of
 from .report import flops_scale, fmt, group_by_problem, ladder_table, table_rows
@@ -236,7 +236,7 @@ def best_rows(records: list[dict]) -> tuple[list[list[str]], str]:
     for group in sorted(group_by_problem(records).values(),
                         key=lambda g: charts.size_key(g[0]["problem"])):
         derived = {r["kernel"]: r for r in table_rows(group)}
-        base = derived.get("cpu.seq_naive")
+        base = derived.get(BASELINE_ID)
         base_ms = base["kernel_ms"] if base and base["status"] == "ok" else None
         for backend, rung, _ in charts.best_of_backends(group):
             if rung is None:

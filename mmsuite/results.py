@@ -31,6 +31,8 @@ from typing import Any
 
 import jsonschema
 
+from .host import CPU_MODEL
+
 FORMAT = "mmsuite-results/1"
 JOURNAL_FORMAT = "mmsuite-journal/1"
 STATUSES = ("ok", "failed", "error", "crashed", "unavailable", "invalid")
@@ -310,7 +312,7 @@ ENVIRONMENT_SCHEMA: dict = {
     "type": "object",
     "properties": {
         "created": _TEXT, "mmsuite": _TEXT, "git_commit": _nullable(_TEXT),
-        "python": _TEXT, "numpy": _TEXT, "platform": _TEXT, "cpu": _nullable(_TEXT),
+        "python": _TEXT, "numpy": _TEXT, "platform": _TEXT, CPU_MODEL: _nullable(_TEXT),
         "cpu_cores": _nullable(_COUNT), "cpu_avx512": {"type": "boolean"},
         "cpu_max_mhz": _nullable(_POSITIVE), "cpu_simd": _nullable(_TEXT),
         "backends": {"type": "object", "additionalProperties": _BACKEND_FACTS},

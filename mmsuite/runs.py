@@ -12,6 +12,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from . import results
+from .backend_table import BACKENDS, GPU
+from .host import CPU_MODEL
 from .machines import environment_of, row_machine
 
 
@@ -35,17 +37,14 @@ class Run:
 
 
 def machine_label(environment: dict) -> str:
-    """The machine a file ran on: its GPU's name when CUDA or OpenCL saw one, else its CPU
-    model and cores."""
+    """The machine a file ran on: the name of the GPU a backend saw (a GPU backend's before
+    a selected device's), else its CPU model and cores."""
     backends = environment.get("backends") or {}
-    gpu = (backends.get("cuda") or {}).get("gpu")
-    if not gpu:
-        opencl = backends.get("opencl") or {}
-        if opencl.get("opencl_device_type") == "GPU":
-            gpu = opencl.get("opencl_device")
-    if gpu:
-        return str(gpu)
-    cpu = str(environment.get("cpu") or "unknown CPU")
+    for row in sorted(BACKENDS.values(), key=lambda row: row.device != GPU):
+        gpu = row.gpu_name(backends.get(row.name) or {})
+        if gpu:
+            return gpu
+    cpu = str(environment.get(CPU_MODEL) or "unknown CPU")
     cores = environment.get("cpu_cores")
     return f"{cpu} ({cores} cores)" if cores else cpu
 

@@ -377,16 +377,6 @@ class Worker:
         Path(self._crash_log).unlink(missing_ok=True)
 
 
-def cuda_device_facts(devices: Iterable[int]) -> list[dict]:
-    """What a result records about each GPU a sweep ran on (``environment.backends.cuda.
-    devices``): the index a row's ``device`` names, name, SMs, clocks, compute capability."""
-    import cupy
-
-    from .backends.cuda import GpuFacts
-
-    return [GpuFacts.read(cupy, index).to_dict() for index in devices]
-
-
 def run_in_host_worker(jobs: Iterable[Job], options: RunOptions, run_kwargs: dict,
                        on_result: Callable[[Job, int | None, Result], None],
                        job: JobFn = measure_job,

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import functools
 import os
-import sys
 import time
 from pathlib import Path
 from types import SimpleNamespace
@@ -169,25 +168,6 @@ def test_warm_job_hands_each_backend_its_jobs_with_sizes_only(monkeypatch) -> No
                       ("cpu.blas", problem)], RunOptions())
     assert handed == {"cpu": [("cpu.seq_naive", 9, 7, 0), ("cpu.blas", 9, 7, 0)],
                       "opencl": [("opencl.naive", 9, 7, 0)]}
-
-
-def test_cuda_device_facts_name_each_gpu_by_its_index(monkeypatch) -> None:
-    class Device:
-        def __init__(self, index):
-            self.compute_capability, self.pci_bus_id = "90", f"0000:0{index}:00.0"
-
-    runtime = type("Runtime", (), {
-        "getDeviceProperties": staticmethod(lambda i: {"name": b"H200", "multiProcessorCount":
-                                                       132, "totalGlobalMem": 141 * 2**30}),
-        "deviceGetAttribute": staticmethod(lambda attr, i: 1980000 if attr == 13 else 0)})
-    fake = type("cupy", (), {"cuda": type("cuda", (), {"runtime": runtime, "Device": Device})})
-    monkeypatch.setitem(sys.modules, "cupy", fake)
-    facts = workers.cuda_device_facts([0, 1])
-    assert [f["index"] for f in facts] == [0, 1] and facts[1]["pci_bus_id"] == "0000:01:00.0"
-    assert facts[0] | {"pci_bus_id": None} == {
-        "index": 0, "gpu": "H200", "compute_capability": "90", "pci_bus_id": None,
-        "sm_count": 132, "memory_gib": 141.0, "l2_bytes": 0, "sm_clock_mhz": 1980,
-        "memory_clock_mhz": None, "memory_bus_bits": None}
 
 
 def test_default_timeout_grows_with_the_work() -> None:

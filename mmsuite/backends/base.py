@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import time
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -249,6 +249,15 @@ class Backend(ABC):
     def environment(self) -> dict:
         """Facts about where this backend runs (device, driver, versions)."""
         return {}
+
+    def device_count(self) -> int:
+        """How many devices of this backend the host has: an isolated backend's kernels run
+        in one worker per device, on those ``--devices`` picks."""
+        return 1
+
+    def devices_environment(self, indices: Iterable[int]) -> list[dict]:
+        """What a result records about each device (by index) that a sweep ran on."""
+        return []
 
     def reference(self, problem: Problem, inputs: tuple[np.ndarray, ...]) -> np.ndarray | None:
         """A float64 reference computed on this backend's device, or None to use the host."""

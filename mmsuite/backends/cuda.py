@@ -181,6 +181,14 @@ class CudaBackend(Backend):
                     "NVIDIA GPU and its driver")
         return "" if count > 0 else "no CUDA device found; CUDA kernels need an NVIDIA GPU"
 
+    def device_count(self) -> int:
+        return int(self._cupy.cuda.runtime.getDeviceCount())
+
+    def devices_environment(self, indices: Iterable[int]) -> list[dict]:
+        """Each GPU a sweep ran on: the index a row's ``device`` names, name, SMs, clocks,
+        compute capability."""
+        return [GpuFacts.read(self._cupy, index).to_dict() for index in indices]
+
     def kernel_reason(self, kernel: KernelSpec) -> str:
         if kernel.reference:
             return ""

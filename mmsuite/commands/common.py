@@ -13,6 +13,7 @@ from pathlib import Path
 import numpy as np
 
 from .. import catalogue, results
+from ..backend_table import BACKENDS, SELECTED
 from ..backends import RunOptions
 from ..backends.base import L2_POLICIES
 from ..catalogue import Kernel
@@ -196,7 +197,7 @@ def check_selectors(kernels: list[Kernel], options: RunOptions) -> None:
     refused, but only when the run includes OpenCL kernels."""
     selector = options.cl_device if options.cl_device is not None else \
         os.environ.get("PYOPENCL_CTX")
-    if selector is None or not any(k.backend == "opencl" for k in kernels):
+    if selector is None or not any(BACKENDS[k.backend].device == SELECTED for k in kernels):
         return
     try:
         from ..backends.cl_devices import select_device
@@ -250,7 +251,7 @@ def shape_list(text: str) -> list[str]:
 def add_selection_arguments(p: argparse.ArgumentParser) -> None:
     """--backend and --kernel: which kernels of the catalogue a command takes."""
     sel = p.add_argument_group("selection")
-    sel.add_argument("--backend", action="append", choices=catalogue.BACKENDS,
+    sel.add_argument("--backend", action="append", choices=BACKENDS,
                      help="only this backend (repeatable)")
     sel.add_argument("--kernel", action="append", metavar="GLOB",
                      help="only kernels whose id matches GLOB, e.g. 'cuda.0*' (repeatable)")

@@ -8,7 +8,7 @@ from rich.console import Console
 from rich.table import Table
 
 from .. import catalogue, peak
-from ..backend_table import BACKENDS, GPU_PEAK
+from ..backend_table import BACKENDS, GPU_BACKENDS, GPU_PEAK
 from ..backends import RunOptions, get_backend, unavailable_reason
 from ..problem import PRESET_HELP
 from .common import check_selectors
@@ -18,7 +18,7 @@ def add_parser(sub) -> argparse.ArgumentParser:
     p = sub.add_parser("list", help="show every kernel and why unavailable ones are",
                        description="One line a kernel: id, rung and what it adds over its "
                        "parent; kernels that cannot run here are grouped under their reason.")
-    p.add_argument("--backend", action="append", choices=catalogue.BACKENDS,
+    p.add_argument("--backend", action="append", choices=BACKENDS,
                    help="only this backend (repeatable)")
     p.add_argument("--cl-device", help="OpenCL device whose availability is shown: index or "
                    "name substring (default: PYOPENCL_CTX, else the first device)")
@@ -88,9 +88,13 @@ def _print_long(console: Console, chosen: list[tuple[catalogue.Kernel, str]]) ->
 
 def gpu_peaks_line() -> str:
     """The peaks `% peak` is measured against: this machine's GPU's FP32 SIMT and dense TF32
-    tensor peaks when a CUDA device is present, else the per-SM table they come from."""
-    env = {} if unavailable_reason(catalogue.get("cuda.cublas"), RunOptions()) else \
-        get_backend("cuda").environment()
+    tensor peaks when a GPU backend's device is present, else the per-SM table they come
+    from."""
+    env: dict = {}
+    for name in GPU_BACKENDS:
+        if not unavailable_reason(catalogue.get(BACKENDS[name].reference), RunOptions()):
+            env = get_backend(name).environment()
+            break
     if env.get("sm_count") and env.get("sm_clock_mhz"):
         peaks = peak.device_peaks(env["sm_count"], env["sm_clock_mhz"],
                                   peak.parse_compute_capability(env.get("compute_capability")),

@@ -15,7 +15,8 @@ from pathlib import Path
 from rich.console import Console
 
 from .. import cluster, environment, load, peak, report, results, workers
-from ..backends import RunOptions, unavailable_reason
+from ..backend_table import BACKENDS
+from ..backends import RunOptions, get_backend, unavailable_reason
 from ..catalogue import Kernel
 from ..measure import CLI_SAMPLING, CPU_NOISE_TARGET, DEFAULT_WARMUP, Sampling
 from ..problem import Problem
@@ -128,13 +129,13 @@ def _on_sigterm(signum: int, frame: object) -> None:
 
 def _devices(requested: str | list[int] | None, kernels: list[Kernel],
              options: RunOptions) -> list[int]:
-    """The GPUs the CUDA kernels run on; ``--devices`` is checked only when they can run."""
-    if requested is None or not any(k.backend == "cuda" and not unavailable_reason(k, options)
-                                    for k in kernels):
+    """The GPUs that the kernels of an isolated backend (one worker per device: CUDA's) run
+    on; ``--devices`` is checked only when they can run."""
+    isolated = sorted({k.backend for k in kernels
+                       if BACKENDS[k.backend].isolated and not unavailable_reason(k, options)})
+    if requested is None or not isolated:
         return [0]
-    import cupy
-
-    count = cupy.cuda.runtime.getDeviceCount()
+    count = min(get_backend(name, options).device_count() for name in isolated)
     if isinstance(requested, str):  # "all" (device_list gives no other text)
         return list(range(count))
     missing = [i for i in requested if i >= count]
@@ -372,11 +373,13 @@ def _report_and_save(args: argparse.Namespace, console: Console, kernels: list[K
     records = [row.to_record() for row in rows] + kept
     shown_records = [row.to_record() for row in shown]
     env = environment.collect(sorted({k.backend for k in kernels}), options)
-    cuda_env = (env.get("backends") or {}).get("cuda")
     if session is not None:  # each worker's host, for its rows' peak and the report
         env["workers"] = session.environments
-    elif cuda_env and any(r.kernel.backend == "cuda" and r.record for r in rows):
-        cuda_env["devices"] = workers.cuda_device_facts(devices)  # what each row's device was
+    else:  # what each row's device was, for the backends that ran one worker per device
+        for name, facts in (env.get("backends") or {}).items():
+            if BACKENDS[name].isolated and facts and any(
+                    r.kernel.backend == name and r.record for r in rows):
+                facts["devices"] = get_backend(name, options).devices_environment(devices)
     peak.annotate(records + shown_records, env)  # % peak; above 100% is a measurement error
     distorted = load.distortion_warning(records)
     if distorted:  # above the table, where the distorted figures are read

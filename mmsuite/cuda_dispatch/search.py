@@ -60,7 +60,7 @@ def _cuda_backend(options: RunOptions | None = None) -> CudaBackend:
     from ..backends import get_backend
     from ..backends.cuda import CudaBackend
 
-    backend = get_backend("cuda", options)
+    backend = get_backend(CudaBackend.name, options)
     if not isinstance(backend, CudaBackend):
         raise TypeError(f"the cuda backend is a {type(backend).__name__}, not a CudaBackend")
     return backend

@@ -80,6 +80,28 @@ def test_missing_cupy_gives_install_hint(monkeypatch: pytest.MonkeyPatch) -> Non
     assert "pip install 'mmsuite[cuda]'" in reason
 
 
+def test_devices_environment_names_each_gpu_by_its_index(monkeypatch) -> None:
+    class Device:
+        def __init__(self, index):
+            self.compute_capability, self.pci_bus_id = "90", f"0000:0{index}:00.0"
+
+    runtime = type("Runtime", (), {
+        "getDeviceProperties": staticmethod(lambda i: {"name": b"H200", "multiProcessorCount":
+                                                       132, "totalGlobalMem": 141 * 2**30}),
+        "deviceGetAttribute": staticmethod(lambda attr, i: 1980000 if attr == 13 else 0),
+        "getDeviceCount": staticmethod(lambda: 2)})
+    fake = type("cupy", (), {"cuda": type("cuda", (), {"runtime": runtime, "Device": Device})})
+    monkeypatch.setattr(cuda_backend, "_cupy", fake)
+    adapter = cuda_backend.CudaBackend(RunOptions())
+    assert adapter.device_count() == 2
+    facts = adapter.devices_environment([0, 1])
+    assert [f["index"] for f in facts] == [0, 1] and facts[1]["pci_bus_id"] == "0000:01:00.0"
+    assert facts[0] | {"pci_bus_id": None} == {
+        "index": 0, "gpu": "H200", "compute_capability": "90", "pci_bus_id": None,
+        "sm_count": 132, "memory_gib": 141.0, "l2_bytes": 0, "sm_clock_mhz": 1980,
+        "memory_clock_mhz": None, "memory_bus_bits": None}
+
+
 def test_grid_follows_the_launch_convention() -> None:
     call = GemmCall(300, 129, 7, 3, "col", 1.0, 0.0, np.empty(0), np.empty(0), np.empty(0))
     kernel = get("cuda.11_double_buffer")

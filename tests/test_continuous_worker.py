@@ -1,0 +1,26 @@
+"""The worker of one side of ``mmsuite continuous``: it identifies the code it opens with the
+readers the driver sends, and samples the kernel on request."""
+
+from __future__ import annotations
+
+import runpy
+from dataclasses import asdict
+
+from mmsuite import catalogue, continuous_worker, identity, load
+from mmsuite.backend_table import BACKENDS
+from mmsuite.problem import Problem
+
+
+def test_an_open_row_is_identified_by_the_drivers_readers() -> None:
+    worker = continuous_worker._Worker(runpy.run_path(identity.__file__),
+                                       runpy.run_path(load.__file__))
+    kernel = catalogue.get("cpu.seq_naive")
+    try:
+        answer = worker.open({"kernel": kernel.id, "problem": Problem(35, 79, 19).to_dict(),
+                              "options": {}, "code": asdict(BACKENDS[kernel.backend].code)})
+        assert answer["status"] == "ok", answer
+        assert answer["code"] == identity.code_identity(BACKENDS[kernel.backend].code,
+                                                        kernel.source, kernel.reference)
+        assert len(worker.turn({"seconds": 0.0})["samples"]) >= 1
+    finally:
+        worker.close()
