@@ -413,6 +413,27 @@ def test_cublas_tf32_row_runs_on_tensor_cores_and_fp32_row_after_it_does_not() -
 
 
 @needs_gpu
+def test_gpu_facts_agree_with_cupys_own_device_attributes() -> None:
+    """The one reader of GPU facts, held against CuPy's named attributes of the same GPU:
+    the attribute numbers it queries for the clocks and the bus are the right ones."""
+    import cupy
+
+    index = cupy.cuda.Device().id
+    facts = cuda_backend.GpuFacts.read(cupy, index)
+    device = cupy.cuda.Device(index)
+    named = device.attributes  # CuPy's dict: each cudaDevAttr* by its name
+    assert facts.index == index and facts.gpu
+    assert facts.sm_count == named["MultiProcessorCount"]
+    assert facts.sm_clock_mhz == named["ClockRate"] // 1000
+    assert facts.memory_clock_mhz == named["MemoryClockRate"] // 1000
+    assert facts.memory_bus_bits == named["GlobalMemoryBusWidth"]
+    assert facts.l2_bytes == named["L2CacheSize"]
+    assert facts.compute_capability == device.compute_capability
+    assert facts.pci_bus_id == device.pci_bus_id
+    assert facts.memory_gib == pytest.approx(device.mem_info[1] / 2**30, abs=0.05)
+
+
+@needs_gpu
 def test_environment_names_the_device() -> None:
     env = get_backend("cuda").environment()
     for key in ("gpu", "sm_count", "driver", "cuda_runtime", "cupy"):
