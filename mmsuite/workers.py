@@ -39,7 +39,7 @@ from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass
 from multiprocessing import get_context
 from pathlib import Path
-from typing import Any, TextIO
+from typing import Any, TextIO, TypeVar
 
 from . import catalogue
 from .backends import KernelUnavailable, RunOptions, get_backend, is_kernel_failure
@@ -59,6 +59,7 @@ WARM_TIMEOUT_S = 300.0  # a worker's builds ahead of its jobs (``Worker.warm``)
 
 Result = tuple[str, str, "dict | None"]  # (status, reason, record)
 JobFn = Callable[[str, Problem, RunOptions, dict], Result]
+Returned = TypeVar("Returned")  # what a function run in a worker returns
 
 
 def default_timeout(problem: Problem) -> float:
@@ -283,7 +284,7 @@ def _init_worker(device: int | None, crash_log: str, parent: int = 0) -> None:
     faulthandler.enable(_CRASH_LOG)  # an abort or segfault leaves its cause here
 
 
-def _run_in_worker(job: JobFn, *args: Any) -> Result:
+def _run_in_worker(job: Callable[..., Returned], *args: Any) -> Returned:
     """A job in a worker. faulthandler is enabled again first: libraries loaded since (LLVM
     inside an OpenCL driver, for one) install their own handlers for the fatal signals."""
     faulthandler.disable()  # enable() alone keeps the handlers it installed at start-up
