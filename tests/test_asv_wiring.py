@@ -270,6 +270,8 @@ def two_commit_clone(tmp_path: Path) -> tuple[Path, list[str]]:
     clone = tmp_path / "repo"
     subprocess.run(["git", "clone", "--quiet", "--no-hardlinks", str(ROOT), str(clone)],
                    check=True, capture_output=True)
+    # asv.conf.json measures the branch main: a checkout on another branch clones without one.
+    _git(["checkout", "--quiet", "-B", "main"], clone)
     shutil.copy2(ROOT / "asv.conf.json", clone / "asv.conf.json")
     shutil.rmtree(clone / "benchmarks", ignore_errors=True)
     shutil.copytree(ROOT / "benchmarks", clone / "benchmarks",
