@@ -7,6 +7,7 @@ renders the same table as the run that made it.
 from __future__ import annotations
 
 import math
+import re
 import textwrap
 from collections import defaultdict
 from collections.abc import Iterable
@@ -230,14 +231,10 @@ def _status(row: dict) -> str:
     return row["status"] if not row["reason"] else f"{row['status']}: {row['reason']}"
 
 
-#: Status words of the compact table (the note under it gives the whole word and why).
-_SHORT_STATUS = {"unavailable": "n/a"}
-
-
 def _cells(row: dict, cols: list[Column], scale: float,
            notes: dict[str, int] | None = None, short: bool = False) -> list[str]:
     """The row's cells; with ``notes`` the status names a footnote instead of its reason
-    (``short``: a short status word, the footnote starting with the whole one)."""
+    (``short``: the footnote starts with the status word, "failed: why")."""
     cells = []
     for c in cols:
         if c.key == "status":
@@ -245,7 +242,7 @@ def _cells(row: dict, cols: list[Column], scale: float,
                 cells.append(_status(row))
             elif short:
                 note = notes.setdefault(_status(row), len(notes) + 1)
-                cells.append(f"{_SHORT_STATUS.get(row['status'], row['status'])} [{note}]")
+                cells.append(f"{row['status']} [{note}]")
             else:
                 cells.append(f"{row['status']} [{notes.setdefault(row['reason'], len(notes) + 1)}]")
         elif c.key == "noise":
@@ -298,6 +295,65 @@ def wrap_legend(caption: str, width: int) -> list[str]:
     return [line.replace(_NO_BREAK, " ") for line in lines]
 
 
+def legend_items(caption: str) -> list[tuple[str, str]]:
+    """The legend's terms and their definitions, in order ("ms", "median kernel time")."""
+    items = []
+    for clause in caption.split("; "):
+        term, _, definition = clause.partition(": ")
+        items.append((term, definition))
+    return items
+
+
+def _wrap_hanging(text: str, width: int) -> list[str]:
+    """``text`` on lines at most ``width`` wide, broken between words but never inside an id
+    or a quoted command (`pip install x`), the lines after the first indented."""
+    text = re.sub(r"`[^`]*`", lambda quoted: quoted.group().replace(" ", _NO_BREAK), text)
+    lines = textwrap.wrap(text, width, subsequent_indent="  ", break_long_words=False,
+                          break_on_hyphens=False)
+    return [line.replace(_NO_BREAK, " ") for line in lines] or [""]
+
+
+def unavailable_by_reason(records: Iterable[dict]) -> dict[str, list[dict]]:
+    """The records of kernels that could not run, grouped by their reason (first met first)."""
+    by_reason: dict[str, list[dict]] = {}
+    for record in records:
+        if record["status"] == "unavailable":
+            by_reason.setdefault(record.get("reason") or "no reason recorded", []).append(record)
+    return by_reason
+
+
+#: A backend whose every kernel shares one reason is named as "cuda.* (32)" once it has more
+#: kernels than this; fewer are listed by id.
+_LISTED_IDS = 3
+
+
+def _compact_ids(unavailable: list[dict], records: list[dict]) -> str:
+    """The ids of ``unavailable`` (records of one reason) in a few words: "cuda.* (32)" for
+    all of a backend's kernels among ``records``, else the ids, with their number when
+    several ("cpu.seq_naive, cpu.seq_ikj (2)")."""
+    per_backend: dict[str, int] = defaultdict(int)
+    for record in records:
+        per_backend[record["backend"]] += 1
+    mine: dict[str, list[str]] = defaultdict(list)
+    for record in unavailable:
+        mine[record["backend"]].append(record["kernel"])
+    parts, listed = [], 0
+    for backend, ids in mine.items():
+        if len(ids) == per_backend[backend] and len(ids) > _LISTED_IDS:
+            parts.append(f"{backend}.*{_NO_BREAK}({len(ids)})")
+        else:
+            parts += ids
+            listed += len(ids)
+    counted = listed > 1 and listed == len(unavailable)
+    return ", ".join(parts) + (f"{_NO_BREAK}({listed})" if counted else "")
+
+
+def _unavailable_lines(records: list[dict]) -> list[str]:
+    """One line a reason: which kernels of ``records`` could not run, and why."""
+    return [f"{_compact_ids(mine, records)} unavailable: {reason}"
+            for reason, mine in unavailable_by_reason(records).items()]
+
+
 def _column_width(col: Column, cells: list[str]) -> int:
     """The widest cell, or the title's longest word where the title is wider ("x parent"
     over "15.3x" takes two lines; a word is never cut)."""
@@ -343,27 +399,59 @@ def render_rich(records: list[dict], console=None, wide: bool = False,
 
     The default table fits 80 columns: kernel ids never wrap, a column title wider than
     its figures takes two lines, statuses are short words whose reasons are footnotes
-    under the table, and the legend wraps at word boundaries; ``wide`` prints every
-    column with reasons inline."""
+    under the table, kernels that could not run are one line a reason under it ("cuda.*
+    (32) unavailable: ...", once under the last table where every problem shares it), and
+    the legend wraps between definitions; ``wide`` prints every column and every kernel
+    with reasons inline."""
     from rich.console import Console
 
     console = console or Console(markup=False)
-    for group in group_by_problem(records).values():
-        rows = table_rows(group)
-        cols, scale = _columns(rows, wide)
+    groups = list(group_by_problem(records).values())
+    if wide:
+        for group in groups:
+            rows = table_rows(group)
+            cols, scale = _columns(rows, wide)
+            body = [_cells(row, cols, scale) for row in rows]
+            _print_wide(console, label_of(group[0]["problem"]) + title_suffix,
+                        _caption(rows, wide), cols, rows, body)
+        return
+    missing = [_unavailable_lines(group) for group in groups]
+    everywhere = set.intersection(*map(set, missing)) if len(groups) > 1 else set()
+    width = console.width
+    for group, lines in zip(groups, missing):
         title = label_of(group[0]["problem"]) + title_suffix
-        notes: dict[str, int] | None = None if wide else {}
-        body = [_cells(row, cols, scale, notes, short=not wide) for row in rows]
-        if wide:
-            _print_wide(console, title, _caption(rows, wide), cols, rows, body)
+        ran = [r for r in group if r["status"] != "unavailable"]
+        if ran:
+            rows = table_rows(ran)
+            cols, scale = _columns(rows, wide=False)
+            notes: dict[str, int] = {}
+            body = [_cells(row, cols, scale, notes, short=True) for row in rows]
+            width = _print_compact(console, title, _caption(rows, wide=False), cols, rows, body)
         else:
-            _print_compact(console, title, _caption(rows, wide), cols, rows, body)
-        for reason, number in (notes or {}).items():
-            console.print(f"[{number}] {reason}")
+            console.print(title, markup=False)
+            console.print("no kernel could run on this problem", style="dim")
+            notes, width = {}, console.width
+        footnotes = [f"[{number}] {reason}" for reason, number in notes.items()]
+        _print_wrapped(console, footnotes, width)
+        _print_wrapped(console, [line for line in lines if line not in everywhere], width,
+                       style="dim")
+    if everywhere:
+        _print_wrapped(console, [line.replace(" unavailable: ", " unavailable on every "
+                                              "problem: ", 1)
+                                 for line in missing[0] if line in everywhere],
+                       width, style="dim")
+
+
+def _print_wrapped(console, lines: list[str], width: int, style: str | None = None) -> None:
+    """Each line wrapped between words to ``width``, its continuation indented."""
+    for line in lines:
+        console.print("\n".join(_wrap_hanging(line, width)), style=style, width=width,
+                      markup=False, highlight=False)
 
 
 def _print_compact(console, title: str, caption: str, cols: list[Column], rows: list[dict],
-                   body: list[list[str]]) -> None:
+                   body: list[list[str]]) -> int:
+    """The table and its legend; returns the width the legend wraps at."""
     from rich import box
     from rich.table import Table
 
@@ -380,7 +468,9 @@ def _print_compact(console, title: str, caption: str, cols: list[Column], rows: 
     console.print(table)
     # The legend wraps at word boundaries, at the table's width or the terminal's.
     width = min(console.width, max(_table_width(cols, body, gap), 60))
-    console.print("\n".join(wrap_legend(caption, width)), style="dim", width=width)
+    console.print("\n".join(wrap_legend(caption, width)), style="dim", width=width,
+                  markup=False, highlight=False)
+    return width
 
 
 def _print_wide(console, title: str, caption: str, cols: list[Column], rows: list[dict],
@@ -388,8 +478,7 @@ def _print_wide(console, title: str, caption: str, cols: list[Column], rows: lis
     from rich import box
     from rich.table import Table
 
-    table = Table(title=title, caption=caption, title_justify="left", caption_justify="left",
-                  box=box.HEAVY_HEAD)
+    table = Table(title=title, title_justify="left", box=box.HEAVY_HEAD)
     for i, c in enumerate(cols):
         # Figures and ids are never cut: columns shrink only down to their widest cell.
         widest = max([len(c.title)] + [len(cells[i]) for cells in body])
@@ -400,6 +489,11 @@ def _print_wide(console, title: str, caption: str, cols: list[Column], rows: lis
     for row, cells in zip(rows, body):
         table.add_row(*cells, style=_STYLE.get(row["status"]))
     console.print(table)
+    # The legend under the table, as wide as it (or the terminal), wrapped between
+    # definitions as the compact table's is: rich's caption would split a term from its own.
+    width = min(console.width, max(console.measure(table).maximum, 60))
+    console.print("\n".join(wrap_legend(caption, width)), style="dim", width=width,
+                  markup=False, highlight=False)
 
 
 def ladder_table(records: list[dict], wide: bool = True
@@ -426,6 +520,9 @@ def render_markdown(records: list[dict]) -> str:
                  "|" + "|".join("---" if c.justify == "left" else "---:" for c in cols) + "|"]
         lines += ["| " + " | ".join(c.replace("\n", " ").replace("|", "\\|")
                                     for c in _cells(r, cols, scale)) + " |" for r in rows]
-        lines += ["", _caption(rows), ""]
+        # The legend as a list, one term a line: nothing to wrap, no term cut from its words.
+        # ("1.4826\\*MAD": escaped, an asterisk could open emphasis.)
+        lines += [""] + [f"- **{term}**: " + definition.replace("*", r"\*")
+                         for term, definition in legend_items(_caption(rows))] + [""]
         parts.append("\n".join(lines))
     return "\n".join(parts)

@@ -24,7 +24,14 @@ from .backend_table import HOST_BACKEND, in_ladder_order
 from .catalogue import BASELINE_ID, BY_ID
 from .environment_table import environment_table, max_load
 from .problem import label_of
-from .report import flops_scale, fmt, group_by_problem, ladder_table, table_rows
+from .report import (
+    flops_scale,
+    fmt,
+    group_by_problem,
+    ladder_table,
+    table_rows,
+    unavailable_by_reason,
+)
 from .results import write_atomically
 from .results_csv import write_csv
 from .runs import Run, by_machine, load_runs, merge, problem_key
@@ -151,13 +158,9 @@ def _ladder_blocks(records: list[dict], figures: _Figures, machine: str,
 def unavailable_lines(records: list[dict]) -> list[str]:
     """The kernels that could not run, one line a reason: how many, the reason once, their
     ids (29 CUDA kernels without CuPy are one line, not 29 rows)."""
-    by_reason: dict[str, list[str]] = {}
-    for record in records:
-        if record["status"] == "unavailable":
-            by_reason.setdefault(record.get("reason") or "no reason recorded",
-                                 []).append(record["kernel"])
-    return [f"{len(ids)} {'kernel' if len(ids) == 1 else 'kernels'} unavailable: {reason} "
-            f"\N{EM DASH} {', '.join(ids)}" for reason, ids in by_reason.items()]
+    return [f"{len(mine)} {'kernel' if len(mine) == 1 else 'kernels'} unavailable: {reason} "
+            f"\N{EM DASH} {', '.join(r['kernel'] for r in mine)}"
+            for reason, mine in unavailable_by_reason(records).items()]
 
 
 def _sweep_blocks(records: list[dict], figures: _Figures, machine: str) -> list[Block]:

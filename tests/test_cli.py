@@ -93,13 +93,19 @@ def test_report_rerenders_a_saved_run(tmp_path, capsys) -> None:
     assert (tmp_path / "plots" / "ladder_0.png").stat().st_size > 1000
 
 
-def test_unavailable_kernels_become_rows_and_the_run_goes_on(capsys) -> None:
+def test_unavailable_kernels_become_rows_and_the_run_goes_on(tmp_path, capsys) -> None:
+    path = tmp_path / "results.json"
     assert main(["run", "--kernel", "cpu.seq_naive", "--kernel", "cuda.01_naive",
-                 "--backend", "cpu", "--backend", "cuda", "--shape", "8", "--repeats", "1"]) \
-        in (0, 1)
+                 "--backend", "cpu", "--backend", "cuda", "--shape", "8", "--repeats", "1",
+                 "--json", str(path)]) in (0, 1)
     out = capsys.readouterr().out
     assert "cpu.seq_naive" in out and "cuda.01_naive" in out
     reason = catalogue.get("cuda.01_naive").reason
+    if reason:  # a row of the results file; under the table, one line with its reason
+        rows = {r["kernel"]: r for r in json.loads(path.read_text())["results"]}
+        assert (rows["cuda.01_naive"]["status"], rows["cuda.01_naive"]["reason"]) == \
+            ("unavailable", reason)
+        assert " ".join(out.split()).count(f"cuda.01_naive unavailable: {reason}") == 1
     if "mmsuite[cuda]" in reason:  # printed verbatim: brackets are not markup
         assert "mmsuite[cuda]" in out
 

@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from mmsuite import Problem
+from mmsuite.catalogue import CATALOGUE
 from mmsuite.report import render_markdown, render_rich, table_rows, wrap_legend
 
 FIXTURE = Path(__file__).parent / "fixtures" / "report_cpu_opencl.json"
@@ -110,36 +111,62 @@ def test_default_table_fits_80_columns_and_never_folds_ids() -> None:
         assert "% peak: of the device's FP32 peak" in legend
 
 
-def _legends(text: str) -> list[list[str]]:
-    """Each table's legend lines: from "ms: ..." to the blank line, footnote or next
-    table's title after it."""
+def _legends(text: str, first: str = "ms: median") -> list[list[str]]:
+    """Each table's legend lines: from its ``first`` words to the blank line, footnote,
+    unavailable kernels or next table's title after it."""
     legends: list[list[str]] = []
     current: list[str] | None = None
     for line in text.splitlines():
-        if line.startswith("ms: median"):
+        if line.startswith(first):
             current = []
             legends.append(current)
-        elif not line.strip() or line.startswith("[") or re.match(r"\d+x\d+x\d+", line):
+        elif not line.strip() or line.startswith("[") or re.match(r"\d+x\d+x\d+", line) \
+                or " unavailable" in line:
             current = None
         if current is not None:
             current.append(line.rstrip())
     return legends
 
 
+def _assert_terms_whole(lines: list[str], terms: set[str]) -> None:
+    """Each of ``terms`` (and every other) on one line with its definition's first word."""
+    assert max(len(line) for line in lines) <= 80
+    heads = re.findall(r"(?:^|; )([^;:]+): (\S+)", " ".join(lines))
+    assert terms <= {t for t, _ in heads}
+    for term, first_word in heads:
+        assert any(f"{term}: {first_word}" in line for line in lines), (term, lines)
+
+
 def test_the_legend_at_80_columns_never_splits_a_term_from_its_definition() -> None:
     for fixture in (FIXTURE, H100_FIXTURE):
         records = json.loads(fixture.read_text())["results"]
+        problems = len({json.dumps(r["problem"]) for r in records})
         legends = _legends(_printed(records, 80))
-        assert len(legends) == len({json.dumps(r["problem"]) for r in records})
+        assert len(legends) == problems
         for lines in legends:
-            assert max(len(line) for line in lines) <= 80
-            whole = " ".join(lines)
-            heads = re.findall(r"(?:^|; )([^;:]+): (\S+)", whole)
-            assert {"ms", "noise", "x parent", "% ref", "% peak"} <= {t for t, _ in heads}
-            for term, first_word in heads:  # each on one line, with its first word
-                assert any(f"{term}: {first_word}" in line for line in lines), (term, lines)
+            _assert_terms_whole(lines, {"ms", "noise", "x parent", "% ref", "% peak"})
+        # --wide: every column, and the same wrapping (rich's caption would split a term).
+        legends = _legends(_printed(records, 80, wide=True), first="x base:")
+        assert len(legends) == problems
+        for lines in legends:
+            _assert_terms_whole(lines, {"x base", "x parent", "% ref", "spread", "noise",
+                                        "err/ref"})
     cpu_legend = " ".join(_legends(_printed(json.loads(FIXTURE.read_text())["results"], 80))[0])
     assert "% ref of CPU rungs: against" in cpu_legend
+
+
+def test_the_markdown_legend_is_a_list_of_terms() -> None:
+    records = json.loads(FIXTURE.read_text())["results"]
+    markdown = render_markdown(records).splitlines()
+    legend = [line for line in markdown if line.startswith("- ")]
+    assert legend[:3] == ["- **x base**: speedup over cpu.seq_naive",
+                          "- **x parent**: over the parent rung",
+                          "- **% ref**: reference kernel time (cpu.blas, opencl.clblast) over "
+                          "this kernel's"]
+    # An asterisk of a formula is escaped, not taken to open emphasis.
+    assert "- **noise**: 1.4826\\*MAD/median of the kernel samples, ! where above target or " \
+        "disturbed" in legend
+    assert len(legend) == 2 * len(set(legend))  # one list under each of the two tables
 
 
 def test_wrap_legend_breaks_between_definitions_not_inside_a_term() -> None:
@@ -148,20 +175,90 @@ def test_wrap_legend_breaks_between_definitions_not_inside_a_term() -> None:
                                         "OpenBLAS; x parent: speedup"]
 
 
+NO_CUPY = ("CuPy is not importable (ModuleNotFoundError: No module named 'cupy'); install "
+           "CuPy with `pip install 'mmsuite[cuda]'`")
+NO_CLBLAST = "pyclblast is not installed (optional: `pip install pyclblast`, needs CLBlast)"
+
+
+def _unavailable(record: dict, reason: str) -> dict:
+    keep = ("kernel", "backend", "rung", "parent", "adds", "problem")
+    return {**{key: record.get(key) for key in keep}, "status": "unavailable", "reason": reason}
+
+
+def _without_cupy_and_clblast() -> list[dict]:
+    """The CPU and OpenCL fixture as a machine without CuPy saves it: every CUDA kernel
+    unavailable on both problems, and CLBlast missing on the first (as after --resume)."""
+    records = json.loads(FIXTURE.read_text())["results"]
+    first = records[0]["problem"]
+    records = [_unavailable(r, NO_CLBLAST)
+               if r["kernel"] == "opencl.clblast" and r["problem"] == first else r
+               for r in records]
+    for problem in {json.dumps(r["problem"]): r["problem"] for r in records}.values():
+        records += [_unavailable({"kernel": k.id, "backend": k.backend, "rung": k.rung,
+                                  "parent": k.parent, "adds": k.adds, "problem": problem},
+                                 NO_CUPY)
+                    for k in CATALOGUE if k.backend == "cuda"]
+    return records
+
+
 def test_the_80_column_layout() -> None:
     """The layout pinned: titles wider than their figures fold between words, two spaces
-    between columns, short status words."""
-    records = json.loads(FIXTURE.read_text())["results"]
-    lines = _printed(records, 80).splitlines()
-    assert [line.rstrip() for line in lines[:5]] == [
+    between columns, short status words, the legend wrapped between definitions, and the
+    kernels that could not run one line a reason under the table (under the last table
+    where every problem shares it), ids in a few words."""
+    lines = [line.rstrip() for line in _printed(_without_cupy_and_clblast(), 80).splitlines()]
+    assert lines[:5] == [
         "64x64x64",
         "                                                 x     %     %",
         "kernel                  ms  GFLOP/s  noise  parent   ref  peak  status",
         "─" * 70,
         "cpu.blas             0.008    68.79  7.0%!       -  100%   14%  ok",
     ]
-    assert lines[16].rstrip() == ("ms: median kernel time; noise: 1.4826*MAD/median, ! above "
-                                  "the device's")
+    assert lines[15:22] == [
+        "ms: median kernel time; noise: 1.4826*MAD/median, ! above the device's",
+        "target or most samples disturbed; x parent: speedup over the parent",
+        "rung; % ref: reference (cpu.blas) time over this kernel's; % peak: of",
+        "the device's FP32 peak; % ref of CPU rungs: against OpenBLAS samples",
+        "taken in turns with the rung's",
+        "opencl.clblast unavailable: pyclblast is not installed (optional:",
+        "  `pip install pyclblast`, needs CLBlast)",
+    ]
+    assert lines[22] == "128x128x128"
+    assert lines[-3:] == [
+        "cuda.* (32) unavailable on every problem: CuPy is not importable",
+        "  (ModuleNotFoundError: No module named 'cupy'); install CuPy with",
+        "  `pip install 'mmsuite[cuda]'`",
+    ]
+    assert not [line for line in lines if line.startswith("cuda.") and "unavailable" not in line]
+    assert max(len(line) for line in lines) <= 80
+
+
+def test_wide_and_markdown_keep_a_row_for_every_unavailable_kernel() -> None:
+    records = _without_cupy_and_clblast()
+    cuda = [k.id for k in CATALOGUE if k.backend == "cuda"]
+    wide = _printed(records, 250, wide=True)
+    markdown = render_markdown(records)
+    for kernel in cuda + ["opencl.clblast"]:
+        assert re.search(rf"│ {re.escape(kernel)} +│", wide), kernel
+        assert f"| {kernel} |" in markdown, kernel
+    assert wide.count("unavailable: CuPy is not importable") == 2 * len(cuda)  # folded
+    assert markdown.count(f"unavailable: {NO_CUPY}") == 2 * len(cuda)
+
+
+def test_unavailable_ids_in_a_few_words() -> None:
+    records = [_record("cpu.blas", "cpu", None, 1.0)] + [
+        _unavailable(_record(kernel, backend, None, None), reason)
+        for kernel, backend, reason in [
+            ("cpu.seq_naive", "cpu", "too big"), ("cpu.seq_ikj", "cpu", "too big"),
+            ("opencl.naive", "opencl", "no device"), ("opencl.tiled", "opencl", "no device"),
+            ("opencl.more_work", "opencl", "no device"),
+            ("opencl.regblock_vec", "opencl", "no device"),
+            ("cuda.01_naive", "cuda", "no device")]]
+    lines = [line.rstrip() for line in _printed(records, 80).splitlines()]
+    # A backend's every kernel as one pattern once there are more than three; fewer, and
+    # part of a backend, by id with their number.
+    assert lines[-2:] == ["cpu.seq_naive, cpu.seq_ikj (2) unavailable: too big",
+                          "opencl.* (4), cuda.01_naive unavailable: no device"]
 
 
 def test_a_narrow_terminal_closes_the_gaps_first() -> None:
@@ -176,17 +273,22 @@ def test_a_narrow_terminal_closes_the_gaps_first() -> None:
 
 
 def test_long_reasons_become_footnotes_and_wide_keeps_them_inline() -> None:
-    reason = "pyclblast is not installed (optional: `pip install pyclblast`, needs CLBlast)"
+    reason = ("max rel err 3.1e-02 above the tolerance 1.0e-05 of float32 on k=100 "
+              "(`mmsuite run --kernel opencl.naive --shape 100` reproduces it)")
     records = [_record("cpu.blas", "cpu", None, 1.0),
-               _record("opencl.clblast", "opencl", None, None, status="unavailable"),
-               _record("opencl.naive", "opencl", None, None, status="unavailable")]
+               _record("opencl.tiled", "opencl", None, 2.0, status="failed"),
+               _record("opencl.naive", "opencl", None, 3.0, status="failed")]
     for record in records[1:]:
         record["reason"] = reason
-    lines = _printed(records, 80).splitlines()
+    lines = [line.rstrip() for line in _printed(records, 80).splitlines()]
     assert [line.split()[-2:] for line in lines if line.startswith("opencl.")] == \
-        [["n/a", "[1]"]] * 2  # one note for one reason
-    assert f"[1] unavailable: {reason}" in " ".join(line.strip() for line in lines)
-    assert "unavailable: pyclblast" in _printed(records, 250, wide=True)
+        [["failed", "[1]"]] * 2  # one note for one reason
+    # At the legend's width, broken between words, continued indented, the command whole.
+    assert lines[-3:] == [
+        "[1] failed: max rel err 3.1e-02 above the tolerance 1.0e-05 of",
+        "  float32 on k=100 (`mmsuite run --kernel opencl.naive --shape 100`",
+        "  reproduces it)"]
+    assert "failed: max rel err" in _printed(records, 250, wide=True)
 
 
 def test_noise_peak_and_invalid_rows() -> None:

@@ -369,9 +369,13 @@ def _report_and_save(args: argparse.Namespace, console: Console, kernels: list[K
                      total: int, session: cluster.Cluster | None = None) -> int:
     """Print the table, write every output; an OSError writing one is one line naming its
     path (exit 2), with the journal kept for --resume."""
+    # --wide and --markdown: a backend unavailable as a whole is one note, not a row a
+    # kernel; the default table puts every unavailable kernel under it, one line a reason.
     shown, notes = _collapse_unavailable(rows, set(args.backend or []))
     records = [row.to_record() for row in rows] + kept
     shown_records = [row.to_record() for row in shown]
+    table_records, table_notes = (shown_records, notes) if args.wide else \
+        ([row.to_record() for row in rows], [])
     env = environment.collect(sorted({k.backend for k in kernels}), options)
     if session is not None:  # each worker's host, for its rows' peak and the report
         env["workers"] = session.environments
@@ -384,8 +388,8 @@ def _report_and_save(args: argparse.Namespace, console: Console, kernels: list[K
     distorted = load.distortion_warning(records)
     if distorted:  # above the table, where the distorted figures are read
         print(f"mmsuite: warning: {distorted}", file=sys.stderr, flush=True)
-    report.render_rich(shown_records, console, wide=args.wide)
-    for note in notes:
+    report.render_rich(table_records, console, wide=args.wide)
+    for note in table_notes:
         console.print(note, style="dim")
     for warning in environment.warnings(env):
         print(f"mmsuite: warning: {warning}", file=sys.stderr)
