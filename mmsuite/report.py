@@ -431,22 +431,21 @@ def render_rich(records: list[dict], console=None, wide: bool = False,
             console.print(title, markup=False)
             console.print("no kernel could run on this problem", style="dim")
             notes, width = {}, console.width
+        # Not dim as the legend is: what did not run, and why, is a finding.
         footnotes = [f"[{number}] {reason}" for reason, number in notes.items()]
-        _print_wrapped(console, footnotes, width)
-        _print_wrapped(console, [line for line in lines if line not in everywhere], width,
-                       style="dim")
+        _print_wrapped(console, footnotes + [line for line in lines if line not in everywhere],
+                       width)
     if everywhere:
         _print_wrapped(console, [line.replace(" unavailable: ", " unavailable on every "
                                               "problem: ", 1)
-                                 for line in missing[0] if line in everywhere],
-                       width, style="dim")
+                                 for line in missing[0] if line in everywhere], width)
 
 
-def _print_wrapped(console, lines: list[str], width: int, style: str | None = None) -> None:
+def _print_wrapped(console, lines: list[str], width: int) -> None:
     """Each line wrapped between words to ``width``, its continuation indented."""
     for line in lines:
-        console.print("\n".join(_wrap_hanging(line, width)), style=style, width=width,
-                      markup=False, highlight=False)
+        console.print("\n".join(_wrap_hanging(line, width)), width=width, markup=False,
+                      highlight=False)
 
 
 def _print_compact(console, title: str, caption: str, cols: list[Column], rows: list[dict],

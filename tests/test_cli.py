@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import io
 import json
 import os
 import signal
@@ -18,7 +19,7 @@ from mmsuite.backends import KernelUnavailable
 from mmsuite.cli import build_parser, main
 from mmsuite.commands import COMMANDS, listing
 from mmsuite.commands import run as run_command
-from mmsuite.commands.common import problems_from_args
+from mmsuite.commands.common import problems_from_args, warn
 
 CPU_QUICK = ["run", "--backend", "cpu", "--shape", "37x29x41", "--repeats", "2", "--warmup", "0"]
 
@@ -190,6 +191,27 @@ def test_old_options_still_work_for_a_release_with_a_warning(old, new, argv, cap
         f"mmsuite: warning: {old} is deprecated and goes in the next release; use {new}"]
     assert vars(with_old) == vars(build_parser().parse_args([new if a == "OPTION" else a
                                                              for a in argv]))
+
+
+class _Terminal(io.StringIO):
+    def isatty(self) -> bool:
+        return True
+
+
+def test_a_warning_wraps_between_words_on_a_terminal_and_is_one_line_in_a_log(
+        monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture) -> None:
+    message = ("other processes used up to 57% of this machine's CPU while it measured "
+               "(opencl.tiled): CPU times are distorted; measure on a quiet machine")
+    warn(message)
+    assert capsys.readouterr().err == f"mmsuite: warning: {message}\n"
+    terminal = _Terminal()
+    monkeypatch.setattr(sys, "stderr", terminal)
+    monkeypatch.setenv("COLUMNS", "60")
+    warn(message)
+    assert terminal.getvalue().splitlines() == [
+        "mmsuite: warning: other processes used up to 57% of this",
+        "  machine's CPU while it measured (opencl.tiled): CPU times",
+        "  are distorted; measure on a quiet machine"]
 
 
 def test_old_preset_names_still_work_for_a_release_with_a_warning(capsys) -> None:

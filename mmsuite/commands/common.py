@@ -7,7 +7,9 @@ import argparse
 import fnmatch
 import math
 import os
+import shutil
 import sys
+import textwrap
 from pathlib import Path
 
 import numpy as np
@@ -36,6 +38,17 @@ FLOAT32_TINY = float(np.finfo(np.float32).tiny)  # the smallest normal float32
 
 class UsageError(Exception):
     """A bad argument: reported as one line, exit status 2."""
+
+
+def warn(message: str) -> None:
+    """``mmsuite: warning: message`` on stderr: on a terminal wrapped between words to its
+    width (the terminal itself would cut words), in a log or a pipe one line to grep."""
+    text = f"mmsuite: warning: {message}"
+    if sys.stderr.isatty():
+        text = "\n".join(textwrap.wrap(text, shutil.get_terminal_size().columns,
+                                       subsequent_indent="  ", break_long_words=False,
+                                       break_on_hyphens=False))
+    print(text, file=sys.stderr, flush=True)
 
 
 def int_at_least(minimum: int):

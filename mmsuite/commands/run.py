@@ -38,6 +38,7 @@ from .common import (
     positive_int,
     problems_from_args,
     select_kernels,
+    warn,
 )
 from .progress import RunProgress
 
@@ -387,12 +388,12 @@ def _report_and_save(args: argparse.Namespace, console: Console, kernels: list[K
     peak.annotate(records + shown_records, env)  # % peak; above 100% is a measurement error
     distorted = load.distortion_warning(records)
     if distorted:  # above the table, where the distorted figures are read
-        print(f"mmsuite: warning: {distorted}", file=sys.stderr, flush=True)
+        warn(distorted)
     report.render_rich(table_records, console, wide=args.wide)
     for note in table_notes:
         console.print(note, style="dim")
     for warning in environment.warnings(env):
-        print(f"mmsuite: warning: {warning}", file=sys.stderr)
+        warn(warning)
     unwritten: list[OSError] = []
     if args.json:
         try:
