@@ -12,6 +12,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
 
+from . import tensorcore
 from .backend_table import BACKENDS
 from .cuda_dispatch import planners
 from .launch import (
@@ -299,12 +300,12 @@ CUDA = [
         "TF32 tensor cores: mma.sync m16n8k8 on operands rounded to TF32 and packed into "
         "tiles, 128x128x32 blocks, 3-stage cp.async pipeline, two blocks per SM", "beyond",
         "25_tf32_mma", layout="col", precision=TF32,
-        launch={"planner": "mmsuite.tensorcore:plan_tf32"}),
+        launch={"planner": tensorcore.plan_tf32}),
     _cu("cuda.26_fp32_accurate", 26, "cuda.25_tf32_mma",
         "FP32 accuracy on TF32 tensor cores: big and small TF32 parts, three products, "
         "each 16-k chunk accumulated outside the tensor core in FP32; rung 22 on short K",
         "beyond", "26_fp32_accurate", layout="col", precision=FP32_ACCURATE,
-        launch={"planner": "mmsuite.tensorcore:plan_accurate"}),
+        launch={"planner": tensorcore.plan_accurate}),
 ]
 
 CATALOGUE: tuple[Kernel, ...] = tuple(CPU + OPENCL + CUDA)

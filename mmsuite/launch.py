@@ -13,7 +13,8 @@ CUDA
     ``CudaLaunch`` describes a rung launched once per sample on a grid that
     follows from the problem (see ``CudaLaunch.steps``). A rung that picks its
     kernels per problem (a tile shape, a split-K factor and its reduction) names
-    a ``planner`` instead: a function of ``mmsuite.cuda_dispatch.planners``,
+    a ``planner`` instead: a function of ``mmsuite.cuda_dispatch.planners`` (or
+    ``mmsuite.tensorcore`` for the tensor-core rungs),
     called as ``planner(call, device, override) -> CudaPlan`` with the
     ``GemmCall``, the device's ``DeviceFacts`` and a candidate plan to force (or
     None). The plan's steps run in order on one stream, and one sample times
@@ -107,7 +108,7 @@ class CudaLaunch:
     smem: int = 0
     defines: tuple[tuple[str, int | str], ...] = ()
     split_k: int = 1
-    planner: Callable[..., CudaPlan] | str | None = None
+    planner: Callable[..., CudaPlan] | None = None
 
     def __post_init__(self) -> None:
         if self.grid_x not in (None, "rows", "cols"):

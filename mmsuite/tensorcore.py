@@ -19,10 +19,14 @@ padded tensor tiles gain little.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from .cuda_dispatch import planners
 from .cuda_dispatch.device import DeviceFacts
 from .launch import CudaPlan, CudaStep
+
+if TYPE_CHECKING:
+    from .layout import GemmCall
 
 TILE_MN = 128
 TILE_K = 32
@@ -117,14 +121,16 @@ def tensor_plan(m: int, n: int, k: int, batch: int, parts: int, sm_count: int) -
     return plan
 
 
-def _steps(plan: TensorPlan, entry: str, source: str) -> tuple[CudaStep, ...]:
+def _steps(plan: TensorPlan) -> tuple[CudaStep, ...]:
+    """The packs, the main kernel and the reduction; the main kernel and the packs are the
+    rung's own source (``source``/``entry`` None), the reduction is rung 21's."""
     pack_block = (PACK_THREADS,)
 
     def pack(operand: str, rows: int, rows_p: int, offset: int, r_stride: int,
              k_stride: int) -> CudaStep:
         grid = (plan.kp // PACK_TILE, rows_p // PACK_TILE, plan.batch)
         lo = plan.batch * rows_p * plan.kp
-        return CudaStep(grid, pack_block, PACK_ENTRY, source, args=(
+        return CudaStep(grid, pack_block, PACK_ENTRY, None, args=(
             operand, "work", offset, lo, rows, plan.k, rows_p, plan.kp, r_stride, k_stride,
             plan.parts))
 
@@ -134,7 +140,7 @@ def _steps(plan: TensorPlan, entry: str, source: str) -> tuple[CudaStep, ...]:
     grid = (plan.mp // TILE_MN, plan.np_ // TILE_MN, plan.batch * plan.slices)
     if grid[1] > 65535 or grid[2] > 65535:
         raise ValueError(f"grid {grid} exceeds CUDA's y/z limit of 65535")
-    steps.append(CudaStep(grid, (THREADS,), entry, source, smem=plan.smem, args=(
+    steps.append(CudaStep(grid, (THREADS,), None, None, smem=plan.smem, args=(
         "m", "n", plan.kp, "alpha", "beta", "c", "work", plan.a_offset, plan.b_offset,
         plan.mp, plan.np_, plan.kt_per_slice, plan.slices)))
     if plan.slices > 1:
@@ -150,14 +156,11 @@ def _info(plan: TensorPlan, path: str) -> dict:
                            "padded": [plan.mp, plan.np_, plan.kp]}}
 
 
-def _sm_count(device: dict) -> int:
-    return int(device.get("sm_count") or DeviceFacts().sms)
-
-
-def plan_tf32(entry: str, source: str, call, device: dict) -> CudaPlan:
-    """Rung 25: TF32 operands packed, the TF32 tensor kernel, the reduction when sliced."""
-    plan = tensor_plan(call.m, call.n, call.k, call.batch, 1, _sm_count(device))
-    return CudaPlan(_steps(plan, entry, source), plan.workspace, _info(plan, "tensor"))
+def plan_tf32(call: GemmCall, device: DeviceFacts, override: object = None) -> CudaPlan:
+    """Rung 25: TF32 operands packed, the TF32 tensor kernel, the reduction when sliced.
+    (``override``, the dispatcher's forced candidate, means nothing here.)"""
+    plan = tensor_plan(call.m, call.n, call.k, call.batch, 1, device.sms)
+    return CudaPlan(_steps(plan), plan.workspace, _info(plan, "tensor"))
 
 
 def uses_tensor_cores(m: int, n: int, k: int) -> bool:
@@ -165,21 +168,19 @@ def uses_tensor_cores(m: int, n: int, k: int) -> bool:
     return k >= ACCURATE_MIN_K and min(m, n) >= ACCURATE_MIN_MN
 
 
-def plan_accurate(entry: str, source: str, call, device: dict, force_tensor: bool = False
-                  ) -> CudaPlan:
+def plan_accurate(call: GemmCall, device: DeviceFacts, override: object = None, *,
+                  force_tensor: bool = False) -> CudaPlan:
     """Rung 26: big and small parts packed, three products with FP32 accumulation outside
     the tensor cores; rung 22's FP32 SIMT plan where the shape gains nothing from them."""
     if not force_tensor and not uses_tensor_cores(call.m, call.n, call.k):
-        default = DeviceFacts()
-        facts = DeviceFacts(str(device.get("name") or default.name), _sm_count(device),
-                            int(device.get("sm_clock_mhz") or default.clock_mhz))
-        simt = planners.plan_adaptive(call, facts)
+        simt = planners.plan_adaptive(call, device)
         return CudaPlan(simt.steps, simt.workspace,
                         {**dict(simt.info), "tensorcore": {"path": "fp32 simt (rung 22)"}})
-    plan = tensor_plan(call.m, call.n, call.k, call.batch, 2, _sm_count(device))
-    return CudaPlan(_steps(plan, entry, source), plan.workspace, _info(plan, "tensor"))
+    plan = tensor_plan(call.m, call.n, call.k, call.batch, 2, device.sms)
+    return CudaPlan(_steps(plan), plan.workspace, _info(plan, "tensor"))
 
 
-def plan_accurate_tensor(entry: str, source: str, call, device: dict) -> CudaPlan:
+def plan_accurate_tensor(call: GemmCall, device: DeviceFacts, override: object = None
+                         ) -> CudaPlan:
     """Rung 26's tensor path on every shape (for tests of its edges)."""
-    return plan_accurate(entry, source, call, device, force_tensor=True)
+    return plan_accurate(call, device, override, force_tensor=True)

@@ -47,7 +47,6 @@ cuBLAS (``cuda.cublas``, ``cuda.cublas_tf32``)
 
 from __future__ import annotations
 
-import importlib
 import os
 import sys
 from collections.abc import Iterable, Sequence
@@ -269,14 +268,7 @@ class CudaBackend(Backend):
         launch = launch_of(kernel)
         if launch.planner is None:
             return launch.plan(call, kernel.layout)
-        if callable(launch.planner):  # mmsuite.cuda_dispatch's: (call, device facts, override)
-            return launch.planner(call, self.device_facts, None)
-        # The tensor-core rungs name theirs "module:function" (entry, source, call, facts dict).
-        module, _, name = launch.planner.partition(":")
-        planner = getattr(importlib.import_module(module), name)
-        facts = self.device_facts
-        return planner(kernel.entry, kernel.source, call, {
-            "name": facts.name, "sm_count": facts.sms, "sm_clock_mhz": facts.clock_mhz})
+        return launch.planner(call, self.device_facts, None)  # (call, facts, forced plan)
 
     @cached_property
     def device_facts(self) -> DeviceFacts:

@@ -18,7 +18,7 @@ import numpy as np
 import pytest
 
 import mmsuite
-from mmsuite import Problem, RunOptions, kernels, verify
+from mmsuite import Problem, RunOptions, kernels, tensorcore, verify
 from mmsuite.backends import cuda as cuda_backend
 from mmsuite.backends import cuda_session, cuda_timing, get_backend
 from mmsuite.catalogue import Kernel, get
@@ -171,6 +171,20 @@ def test_warm_compiles_each_module_the_plans_launch_once(monkeypatch) -> None:
     backend.warm(jobs)
     assert sorted(compiled) == sorted([(naive.source, (("TILE", "9"),)),
                                        ("cuda/21_splitk.cu", ()), (naive.source, (("bad", "1"),))])
+
+
+@pytest.mark.parametrize("kernel_id", ["cuda.25_tf32_mma", "cuda.26_fp32_accurate"])
+def test_tensor_rungs_plan_through_the_dispatchers_seam(kernel_id: str, monkeypatch) -> None:
+    """A planner is a function of (call, device facts, forced plan), for every rung; the
+    tensor plans' packs and main kernel are the rung's own source and entry."""
+    backend = cuda_backend.CudaBackend(RunOptions())
+    monkeypatch.setitem(backend.__dict__, "device_facts", DeviceFacts("test GPU", 132))
+    call = GemmCall(300, 200, 700, 2, "col", 1.0, 0.0, *[np.empty(0)] * 3)
+    plan = backend.plan(get(kernel_id), call)
+    pack_a, pack_b, main = plan.steps[:3]
+    assert (pack_a.entry, pack_b.entry, main.entry) == ("mm_25_pack", "mm_25_pack", None)
+    assert pack_a.source is pack_b.source is main.source is None
+    assert main.grid == (3, 2, 2 * plan.info["tensorcore"]["slices"])
 
 
 class _FakeSession:
@@ -504,7 +518,7 @@ def accurate_tensor_only() -> Kernel:
     rung = get("cuda.26_fp32_accurate")
     return Kernel("cuda.26_tensor_only", "cuda", 26, None, "", "", source=rung.source,
                   entry=rung.entry, layout="col", precision=rung.precision,
-                  launch=CudaLaunch(planner="mmsuite.tensorcore:plan_accurate_tensor"))
+                  launch=CudaLaunch(planner=tensorcore.plan_accurate_tensor))
 
 
 TENSOR_SHAPES = NO_TILE_DIVIDES + (Problem(300, 200, 700, batch=2, layout="col", beta=0.5),

@@ -9,7 +9,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from mmsuite import catalogue
+from mmsuite import catalogue, tensorcore
 from mmsuite.cuda_dispatch import planners, tuning_file
 from mmsuite.cuda_dispatch.device import DeviceFacts
 from mmsuite.cuda_dispatch.tuning_file import entry_of, shape_key
@@ -36,15 +36,19 @@ def _store(m: int, n: int, k: int, candidate: Candidate, batch: int = 1) -> Path
     return path
 
 
-def test_the_catalogue_names_planners_as_functions_of_the_package() -> None:
+def test_the_catalogue_names_planners_as_functions_of_one_signature() -> None:
     named = {k.id: k.launch.planner for k in catalogue.kernels("cuda")
-             if callable(getattr(k.launch, "planner", None))}
+             if getattr(k.launch, "planner", None) is not None}
     assert named == {"cuda.21_splitk": planners.plan_splitk,
                      "cuda.22_adaptive": planners.plan_adaptive,
                      "cuda.23_streamk": planners.plan_streamk,
-                     "cuda.24_gemv": planners.plan_gemv}
-    for planner in named.values():
-        assert list(inspect.signature(planner).parameters) == ["call", "device", "override"]
+                     "cuda.24_gemv": planners.plan_gemv,
+                     "cuda.25_tf32_mma": tensorcore.plan_tf32,
+                     "cuda.26_fp32_accurate": tensorcore.plan_accurate}
+    for planner in named.values():  # called as planner(call, device, override)
+        parameters = inspect.signature(planner).parameters
+        assert list(parameters)[:3] == ["call", "device", "override"]
+        assert all(p.kind == p.KEYWORD_ONLY for p in list(parameters.values())[3:])
 
 
 def test_split_plan_is_main_kernel_then_reduction_over_one_workspace() -> None:
