@@ -186,7 +186,8 @@ def test_a_planted_segfault_costs_one_row_and_resume_does_not_rerun_it(tmp_path)
     planted = tmp_path / "planted"
     planted.mkdir()
     native.sitecustomize(native.build(planted))
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(planted), str(ROOT)])}
+    paths = [str(planted), str(ROOT), *filter(None, [os.environ.get("PYTHONPATH")])]
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(paths)}
     path = tmp_path / "r.json"
     proc = _cli(QUICK + SEQ + ["--json", str(path)], env=env)
     assert proc.returncode == 1, proc.stderr

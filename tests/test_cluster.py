@@ -39,8 +39,10 @@ START_S = 60.0
 
 
 def _environ(**extra: str) -> dict:
-    # The workers import the planted jobs of this module from the checkout.
-    return {**os.environ, "PYTHONPATH": str(ROOT), **extra}
+    # The workers import the planted jobs of this module from the checkout (and keep any
+    # path the environment already gives, where the site's packages may live).
+    paths = [str(ROOT), *filter(None, [os.environ.get("PYTHONPATH")])]
+    return {**os.environ, "PYTHONPATH": os.pathsep.join(paths), **extra}
 
 
 def _wait_for(what: str, check, timeout: float = START_S) -> None:

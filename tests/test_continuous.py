@@ -358,3 +358,25 @@ def test_ctrl_c_keeps_the_finished_rounds(fake_builds, monkeypatch, tmp_path, ca
     assert [r["kernel"] for r in rows] == ["cpu.seq_ikj", "cpu.seq_tiled"]
     assert rows[1]["paired"]["reason"].startswith("interrupted") or \
         rows[1]["paired"]["verdict"] != "unsure"
+
+
+def test_the_table_fits_80_columns_a_table_per_problem_verdicts_whole() -> None:
+    import dataclasses
+    import io
+
+    from rich.console import Console
+
+    from mmsuite.commands.continuous import render
+
+    identical = judged(rounds(1.0), rounds(1.0, seed=1), code=("a", "a"))
+    slower = dataclasses.replace(judged(rounds(1.0), rounds(1.5, seed=2)),
+                                 kernel=catalogue.get("cpu.omp_packed"))
+    other = dataclasses.replace(identical, problem=Problem(1024, 1024, 1024))
+    out = io.StringIO()
+    render([identical, slower, other], DEFAULTS, Console(file=out, width=80))
+    lines = out.getvalue().splitlines()
+    assert max(len(line.rstrip()) for line in lines) <= 80
+    assert [line.strip() for line in lines if "x" in line and " " not in line.strip()] == [
+        PROBLEM.shape_label, "1024x1024x1024"]  # one table per problem, titled by it
+    assert sum("same (identical code)" in line for line in lines) == 2
+    assert any(line.startswith("cpu.omp_packed") and "slower [1]" in line for line in lines)

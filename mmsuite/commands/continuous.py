@@ -15,6 +15,7 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from rich import box
 from rich.console import Console
 from rich.table import Table
 
@@ -182,26 +183,32 @@ def _verdict_text(pair: Pair) -> str:
 
 
 def render(pairs: list[Pair], settings: Settings, console: Console) -> None:
-    """One table (kernel, problem, BASE ms, HEAD ms, ratio, interval, verdict), the reason
+    """A table per problem (kernel, BASE ms, HEAD ms, ratio, interval, verdict), the reason
     of every row that is not plainly same, and a count of the unsure ones."""
-    table = Table(title=f"HEAD / BASE, {settings.confidence:.0%} interval, threshold "
-                  f"{settings.threshold:.0%}", title_justify="left")
-    columns: tuple[tuple[str, JustifyMethod], ...] = (
-        ("kernel", "left"), ("problem", "left"), ("BASE ms", "right"), ("HEAD ms", "right"),
-        ("ratio", "right"), ("interval", "right"), ("verdict", "left"))
-    for name, justify in columns:
-        table.add_column(name, justify=justify, no_wrap=name in ("kernel", "problem"))
+    console.print(f"HEAD / BASE, {settings.confidence:.0%} interval, threshold "
+                  f"{settings.threshold:.0%}", highlight=False)
     notes = []
-    for pair in pairs:
-        marker = ""
-        if pair.verdict != "same" or pair.reason != "identical code" and not \
-                pair.reason.startswith("whole interval within"):
-            notes.append(f"{pair.kernel.id} @ {pair.problem.shape_label}: {pair.reason}")
-            marker = f" [{len(notes)}]"
-        table.add_row(pair.kernel.id, pair.problem.shape_label, _ms(pair.base.median_ms),
-                      _ms(pair.head.median_ms), continuous.ratio_text(pair),
-                      continuous.interval_text(pair), _verdict_text(pair) + marker)
-    console.print(table)
+    for problem in dict.fromkeys(pair.problem for pair in pairs):
+        # Drawn as run's table is, to fit 80 columns: no frame, the problem as the title,
+        # ids and figures whole; only the verdict may wrap, between its words.
+        table = Table(title=problem.shape_label, title_justify="left", box=box.SIMPLE_HEAD,
+                      show_edge=False, pad_edge=False, padding=(0, 1, 0, 0),
+                      collapse_padding=True)
+        columns: tuple[tuple[str, JustifyMethod], ...] = (
+            ("kernel", "left"), ("BASE ms", "right"), ("HEAD ms", "right"),
+            ("ratio", "right"), ("interval", "right"), ("verdict", "left"))
+        for name, justify in columns:
+            table.add_column(name, justify=justify, no_wrap=name != "verdict")
+        for pair in (p for p in pairs if p.problem == problem):
+            marker = ""
+            if pair.verdict != "same" or pair.reason != "identical code" and not \
+                    pair.reason.startswith("whole interval within"):
+                notes.append(f"{pair.kernel.id} @ {pair.problem.shape_label}: {pair.reason}")
+                marker = f" [{len(notes)}]"
+            table.add_row(pair.kernel.id, _ms(pair.base.median_ms), _ms(pair.head.median_ms),
+                          continuous.ratio_text(pair), continuous.interval_text(pair),
+                          _verdict_text(pair) + marker)
+        console.print(table)
     for number, note in enumerate(notes, 1):
         console.print(f"[{number}] {note}", highlight=False)
     unsure = [p for p in pairs if p.verdict == "unsure"]

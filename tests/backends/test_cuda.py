@@ -351,7 +351,7 @@ def test_bad_launch_raises_with_cuda_error_text() -> None:
 def test_a_planned_sequence_runs_every_step_in_one_sample() -> None:
     kernel = Kernel("cuda.planned", "cuda", 99, None, "", "", source="cuda/01_naive.cu",
                     entry="mm_01_naive", layout="col",
-                    launch=CudaLaunch(planner=f"{__name__}:two_step_plan"))
+                    launch=CudaLaunch(planner=two_step_plan))
     problem = Problem(70, 40, 9, batch=2, layout="col", alpha=0.5, seed=4)
     inputs = problem.inputs()
     call = mmsuite.layout.plan_call(problem, inputs, "col")
