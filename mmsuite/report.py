@@ -279,20 +279,26 @@ def _caption(rows: list[dict], wide: bool = True) -> str:
 _NO_BREAK = "\u00a0"  # textwrap breaks at ASCII whitespace only
 
 
+def _wrap(text: str, width: int, indent: str = "") -> list[str]:
+    """``text`` on lines at most ``width`` wide, broken at spaces only (a no-break space
+    holds words together; no word is cut), continuation lines indented by ``indent``."""
+    lines = textwrap.wrap(text, width, subsequent_indent=indent, break_long_words=False,
+                          break_on_hyphens=False)
+    return [line.replace(_NO_BREAK, " ") for line in lines] or [""]
+
+
 def wrap_legend(caption: str, width: int) -> list[str]:
     """The legend ("term: definition; ...") on lines at most ``width`` wide, broken between
     words but never inside a term ("% ref of CPU rungs") nor between a term and its
     definition's first word, so that each line that opens a definition names its term."""
     clauses = []
-    for clause in caption.split("; "):
-        term, colon, definition = clause.partition(": ")
-        if colon:
+    for term, definition in legend_items(caption):
+        if definition:
             first, space, rest = definition.partition(" ")
-            clause = (term + colon + first).replace(" ", _NO_BREAK) + space + rest
-        clauses.append(clause)
-    lines = textwrap.wrap("; ".join(clauses), width, break_long_words=False,
-                          break_on_hyphens=False)
-    return [line.replace(_NO_BREAK, " ") for line in lines]
+            clauses.append((term + ": " + first).replace(" ", _NO_BREAK) + space + rest)
+        else:
+            clauses.append(term)
+    return _wrap("; ".join(clauses), width)
 
 
 def legend_items(caption: str) -> list[tuple[str, str]]:
@@ -308,9 +314,7 @@ def _wrap_hanging(text: str, width: int) -> list[str]:
     """``text`` on lines at most ``width`` wide, broken between words but never inside an id
     or a quoted command (`pip install x`), the lines after the first indented."""
     text = re.sub(r"`[^`]*`", lambda quoted: quoted.group().replace(" ", _NO_BREAK), text)
-    lines = textwrap.wrap(text, width, subsequent_indent="  ", break_long_words=False,
-                          break_on_hyphens=False)
-    return [line.replace(_NO_BREAK, " ") for line in lines] or [""]
+    return _wrap(text, width, indent="  ")
 
 
 def unavailable_by_reason(records: Iterable[dict]) -> dict[str, list[dict]]:
@@ -448,6 +452,14 @@ def _print_wrapped(console, lines: list[str], width: int) -> None:
                       highlight=False)
 
 
+def _print_legend(console, caption: str, table_width: int) -> int:
+    """The legend, dim, as wide as its table (at least 60) or the terminal; that width."""
+    width = min(console.width, max(table_width, 60))
+    console.print("\n".join(wrap_legend(caption, width)), style="dim", width=width,
+                  markup=False, highlight=False)
+    return width
+
+
 def _print_compact(console, title: str, caption: str, cols: list[Column], rows: list[dict],
                    body: list[list[str]]) -> int:
     """The table and its legend; returns the width the legend wraps at."""
@@ -466,10 +478,7 @@ def _print_compact(console, title: str, caption: str, cols: list[Column], rows: 
         table.add_row(*cells, style=_STYLE.get(row["status"]))
     console.print(table)
     # The legend wraps at word boundaries, at the table's width or the terminal's.
-    width = min(console.width, max(_table_width(cols, body, gap), 60))
-    console.print("\n".join(wrap_legend(caption, width)), style="dim", width=width,
-                  markup=False, highlight=False)
-    return width
+    return _print_legend(console, caption, _table_width(cols, body, gap))
 
 
 def _print_wide(console, title: str, caption: str, cols: list[Column], rows: list[dict],
@@ -488,11 +497,9 @@ def _print_wide(console, title: str, caption: str, cols: list[Column], rows: lis
     for row, cells in zip(rows, body):
         table.add_row(*cells, style=_STYLE.get(row["status"]))
     console.print(table)
-    # The legend under the table, as wide as it (or the terminal), wrapped between
-    # definitions as the compact table's is: rich's caption would split a term from its own.
-    width = min(console.width, max(console.measure(table).maximum, 60))
-    console.print("\n".join(wrap_legend(caption, width)), style="dim", width=width,
-                  markup=False, highlight=False)
+    # The legend under the table, wrapped between definitions as the compact table's is:
+    # rich's caption would split a term from its own.
+    _print_legend(console, caption, console.measure(table).maximum)
 
 
 def ladder_table(records: list[dict], wide: bool = True

@@ -425,20 +425,16 @@ def run_on_devices(jobs: Iterable[Job], devices: list[int | None], options: RunO
     for item in jobs:
         pending.put(item)
     workers = [Worker(device, job) for device in devices]
-    # Each worker first builds ahead a share of what the sweep launches, untimed and several
-    # builds at once; they land in the compilers' disk caches, which the workers share.
-    shares = {id(w): [(item.kernel_id, item.problem) for item in jobs[i::len(workers)]]
-              for i, w in enumerate(workers)}
     stop = threading.Event()
     failures: list[BaseException] = []
 
-    def serve(worker: Worker) -> None:
+    def serve(worker: Worker, share: list[Job]) -> None:
         # Ctrl-C is the main thread's; a worker started from here inherits the blocked
         # signal, so one starting up when Ctrl-C comes does not die with a traceback.
         signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
         try:
-            if job is measure_job and shares[id(worker)]:  # planted test jobs build nothing
-                worker.warm(shares[id(worker)], options)
+            if job is measure_job and share:  # planted test jobs build nothing
+                worker.warm([(item.kernel_id, item.problem) for item in share], options)
             while not stop.is_set():
                 try:
                     item = pending.get_nowait()
@@ -455,8 +451,11 @@ def run_on_devices(jobs: Iterable[Job], devices: list[int | None], options: RunO
             failures.append(exc)
             stop.set()
 
-    threads = [threading.Thread(target=serve, args=(w,), name=f"mmsuite-device-{w.device}",
-                                daemon=True) for w in workers]
+    # Each worker first builds ahead a share of what the sweep launches, untimed and several
+    # builds at once; they land in the compilers' disk caches, which the workers share.
+    threads = [threading.Thread(target=serve, args=(w, jobs[i::len(workers)]),
+                                name=f"mmsuite-device-{w.device}", daemon=True)
+               for i, w in enumerate(workers)]
     try:
         for thread in threads:
             thread.start()

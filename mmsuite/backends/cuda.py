@@ -79,8 +79,8 @@ _TF32_VARIABLES = ("NVIDIA_TF32_OVERRIDE", "CUPY_TF32")
 _tf32_found: dict[str, str | None] = {}
 # Compiled modules and kernels, shared by every adapter instance of the process.
 _MODULES: dict[tuple, Any] = {}
-_COMPILE_THREADS = 8  # NVRTC compiles ahead of a sweep at once (``CudaBackend.warm``)
 _FUNCTIONS: dict[tuple, Any] = {}
+_COMPILE_THREADS = 8  # NVRTC compiles ahead of a sweep at once (``CudaBackend.warm``)
 
 
 class DeviceMemoryError(MemoryError):

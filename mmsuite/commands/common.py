@@ -231,8 +231,7 @@ def deprecated(new: str, action: type[argparse.Action]) -> type[argparse.Action]
 
     class Deprecated(action):  # type: ignore[misc,valid-type]
         def __call__(self, parser, namespace, values, option_string=None):
-            print(f"mmsuite: warning: {option_string} is deprecated and goes in the next "
-                  f"release; use {new}", file=sys.stderr)
+            warn(f"{option_string} is deprecated and goes in the next release; use {new}")
             super().__call__(parser, namespace, values, option_string)
 
     return Deprecated
@@ -242,7 +241,7 @@ def preset_name(text: str) -> str:
     """An argparse type: a preset's name, an old name replaced by its new one after a
     warning on stderr (the choices, and so the help, list the new names only)."""
     if text in DEPRECATED_PRESETS:
-        print(f"mmsuite: warning: {preset_deprecation(text)}", file=sys.stderr)
+        warn(preset_deprecation(text))
         return DEPRECATED_PRESETS[text]
     return text
 
