@@ -16,8 +16,9 @@ def code_of(kernel: catalogue.Kernel) -> dict[str, str]:
 
 
 def test_a_kernel_has_one_identity_with_every_part() -> None:
-    pytest.importorskip("pyopencl", reason="pyopencl is not installed: pip install -e '.[opencl]'")
     kernel = catalogue.get("opencl.tiled")
+    if not kernel.available:  # no pyopencl, or no OpenCL platform: no toolchain to read
+        pytest.skip(f"opencl.tiled cannot run here: {kernel.reason}")
     first = code_of(kernel)
     assert first == code_of(kernel)
     assert set(first) == {"kernel", "engine", "toolchain", "hash"}
