@@ -306,6 +306,17 @@ CUDA = [
         "each 16-k chunk accumulated outside the tensor core in FP32; rung 22 on short K",
         "beyond", "26_fp32_accurate", layout="col", precision=FP32_ACCURATE,
         launch={"planner": tensorcore.plan_accurate}),
+    # Hopper (sm_90a): wgmma on tiles the bulk tensor copy engine loads, warp-specialised.
+    _cu("cuda.28_tf32_wgmma", 28, "cuda.25_tf32_mma",
+        "TF32 on Hopper: wgmma.mma_async m64n256k8 from 128-byte-swizzled shared tiles that "
+        "TMA loads (B in place), a producer and two consumer warpgroups, 4 mbarrier stages",
+        "beyond", "28_tf32_wgmma", layout="col", precision=TF32,
+        launch={"planner": tensorcore.plan_tf32_wgmma, "arch": tensorcore.WGMMA_ARCH}),
+    _cu("cuda.29_fp32_accurate_wgmma", 29, "cuda.26_fp32_accurate",
+        "FP32 accuracy on rung 28's wgmma pipeline: three products of the split, each 32-k "
+        "chunk of big products added in FP32 outside the tensor core; rung 22 on short K",
+        "beyond", "29_fp32_accurate_wgmma", layout="col", precision=FP32_ACCURATE,
+        launch={"planner": tensorcore.plan_accurate_wgmma, "arch": tensorcore.WGMMA_ARCH}),
 ]
 
 CATALOGUE: tuple[Kernel, ...] = tuple(CPU + OPENCL + CUDA)

@@ -35,6 +35,8 @@ if TYPE_CHECKING:
 GEMM_ARGS = ("m", "n", "k", "alpha", "a", "b", "beta", "c")
 #: Names a step's arguments may use; other ints are passed as int32, floats as float32.
 ARG_NAMES = frozenset(GEMM_ARGS + ("batch", "work"))
+#: The names among them that are device buffers of float32.
+BUFFER_NAMES = frozenset(("a", "b", "c", "work"))
 #: Shared memory a kernel may declare statically; a launch asking for more dynamic
 #: shared memory first raises the kernel's ``MaxDynamicSharedMemorySize``.
 MAX_STATIC_SMEM = 48 * 1024
@@ -45,9 +47,46 @@ class LaunchLimit(ValueError):
     rung cannot run it, which is no bug."""
 
 
+def arch_capability(arch: str) -> str:
+    """The compute capability an architecture-specific target runs on: "sm_90a" -> "90"."""
+    return "".join(ch for ch in arch if ch.isdigit())
+
+
 def ceil_div(a: int, b: int) -> int:
     """a / b rounded up, for positive integers: tiles, blocks and work-groups that cover a size."""
     return -(-a // b)
+
+
+@dataclass(frozen=True)
+class TensorMap:
+    """A 3-D FP32 tensor (k, rows, matrix) in one of the step's buffers, read in boxes of
+    ``box_k`` x ``box_rows`` x 1 with the 128-byte swizzle; elements past the edges read as
+    zero. ``offset`` (floats) is where it starts in ``buffer``; strides in floats, each a
+    multiple of 4 (16 bytes)."""
+
+    buffer: str
+    offset: int
+    k: int
+    rows: int
+    matrices: int
+    row_stride: int
+    matrix_stride: int
+    box_rows: int
+    box_k: int = 32
+
+    def __post_init__(self) -> None:
+        if self.buffer not in BUFFER_NAMES:
+            raise ValueError(f"unknown buffer {self.buffer!r}; use {sorted(BUFFER_NAMES)}")
+        if self.row_stride % 4 or self.matrix_stride % 4 or self.offset % 4:
+            raise ValueError(f"tensor map strides and offset must be multiples of 4 floats: "
+                             f"{self}")
+
+
+@dataclass(frozen=True)
+class TensorMaps:
+    """One kernel argument: the maps, by value, one after another (128 bytes each)."""
+
+    maps: tuple[TensorMap, ...]
 
 
 @dataclass(frozen=True)
@@ -55,8 +94,10 @@ class CudaStep:
     """One kernel launch of a sample.
 
     ``args`` are names from ``ARG_NAMES`` (sizes, scalars, the A, B and C
-    buffers, ``work``: the plan's float32 workspace) or literal numbers.
-    ``source`` and ``entry`` default to the rung's own.
+    buffers, ``work``: the plan's float32 workspace), literal numbers or
+    ``TensorMaps``. ``source`` and ``entry`` default to the rung's own; ``arch``
+    names the architecture-specific target the source needs ("" for the device's
+    own).
     """
 
     grid: tuple[int, int, int]
@@ -65,7 +106,8 @@ class CudaStep:
     source: str | None = None
     defines: tuple[tuple[str, int | str], ...] = ()
     smem: int = 0
-    args: tuple[str | int | float, ...] = GEMM_ARGS
+    args: tuple[str | int | float | TensorMaps, ...] = GEMM_ARGS
+    arch: str = ""
 
     def __post_init__(self) -> None:
         unknown = [a for a in self.args if isinstance(a, str) and a not in ARG_NAMES]
@@ -100,6 +142,9 @@ class CudaLaunch:
                  blocks along z. Only for kernels written for it.
     ``planner``  a function returning a ``CudaPlan`` per problem (module
                  docstring); the other fields are then unused.
+    ``arch``     the architecture-specific target the rung's source needs
+                 (``"sm_90a"``: compute capability 9.0 only), "" for none. The
+                 adapter reports the rung unavailable on other GPUs.
     """
 
     block: tuple[int, ...] = (16, 16)
@@ -109,6 +154,7 @@ class CudaLaunch:
     defines: tuple[tuple[str, int | str], ...] = ()
     split_k: int = 1
     planner: Callable[..., CudaPlan] | None = None
+    arch: str = ""
 
     def __post_init__(self) -> None:
         if self.grid_x not in (None, "rows", "cols"):

@@ -1,4 +1,5 @@
-"""Plans of the tensor-core rungs (cuda/25_tf32_mma.cu, cuda/26_fp32_accurate.cu).
+"""Plans of the tensor-core rungs (cuda/25_tf32_mma.cu, cuda/26_fp32_accurate.cu, and the
+Hopper rungs cuda/28_tf32_wgmma.cu, cuda/29_fp32_accurate_wgmma.cu).
 
 A sample is: ``mm_25_pack`` on A and on B (each rounded to TF32, or split into
 big and small TF32 parts for rung 26, written k-contiguous and zero-padded to
@@ -10,7 +11,12 @@ parts, then B's, each start rounded up to 32 floats (128 bytes).
 Slices: only where the tiles leave SMs idle, as many as fill them once,
 with at least ``MIN_SLICE_TILES`` K tiles each.
 
-Rung 26 runs rung 22's FP32 SIMT kernels (``cuda_dispatch.planners.plan_adaptive``) where K
+Rungs 28 and 29 (sm_90a) pack the same way, but their main kernel reads the packed
+operands through tensor maps (``mmsuite.launch.TensorMap``) in tiles of 128 x
+``WGMMA_TILE_N`` with 384 threads; rung 28 reads B in place (no B pack) where its
+rows are whole 16-byte multiples (K % 4 == 0).
+
+Rungs 26 and 29 run rung 22's FP32 SIMT kernels (``cuda_dispatch.planners.plan_adaptive``) where K
 is below ``ACCURATE_MIN_K`` or M or N below ``ACCURATE_MIN_MN``: there the
 split's own error is larger than what chunked accumulation saves, and the
 padded tensor tiles gain little.
@@ -23,7 +29,7 @@ from typing import TYPE_CHECKING
 
 from .cuda_dispatch import planners
 from .cuda_dispatch.device import DeviceFacts
-from .launch import CudaPlan, CudaStep
+from .launch import CudaPlan, CudaStep, TensorMap, TensorMaps
 
 if TYPE_CHECKING:
     from .layout import GemmCall
@@ -46,6 +52,12 @@ _INT32_MAX = 2**31 - 1
 # Shared memory of the main kernels: stages x (A and B) x parts x 128 rows x 36 words.
 _TILE_BYTES = TILE_MN * (TILE_K + 4) * 4
 STAGES = {1: 3, 2: 3}  # TF32_STAGES and ACCURATE_STAGES in the sources
+# The wgmma rungs (parts 1: rung 28, parts 2: rung 29): the sources' WG_BN / ACC_BN and
+# WG_STAGES / ACC_STAGES defaults, and the target their source is compiled for.
+WGMMA_ARCH = "sm_90a"
+WGMMA_THREADS = 384
+WGMMA_TILE_N = {1: 256, 2: 128}
+WGMMA_STAGES = {1: 4, 2: 3}
 
 
 def _ceil(a: int, b: int) -> int:
@@ -67,6 +79,8 @@ class TensorPlan:
     parts: int
     slices: int
     kt_per_slice: int
+    tile_n: int = TILE_MN
+    b_packed: bool = True  # else B is read in place
 
     @property
     def mp(self) -> int:
@@ -94,17 +108,26 @@ class TensorPlan:
 
     @property
     def workspace(self) -> int:
+        if not self.b_packed:
+            return self.b_offset
         return self.b_offset + _align(self.parts * self.batch * self.np_ * self.kp)
 
     @property
     def smem(self) -> int:
         return STAGES[self.parts] * 2 * self.parts * _TILE_BYTES
 
+    @property
+    def wgmma_smem(self) -> int:
+        """The wgmma kernels' stages of A and B tiles, and 1024 bytes to align them."""
+        stage = self.parts * (TILE_MN + self.tile_n) * TILE_K * 4
+        return WGMMA_STAGES[self.parts] * stage + 1024
 
-def slices_for(m: int, n: int, k: int, batch: int, sm_count: int) -> tuple[int, int]:
+
+def slices_for(m: int, n: int, k: int, batch: int, sm_count: int,
+               tile_n: int = TILE_MN) -> tuple[int, int]:
     """(slices, K tiles per slice): one slice unless the tiles leave SMs idle."""
     k_tiles = _ceil(k, TILE_K)
-    tiles = _ceil(m, TILE_MN) * _ceil(n, TILE_MN) * batch
+    tiles = _ceil(m, TILE_MN) * _ceil(n, tile_n) * batch
     slices = 1
     if tiles < sm_count:
         slices = max(1, min(sm_count // tiles, k_tiles // MIN_SLICE_TILES, MAX_SLICES))
@@ -112,48 +135,87 @@ def slices_for(m: int, n: int, k: int, batch: int, sm_count: int) -> tuple[int, 
     return _ceil(k_tiles, per), per
 
 
-def tensor_plan(m: int, n: int, k: int, batch: int, parts: int, sm_count: int) -> TensorPlan:
-    slices, per = slices_for(m, n, k, batch, sm_count)
-    plan = TensorPlan(m, n, k, batch, parts, slices, per)
+def tensor_plan(m: int, n: int, k: int, batch: int, parts: int, sm_count: int,
+                tile_n: int = TILE_MN, b_packed: bool = True) -> TensorPlan:
+    slices, per = slices_for(m, n, k, batch, sm_count, tile_n)
+    plan = TensorPlan(m, n, k, batch, parts, slices, per, tile_n, b_packed)
     if plan.workspace > _INT32_MAX:  # the kernels take offsets as 32-bit integers
         raise ValueError(f"{batch}x{m}x{n}x{k} needs a workspace of {plan.workspace} floats, "
                          f"more than the tensor-core rungs address ({_INT32_MAX})")
     return plan
 
 
+def _pack(plan: TensorPlan, operand: str, arch: str = "") -> CudaStep:
+    """mm_25_pack of A or B into the workspace (the rung's own source, which includes it).
+    Column-major: A(m, k) at m + k * M; B(k, n) at k + n * K, read as rows n."""
+    if operand == "a":
+        rows, rows_p, offset, r_stride, k_stride = plan.m, plan.mp, plan.a_offset, 1, plan.m
+    else:
+        rows, rows_p, offset, r_stride, k_stride = plan.n, plan.np_, plan.b_offset, plan.k, 1
+    grid = (plan.kp // PACK_TILE, rows_p // PACK_TILE, plan.batch)
+    lo = plan.batch * rows_p * plan.kp
+    return CudaStep(grid, (PACK_THREADS,), PACK_ENTRY, None, arch=arch, args=(
+        operand, "work", offset, lo, rows, plan.k, rows_p, plan.kp, r_stride, k_stride,
+        plan.parts))
+
+
+def _check_grid(grid: tuple[int, int, int]) -> None:
+    if grid[1] > 65535 or grid[2] > 65535:
+        raise ValueError(f"grid {grid} exceeds CUDA's y/z limit of 65535")
+
+
+def _reduce(plan: TensorPlan) -> list[CudaStep]:
+    """Rung 21's reduction of the slices' partial sums, where K is sliced."""
+    if plan.slices == 1:
+        return []
+    reduce_grid = min(_ceil(plan.batch * plan.m * plan.n, 4 * 256), 65535)
+    return [CudaStep((reduce_grid, 1, 1), (256,), REDUCE_ENTRY, REDUCE_SOURCE,
+                     args=("m", "n", "batch", "alpha", "work", "beta", "c", plan.slices))]
+
+
 def _steps(plan: TensorPlan) -> tuple[CudaStep, ...]:
     """The packs, the main kernel and the reduction; the main kernel and the packs are the
     rung's own source (``source``/``entry`` None), the reduction is rung 21's."""
-    pack_block = (PACK_THREADS,)
-
-    def pack(operand: str, rows: int, rows_p: int, offset: int, r_stride: int,
-             k_stride: int) -> CudaStep:
-        grid = (plan.kp // PACK_TILE, rows_p // PACK_TILE, plan.batch)
-        lo = plan.batch * rows_p * plan.kp
-        return CudaStep(grid, pack_block, PACK_ENTRY, None, args=(
-            operand, "work", offset, lo, rows, plan.k, rows_p, plan.kp, r_stride, k_stride,
-            plan.parts))
-
-    # Column-major: A(m, k) at m + k * M; B(k, n) at k + n * K, read as rows n.
-    steps = [pack("a", plan.m, plan.mp, plan.a_offset, 1, plan.m),
-             pack("b", plan.n, plan.np_, plan.b_offset, plan.k, 1)]
+    steps = [_pack(plan, "a"), _pack(plan, "b")]
     grid = (plan.mp // TILE_MN, plan.np_ // TILE_MN, plan.batch * plan.slices)
-    if grid[1] > 65535 or grid[2] > 65535:
-        raise ValueError(f"grid {grid} exceeds CUDA's y/z limit of 65535")
+    _check_grid(grid)
     steps.append(CudaStep(grid, (THREADS,), None, None, smem=plan.smem, args=(
         "m", "n", plan.kp, "alpha", "beta", "c", "work", plan.a_offset, plan.b_offset,
         plan.mp, plan.np_, plan.kt_per_slice, plan.slices)))
-    if plan.slices > 1:
-        reduce_grid = min(_ceil(plan.batch * plan.m * plan.n, 4 * 256), 65535)
-        steps.append(CudaStep((reduce_grid, 1, 1), (256,), REDUCE_ENTRY, REDUCE_SOURCE,
-                              args=("m", "n", "batch", "alpha", "work", "beta", "c",
-                                    plan.slices)))
-    return tuple(steps)
+    return tuple(steps + _reduce(plan))
+
+
+def _wgmma_maps(plan: TensorPlan) -> TensorMaps:
+    """A's parts, then B's: packed k-contiguous in the workspace, or B in place."""
+    a_part, b_part = plan.batch * plan.mp * plan.kp, plan.batch * plan.np_ * plan.kp
+    maps = [TensorMap("work", plan.a_offset + p * a_part, plan.kp, plan.mp, plan.batch, plan.kp,
+                      plan.mp * plan.kp, TILE_MN) for p in range(plan.parts)]
+    if plan.b_packed:
+        maps += [TensorMap("work", plan.b_offset + p * b_part, plan.kp, plan.np_, plan.batch,
+                           plan.kp, plan.np_ * plan.kp, plan.tile_n) for p in range(plan.parts)]
+    else:
+        maps.append(TensorMap("b", 0, plan.k, plan.n, plan.batch, plan.k, plan.n * plan.k,
+                              plan.tile_n))
+    return TensorMaps(tuple(maps))
+
+
+def _wgmma_steps(plan: TensorPlan) -> tuple[CudaStep, ...]:
+    """Rungs 28 and 29: the packs, the wgmma kernel (sm_90a) on tensor maps, the reduction."""
+    steps = [_pack(plan, "a", WGMMA_ARCH)] + ([_pack(plan, "b", WGMMA_ARCH)]
+                                              if plan.b_packed else [])
+    grid = (plan.mp // TILE_MN, _ceil(plan.n, plan.tile_n), plan.batch * plan.slices)
+    _check_grid(grid)
+    steps.append(CudaStep(grid, (WGMMA_THREADS,), None, None, smem=plan.wgmma_smem,
+                          arch=WGMMA_ARCH, args=(
+                              _wgmma_maps(plan), "m", "n", plan.kp, "alpha", "beta", "c", "work",
+                              plan.kt_per_slice, plan.slices)))
+    return tuple(steps + _reduce(plan))
 
 
 def _info(plan: TensorPlan, path: str) -> dict:
     return {"tensorcore": {"path": path, "slices": plan.slices, "parts": plan.parts,
-                           "padded": [plan.mp, plan.np_, plan.kp]}}
+                           "padded": [plan.mp, plan.np_, plan.kp],
+                           "b": "packed" if plan.b_packed else "in place"}}
 
 
 def plan_tf32(call: GemmCall, device: DeviceFacts, override: object = None) -> CudaPlan:
@@ -184,3 +246,29 @@ def plan_accurate_tensor(call: GemmCall, device: DeviceFacts, override: object =
                          ) -> CudaPlan:
     """Rung 26's tensor path on every shape (for tests of its edges)."""
     return plan_accurate(call, device, override, force_tensor=True)
+
+
+def plan_tf32_wgmma(call: GemmCall, device: DeviceFacts, override: object = None) -> CudaPlan:
+    """Rung 28: A packed (B too where K % 4 != 0), the wgmma kernel, the reduction when
+    sliced."""
+    plan = tensor_plan(call.m, call.n, call.k, call.batch, 1, device.sms, WGMMA_TILE_N[1],
+                       b_packed=call.k % 4 != 0)
+    return CudaPlan(_wgmma_steps(plan), plan.workspace, _info(plan, "wgmma"))
+
+
+def plan_accurate_wgmma(call: GemmCall, device: DeviceFacts, override: object = None, *,
+                        force_tensor: bool = False) -> CudaPlan:
+    """Rung 29: rung 26's split and chunked FP32 accumulation on the wgmma kernel; rung 22's
+    FP32 SIMT plan where the shape gains nothing from the tensor cores."""
+    if not force_tensor and not uses_tensor_cores(call.m, call.n, call.k):
+        simt = planners.plan_adaptive(call, device)
+        return CudaPlan(simt.steps, simt.workspace,
+                        {**dict(simt.info), "tensorcore": {"path": "fp32 simt (rung 22)"}})
+    plan = tensor_plan(call.m, call.n, call.k, call.batch, 2, device.sms, WGMMA_TILE_N[2])
+    return CudaPlan(_wgmma_steps(plan), plan.workspace, _info(plan, "wgmma"))
+
+
+def plan_accurate_wgmma_tensor(call: GemmCall, device: DeviceFacts, override: object = None
+                               ) -> CudaPlan:
+    """Rung 29's wgmma path on every shape (for tests of its edges)."""
+    return plan_accurate_wgmma(call, device, override, force_tensor=True)

@@ -225,7 +225,8 @@ def test_the_80_column_layout() -> None:
     ]
     assert lines[22] == "128x128x128"
     assert lines[-3:] == [
-        "cuda.* (32) unavailable on every problem: CuPy is not importable",
+        f"cuda.* ({sum(k.backend == 'cuda' for k in CATALOGUE)}) unavailable on every problem: "
+        "CuPy is not importable",
         "  (ModuleNotFoundError: No module named 'cupy'); install CuPy with",
         "  `pip install 'mmsuite[cuda]'`",
     ]

@@ -13,6 +13,10 @@ Compilation
     CuPy also caches the binary on disk, keyed by the code and the options.
     Local ``#include "x.cuh"`` lines are inlined first (``read_source``), so
     the key covers the headers too. Kernels are plain ``extern "C"`` functions.
+    A step that names an architecture-specific target (``CudaStep.arch``, e.g.
+    ``sm_90a`` for wgmma and setmaxnreg) is compiled by NVRTC directly for it
+    (CuPy adds an ``-arch`` of its own, and NVRTC takes one) into a cubin that
+    CuPy loads; such a rung is unavailable on other GPUs (``kernel_reason``).
 
 Launches
     A rung's ``CudaLaunch`` (``mmsuite.launch``) gives a ``CudaPlan``: one step
@@ -47,18 +51,21 @@ cuBLAS (``cuda.cublas``, ``cuda.cublas_tf32``)
 
 from __future__ import annotations
 
+import hashlib
 import os
 import sys
+import tempfile
 from collections.abc import Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass
-from functools import cached_property
+from functools import cache, cached_property
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from ..cuda_dispatch.device import DeviceFacts
-from ..launch import MAX_STATIC_SMEM, CudaLaunch, CudaPlan
+from ..launch import MAX_STATIC_SMEM, CudaLaunch, CudaPlan, arch_capability
 from ..sources import read_source, source_path
 from .base import Backend, RunOptions, is_kernel_failure
 from .cuda_session import CudaLaunchError, CudaSession, cublas_steps, kernel_steps
@@ -151,6 +158,31 @@ class GpuFacts:
         return asdict(self)
 
 
+def _compile_cubin(source: str, options: tuple[str, ...], arch: str) -> str:
+    """``source`` compiled by NVRTC for ``arch`` (e.g. sm_90a); the path of the cubin, in a
+    folder of this process's (CuPy loads a module from a file)."""
+    from cupy_backends.cuda.libs import nvrtc
+
+    program = nvrtc.createProgram(read_source(source), source, [], [])
+    try:
+        try:
+            nvrtc.compileProgram(program, [*options, f"-arch={arch}"])
+        except Exception as exc:
+            raise RuntimeError(f"{exc}\n{nvrtc.getProgramLog(program)}") from exc
+        cubin = nvrtc.getCUBIN(program)
+    finally:
+        nvrtc.destroyProgram(program)
+    digest = hashlib.sha256(cubin).hexdigest()[:24]
+    path = Path(_cubin_folder().name) / f"{digest}.cubin"
+    path.write_bytes(cubin)
+    return str(path)
+
+
+@cache
+def _cubin_folder() -> tempfile.TemporaryDirectory:
+    return tempfile.TemporaryDirectory(prefix="mmsuite-cubin-")
+
+
 def _define_key(defines: Iterable) -> tuple[tuple[str, str], ...]:
     """A module's defines in one canonical form: the key of both caches."""
     return tuple(sorted((str(name), str(value)) for name, value in defines))
@@ -195,7 +227,23 @@ class CudaBackend(Backend):
             return f"{kernel.id} names no source or entry in the catalogue"
         if not source_path(kernel.source).is_file():
             return f"source {kernel.source} is missing from this installation"
+        arch = launch_of(kernel).arch
+        if arch:
+            capability = self._compute_capability()
+            if capability and capability != arch_capability(arch):
+                return (f"{kernel.id} is built for {arch} (compute capability "
+                        f"{arch_capability(arch)}); this GPU's is {capability}")
         return ""
+
+    def _compute_capability(self) -> str:
+        """The current GPU's compute capability ("90"), "" where there is none to ask."""
+        cp = _import_cupy()
+        if cp is None:
+            return ""
+        try:
+            return str(cp.cuda.Device().compute_capability)
+        except Exception:  # no device or driver: probe() gives that reason
+            return ""
 
     @property
     def _cupy(self):
@@ -204,29 +252,35 @@ class CudaBackend(Backend):
             raise RuntimeError(_cupy_error)
         return cp
 
-    def _module(self, source: str, defines: tuple[tuple[str, str], ...]) -> Any:
-        """The ``cupy.RawModule`` of ``source`` compiled with ``defines`` (cached)."""
-        module = _MODULES.get((source, defines))
+    def _module(self, source: str, defines: tuple[tuple[str, str], ...], arch: str = "") -> Any:
+        """The ``cupy.RawModule`` of ``source`` compiled with ``defines`` (cached), for the
+        device's own architecture or for the architecture-specific target ``arch``."""
+        module = _MODULES.get((source, defines, arch))
         if module is None:
             options = ("-std=c++17", f"-I{source_path(source).parent}") + tuple(
                 f"-D{name}={value}" for name, value in defines)
             try:
-                module = self._cupy.RawModule(code=read_source(source), options=options,
-                                              backend="nvrtc")
+                if arch:
+                    module = self._cupy.RawModule(path=_compile_cubin(source, options, arch))
+                else:
+                    module = self._cupy.RawModule(code=read_source(source), options=options,
+                                                  backend="nvrtc")
                 module.compile()
             except Exception as exc:
-                raise CudaLaunchError(f"NVRTC failed on {source} {dict(defines)}: {exc}") \
-                    from exc
-            _MODULES[(source, defines)] = module
+                raise CudaLaunchError(f"NVRTC failed on {source} {dict(defines)}"
+                                      f"{f' for {arch}' if arch else ''}: {exc}") from exc
+            _MODULES[(source, defines, arch)] = module
         return module
 
-    def function(self, source: str, entry: str, defines: tuple = (), smem: int = 0) -> Any:
-        """The compiled ``cupy.RawKernel`` ``entry`` of ``source`` with ``defines`` (cached)."""
+    def function(self, source: str, entry: str, defines: tuple = (), smem: int = 0,
+                 arch: str = "") -> Any:
+        """The compiled ``cupy.RawKernel`` ``entry`` of ``source`` with ``defines`` (cached),
+        for ``arch`` where the step names one."""
         defines = _define_key(defines)
-        key = (source, defines, entry)
+        key = (source, defines, entry, arch)
         fn = _FUNCTIONS.get(key)
         if fn is None:
-            module = self._module(source, defines)
+            module = self._module(source, defines, arch)
             try:
                 fn = module.get_function(entry)
             except Exception as exc:
@@ -249,7 +303,8 @@ class CudaBackend(Backend):
             except Exception:  # the job plans again and reports it in its own row
                 continue
             for step in steps:
-                modules[(step.source or kernel.source, _define_key(step.defines))] = None
+                modules[(step.source or kernel.source, _define_key(step.defines),
+                         step.arch)] = None
         missing = [key for key in modules if key not in _MODULES]
         if not missing:
             return

@@ -14,7 +14,8 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from . import cuda_timing
+from ..launch import TensorMaps
+from . import cuda_tensormap, cuda_timing
 from .base import KernelFailed, Session, Timer
 
 if TYPE_CHECKING:
@@ -30,7 +31,8 @@ class CudaLaunchError(KernelFailed):
 def kernel_steps(session: CudaSession, plan: CudaPlan, function: Callable[..., Any],
                  profile: bool) -> list[Callable[[], None]]:
     """The launches of ``plan``'s steps on the session's buffers; ``function(source, entry,
-    defines, smem)`` gives a compiled kernel. Records each step's geometry in ``info``."""
+    defines, smem, arch)`` gives a compiled kernel. ``TensorMaps`` arguments are encoded
+    over the buffers once, here. Records each step's geometry in ``info``."""
     cp, call, kernel = session.cp, session.call, session.kernel
     work = cp.empty(max(plan.workspace, 1), dtype=cp.float32)
     session.keep.append(work)
@@ -40,11 +42,18 @@ def kernel_steps(session: CudaSession, plan: CudaPlan, function: Callable[..., A
               "c": session.c, "work": work}
     steps: list[Callable[[], None]] = []
     described: list[dict[str, Any]] = []  # each step's geometry, for the record
+
+    def value(arg: str | int | float | TensorMaps) -> Any:
+        if isinstance(arg, str):
+            return values[arg]
+        if isinstance(arg, TensorMaps):
+            return cuda_tensormap.kernel_argument(arg, values)
+        return np.int32(arg) if isinstance(arg, int) else np.float32(arg)
+
     for step in plan.steps:
         fn = function(step.source or kernel.source, step.entry or kernel.entry,
-                      step.defines, step.smem)
-        args = tuple(values[a] if isinstance(a, str) else
-                     (np.int32(a) if isinstance(a, int) else np.float32(a)) for a in step.args)
+                      step.defines, step.smem, step.arch)
+        args = tuple(value(a) for a in step.args)
         steps.append(functools.partial(fn, step.grid, step.block, args, shared_mem=step.smem))
         described.append({"entry": step.entry or kernel.entry, "grid": list(step.grid),
                           "block": list(step.block), "smem": step.smem})

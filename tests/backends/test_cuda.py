@@ -24,13 +24,19 @@ from mmsuite.backends import cuda_session, cuda_timing, get_backend
 from mmsuite.catalogue import Kernel, get
 from mmsuite.cuda_dispatch.device import DeviceFacts
 from mmsuite.cuda_dispatch.variants import VARIANTS
-from mmsuite.launch import CudaLaunch, CudaPlan, CudaStep, LaunchLimit
+from mmsuite.launch import CudaLaunch, CudaPlan, CudaStep, LaunchLimit, TensorMaps
 from mmsuite.layout import GemmCall, sized_call
 from mmsuite.measure import Sampling, sample_session
 from mmsuite.sources import source_path
 
 CUDA_DIR = Path(source_path("cuda/common.cuh")).parent
 NVCC = shutil.which("nvcc")
+
+
+def _targets() -> dict[str, str]:
+    """The architecture-specific target of each source a rung names one for ("sm_90a")."""
+    return {Path(kernel.source).name: cuda_backend.launch_of(kernel).arch
+            for kernel in kernels("cuda") if kernel.source and cuda_backend.launch_of(kernel).arch}
 
 
 def _compile_cases() -> list:
@@ -49,8 +55,12 @@ def _compile_cases() -> list:
 @pytest.mark.skipif(NVCC is None, reason="nvcc is not on PATH (install the CUDA toolkit)")
 @pytest.mark.parametrize("name,defines", _compile_cases())
 def test_source_compiles_for_sm90(name: str, defines: tuple, tmp_path: Path) -> None:
+    """For the GPU's own target, or for the architecture-specific one its rung names (its
+    own -gencode: the -arch=sm_90a shorthand also runs a plain sm_90 pass)."""
     flags = [f"-D{k}={v}" for k, v in defines]
-    cmd = [NVCC, "-arch=sm_90", "-c", "-I", str(CUDA_DIR), *flags, "-o",
+    arch = _targets().get(name, "")
+    target = f"-gencode=arch=compute_{arch[3:]},code={arch}" if arch else "-arch=sm_90"
+    cmd = [NVCC, target, "-c", "-I", str(CUDA_DIR), *flags, "-o",
            str(tmp_path / "out.o"), str(CUDA_DIR / name)]
     done = subprocess.run(cmd, capture_output=True, text=True)
     assert done.returncode == 0, f"{' '.join(cmd)}\n{done.stderr}"
@@ -150,8 +160,8 @@ def test_warm_compiles_each_module_the_plans_launch_once(monkeypatch) -> None:
     monkeypatch.setattr(cuda_backend, "_MODULES", {})
     compiled: list[tuple] = []
 
-    def compile_module(source: str, defines: tuple) -> None:
-        compiled.append((source, defines))
+    def compile_module(source: str, defines: tuple, arch: str) -> None:
+        compiled.append((source, defines, arch))
         if "bad" in dict(defines):  # the job would report this one; warm goes on
             raise cuda_session.CudaLaunchError("NVRTC failed")
 
@@ -169,8 +179,9 @@ def test_warm_compiles_each_module_the_plans_launch_once(monkeypatch) -> None:
     jobs = [(naive, call), (naive, call), (get("cuda.cublas"), call),
             (naive, GemmCall(13, 1, 1, 1, "row", 1.0, 0.0, *[np.empty(0)] * 3))]
     backend.warm(jobs)
-    assert sorted(compiled) == sorted([(naive.source, (("TILE", "9"),)),
-                                       ("cuda/21_splitk.cu", ()), (naive.source, (("bad", "1"),))])
+    assert sorted(compiled) == sorted([(naive.source, (("TILE", "9"),), ""),
+                                       ("cuda/21_splitk.cu", (), ""),
+                                       (naive.source, (("bad", "1"),), "")])
 
 
 @pytest.mark.parametrize("kernel_id", ["cuda.25_tf32_mma", "cuda.26_fp32_accurate"])
@@ -187,6 +198,50 @@ def test_tensor_rungs_plan_through_the_dispatchers_seam(kernel_id: str, monkeypa
     assert main.grid == (3, 2, 2 * plan.info["tensorcore"]["slices"])
 
 
+@pytest.mark.parametrize("k,b_in_place", [(700, True), (701, False)])
+def test_wgmma_tf32_plan_reads_b_in_place_where_its_rows_are_16_byte_multiples(
+        k: int, b_in_place: bool) -> None:
+    """Rung 28: A packed, B packed only where K % 4 != 0; the main kernel for sm_90a with
+    one by-value argument of tensor maps (A packed; B in place or packed)."""
+    call = GemmCall(300, 200, k, 2, "col", 1.0, 0.0, *[np.empty(0)] * 3)
+    plan = tensorcore.plan_tf32_wgmma(call, DeviceFacts("test GPU", 132))
+    entries = [step.entry for step in plan.steps]
+    assert entries[:2] == (["mm_25_pack", None] if b_in_place else ["mm_25_pack"] * 2)
+    main = plan.steps[entries.index(None)]
+    maps = main.args[0]
+    assert isinstance(maps, TensorMaps) and main.arch == "sm_90a" and main.block == (384,)
+    assert [m.buffer for m in maps.maps] == ["work", "b" if b_in_place else "work"]
+    assert maps.maps[0].box_rows == 128 and maps.maps[1].box_rows == 256
+    assert main.grid == (3, 1, 2 * plan.info["tensorcore"]["slices"])
+    assert all(step.arch == "sm_90a" for step in plan.steps if step.entry != "mm_21_reduce")
+
+
+def test_wgmma_accurate_plan_maps_both_parts_of_both_operands() -> None:
+    call = GemmCall(300, 200, 700, 2, "col", 1.0, 0.0, *[np.empty(0)] * 3)
+    plan = tensorcore.plan_accurate_wgmma(call, DeviceFacts("test GPU", 132))
+    main = plan.steps[2]
+    assert [s.entry for s in plan.steps[:2]] == ["mm_25_pack"] * 2 and main.entry is None
+    maps = main.args[0].maps
+    assert len(maps) == 4 and {m.buffer for m in maps} == {"work"}
+    assert [m.box_rows for m in maps] == [128, 128, 128, 128]
+    # Each part starts where the previous one ends, inside the workspace.
+    assert maps[1].offset - maps[0].offset == 2 * 384 * 704 and maps[2].offset >= maps[1].offset
+    assert maps[3].offset + 2 * 256 * 704 <= plan.workspace
+    short = tensorcore.plan_accurate_wgmma(GemmCall(35, 79, 19, 1, "col", 1.0, 0.0,
+                                                    *[np.empty(0)] * 3), DeviceFacts("x", 132))
+    assert short.info["tensorcore"]["path"] == "fp32 simt (rung 22)"
+
+
+def test_rungs_built_for_sm90a_are_unavailable_on_other_gpus(monkeypatch) -> None:
+    backend = cuda_backend.CudaBackend(RunOptions())
+    kernel = get("cuda.28_tf32_wgmma")
+    monkeypatch.setattr(backend, "_compute_capability", lambda: "80")
+    assert "sm_90a" in backend.kernel_reason(kernel)
+    assert backend.kernel_reason(get("cuda.25_tf32_mma")) == ""
+    monkeypatch.setattr(backend, "_compute_capability", lambda: "90")
+    assert backend.kernel_reason(kernel) == ""
+
+
 class _FakeSession:
     def __init__(self) -> None:
         self.call = GemmCall(70, 40, 9, 2, "col", 0.5, 0.0, np.empty(0), np.empty(0),
@@ -201,7 +256,7 @@ class _FakeSession:
 def test_steps_pass_named_and_literal_arguments_in_order() -> None:
     launched = []
 
-    def function(source, entry, defines, smem):
+    def function(source, entry, defines, smem, arch):
         return lambda grid, block, args, shared_mem: launched.append((entry, grid, args))
 
     session = _FakeSession()
@@ -513,25 +568,36 @@ def test_every_variant_agrees_on_shapes_no_tile_divides(variant) -> None:
 
 
 # ---------------------------------------------------------------- tensor cores
-def accurate_tensor_only() -> Kernel:
-    """Rung 26 with its tensor path on every shape (no FP32 SIMT fallback on short K)."""
-    rung = get("cuda.26_fp32_accurate")
-    return Kernel("cuda.26_tensor_only", "cuda", 26, None, "", "", source=rung.source,
-                  entry=rung.entry, layout="col", precision=rung.precision,
-                  launch=CudaLaunch(planner=tensorcore.plan_accurate_tensor))
+def accurate_tensor_only(rung_id: str = "cuda.26_fp32_accurate") -> Kernel:
+    """Rung 26 (or 29) with its tensor path on every shape (no FP32 SIMT fallback on short
+    K)."""
+    rung = get(rung_id)
+    planner = (tensorcore.plan_accurate_tensor if rung.rung == 26
+               else tensorcore.plan_accurate_wgmma_tensor)
+    return Kernel(f"cuda.{rung.rung}_tensor_only", "cuda", rung.rung, None, "", "",
+                  source=rung.source, entry=rung.entry, layout="col", precision=rung.precision,
+                  launch=CudaLaunch(planner=planner, arch=cuda_backend.launch_of(rung).arch))
 
 
+TENSOR_ONLY = {"cuda.26_tensor_only": "cuda.26_fp32_accurate",
+               "cuda.29_tensor_only": "cuda.29_fp32_accurate_wgmma"}
 TENSOR_SHAPES = NO_TILE_DIVIDES + (Problem(300, 200, 700, batch=2, layout="col", beta=0.5),
                                    Problem(256, 128, 65536 + 3))
 
 
 @needs_gpu
 @pytest.mark.parametrize("kernel_id", ["cuda.25_tf32_mma", "cuda.26_fp32_accurate",
-                                       "cuda.26_tensor_only"])
+                                       "cuda.26_tensor_only", "cuda.28_tf32_wgmma",
+                                       "cuda.29_fp32_accurate_wgmma", "cuda.29_tensor_only"])
 def test_tensor_rungs_agree_with_float64_in_their_precision_class(kernel_id: str) -> None:
     """Padding, slices and their reduction, batch, both layouts, alpha and beta: every shape
-    within the kernel's class tolerance (rung 26, tensor path forced included: FP32's)."""
-    kernel = accurate_tensor_only() if kernel_id == "cuda.26_tensor_only" else get(kernel_id)
+    within the kernel's class tolerance (rungs 26 and 29, tensor path forced included:
+    FP32's). The sm_90a rungs skip on GPUs of other architectures."""
+    kernel = (accurate_tensor_only(TENSOR_ONLY[kernel_id]) if kernel_id in TENSOR_ONLY
+              else get(kernel_id))
+    reason = get_backend("cuda").kernel_reason(kernel)
+    if reason:
+        pytest.skip(reason)
     for problem in TENSOR_SHAPES:
         inputs = problem.inputs()
         call = mmsuite.layout.plan_call(problem, inputs, kernel.layout)
@@ -550,5 +616,5 @@ def test_warm_leaves_every_module_of_a_plan_compiled() -> None:
     call = sized_call(Problem(3000, 1500, 700), kernel.layout)
     backend.warm([(kernel, call)])
     for step in backend.plan(kernel, call).steps:
-        key = (step.source or kernel.source, cuda_backend._define_key(step.defines))
+        key = (step.source or kernel.source, cuda_backend._define_key(step.defines), step.arch)
         assert key in cuda_backend._MODULES

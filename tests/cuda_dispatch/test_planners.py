@@ -44,7 +44,9 @@ def test_the_catalogue_names_planners_as_functions_of_one_signature() -> None:
                      "cuda.23_streamk": planners.plan_streamk,
                      "cuda.24_gemv": planners.plan_gemv,
                      "cuda.25_tf32_mma": tensorcore.plan_tf32,
-                     "cuda.26_fp32_accurate": tensorcore.plan_accurate}
+                     "cuda.26_fp32_accurate": tensorcore.plan_accurate,
+                     "cuda.28_tf32_wgmma": tensorcore.plan_tf32_wgmma,
+                     "cuda.29_fp32_accurate_wgmma": tensorcore.plan_accurate_wgmma}
     for planner in named.values():  # called as planner(call, device, override)
         parameters = inspect.signature(planner).parameters
         assert list(parameters)[:3] == ["call", "device", "override"]
