@@ -29,11 +29,15 @@
 // so that the 132 blocks resident at once share A and B panels in L2 (at 8192^3 the
 // main kernel went from 3.35 to 3.07 ms with it).
 // Any M, N, K >= 1, any batch.
-// Measured on the H100 (mmsuite run, same run as cuBLAS, L2 warm), packs included:
-//   2048^3  267 TFLOP/s, 79% of cuda.cublas_tf32 (340), 5.4x cuBLAS FP32
-//   4096^3  337 TFLOP/s, 84% of cuda.cublas_tf32 (400), 6.5x; 0.255 J per GEMM
-//   8192^3  365 TFLOP/s, 94% of cuda.cublas_tf32 (389), 7.1x
-// (2.3-2.4x rung 25). Error 4.2e-4 against cuBLAS TF32's 2.6e-4: B in place is
+// Measured on the H100 (mmsuite run, same run as cuBLAS, L2 warm), packs included,
+// two runs (last column: times cuBLAS FP32):
+//   2048^3  267 / 262 TFLOP/s, 79% / 77% of cuda.cublas_tf32 (340 / 341), 5.3-5.4x FP32
+//   4096^3  337 / 324 TFLOP/s, 84% / 83% of cuda.cublas_tf32 (400 / 391), 6.3-6.5x;
+//           0.255 / 0.268 / 0.259 J per GEMM (three runs)
+//   8192^3  365 / 345 TFLOP/s, 94% / 92% of cuda.cublas_tf32 (389 / 377), 6.7-7.1x
+// (2.2-2.4x rung 25). On tiny problems (1x1x1, 35x79x19) it is slower than rung 25
+// (0.8x): one block of 384 threads and 193 KB of shared memory for a few products.
+// Error 4.2e-4 (normal inputs 4.7e-4) against cuBLAS TF32's 2.6e-4: B in place is
 // truncated to TF32 by the tensor cores where the pack rounds it to nearest (packing B
 // too measured 2.6e-4, but 77-78% of cuBLAS TF32 at 4096^3-8192^3 where B in place gave
 // 80-85%, both before the grouping). The A pack takes 0.057 ms of the 0.41 at

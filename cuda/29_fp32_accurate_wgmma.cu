@@ -19,14 +19,16 @@
 // mm_29_fp32_accurate_wgmma(maps, M, N, Kp, alpha, beta, C, W, kt_per_slice, slices)
 // with four tensor maps (A big, A small, B big, B small), then mm_21_reduce when K is
 // sliced. Any M, N, K >= 1, any batch.
-// Measured on the H100 (mmsuite run, same run as cuBLAS FP32, L2 warm), packs included;
-// error as max_rel_err over cuBLAS FP32's on the same inputs:
-//   2048^3   95.6 TFLOP/s, 1.93x cuBLAS FP32 (49.4); error 0.24x
-//   4096^3    115 TFLOP/s, 2.22x (51.6);             0.21x; 0.762 J per GEMM, 0.55x
-//                                                    cuBLAS FP32's 1.39 J
-//   8192^3    123 TFLOP/s, 2.38x (51.7);             0.19x; 5.1 J, 0.47x its 10.8 J
-// (2.2-2.4x rung 26). Prototype, uniform / normal / wide at 4096^3: 0.21x / 0.21x /
-// 0.37x; 256x256x65536 (33 slices) 0.37x; batch 3 of 200x300x520 0.34x. The packs
+// Measured on the H100 (mmsuite run, same run as cuBLAS FP32, L2 warm), packs included,
+// two runs; error as max_rel_err over cuBLAS FP32's on the same inputs (uniform):
+//   2048^3  95.6 / 94.9 TFLOP/s, 1.93x / 1.91x cuBLAS FP32 (49.4 / 49.7); error 0.24x
+//   4096^3   115 / 112 TFLOP/s,  2.22x / 2.17x (51.6 / 51.6);             0.21x
+//   8192^3   123 / 120 TFLOP/s,  2.38x / 2.35x (51.7 / 51.7);             0.19x
+// Energy per GEMM at 4096^3: 0.762 / 0.775 / 0.756 J (three runs), 0.52x-0.56x cuBLAS
+// FP32's 1.35-1.48 J; 5.1 / 5.4 J at 8192^3, 0.47x.
+// Error at 4096^3, normal / wide inputs: 0.21x / 0.28x; 256x256x65536 (33 slices)
+// 0.37x; batch 20 of 1000^3 0.29x; 35x79x19 and 1x1x1 (rung 22's path) 1.27x / 1.0x.
+// (2.2-2.4x rung 26; at 256x256x65536 0.269 ms, 1.2x rung 26 but 0.68x cuBLAS.) The packs
 // (both parts of both operands) take 0.15 of the 1.2 ms at 4096^3, 0.57 of 8.9 at
 // 8192^3; the main kernel alone runs about 370 TFLOP/s of tensor work, as rung 28.
 #include "28_tf32_wgmma.cu"
