@@ -16,11 +16,22 @@
 //   SKINNY >= 8) read 128 (64) consecutive bytes of one column of B, a warp
 //   four (eight) columns, each lane four loads in flight; the M x K panel of
 //   A is staged in shared memory, padded every four columns so that the lanes
-//   of a column read distinct banks. The lanes' sums are added by shuffles;
+//   of a column read distinct banks. The lanes' sums are added by shuffles.
+//   From SKINNY 8 up each lane takes two columns, so that every word of A read
+//   from shared memory feeds two FMAs (4096x16x4096, row-major: 54.4 -> 50.3 us
+//   in 8 slices on the H100; cuBLAS 45.1);
 // - when the grid over M or N leaves the SMs short of loads in flight, K is
 //   split over blocks (blockIdx.y), each writing its raw sums to a workspace
 //   that mm_24_reduce adds up in a fixed order (cuda/slice_sum.cuh), as rung 21
-//   does; with one slice the kernel writes C itself.
+//   does; with one slice the kernel writes C itself;
+// - FUSED=1 (variant gemv_*f): no second launch. Each block writes its slice's
+//   sums, fences them, and counts itself in on its tile's counter (ints after
+//   the slices in W, zero before the first launch); the last block of a tile
+//   adds the slices in the same fixed order and writes C, and sets the counter
+//   back to zero. It saves the second launch's gap where the slices are few and
+//   small: 8x8192x8192 (row-major) 115.7 us in 16 slices against 122.3 with the
+//   reduction kernel (cuBLAS 130.0); with many outputs per slice the two are
+//   alike, and rung 22's model picks between them.
 // SKINNY (1, 2, 4, 8 or 16) sizes the registers and shared panels: the planner
 // (mmsuite/cuda_dispatch) compiles the least one that holds the skinny side.
 // Edges: predicated 16-byte or scalar loads with zero fill (M or K not a
@@ -37,6 +48,10 @@
 static_assert(SKINNY == 1 || SKINNY == 2 || SKINNY == 4 || SKINNY == 8 || SKINNY == 16,
               "SKINNY is 1, 2, 4, 8 or 16");
 
+#ifndef FUSED
+#define FUSED 0
+#endif
+
 #define PANEL_FLOATS 8192  // shared memory of either kernel: 32 KB
 #define UNROLL 4           // 16-byte loads in flight per lane
 
@@ -46,11 +61,16 @@ static_assert(SKINNY == 1 || SKINNY == 2 || SKINNY == 4 || SKINNY == 8 || SKINNY
 #define N_ROWS 128                       // rows of C per block: 32 lanes x 4
 #define N_SUB (PANEL_FLOATS / SKINNY < 1024 ? PANEL_FLOATS / SKINNY : 1024)  // B rows staged
 static_assert(N_WARPS * N_ROWS * SKINNY <= PANEL_FLOATS, "sums must fit the panel");
+#if FUSED && SKINNY == 16  // as many blocks per SM as the plain variant (ptxas took 120
+#define N_BOUNDS __launch_bounds__(N_THREADS, 5)  // registers, not 96)
+#else
+#define N_BOUNDS __launch_bounds__(N_THREADS)
+#endif
 
 // C (or slice blockIdx.y of W) rows [128 bx, +128) = A rows x B over K slice
 // [kchunk y, +kchunk), for SKINNY columns of B and C per blockIdx.z (any N: wider
 // problems read A once per SKINNY columns, which only rung 24 alone asks of it).
-extern "C" __global__ void __launch_bounds__(N_THREADS)
+extern "C" __global__ void N_BOUNDS
 mm_24_gemv_n(int M, int N, int K, float alpha, const float* A, const float* B, float beta,
              float* C, float* W, int kchunk) {
     __shared__ __align__(16) float panel[PANEL_FLOATS];
@@ -106,6 +126,7 @@ mm_24_gemv_n(int M, int N, int K, float alpha, const float* A, const float* B, f
             make_float4(acc[0][j], acc[1][j], acc[2][j], acc[3][j]);
     __syncthreads();
     float* out = splits == 1 ? C : W + (mat * splits + slice) * (size_t)M * N_all;
+    const float alpha_c = alpha, beta_c = beta;  // C's, for a fused sum
     if (splits > 1) {  // raw sums: alpha and beta belong to the reduction
         alpha = 1.0f;
         beta = 0.0f;
@@ -119,6 +140,21 @@ mm_24_gemv_n(int M, int N, int K, float alpha, const float* A, const float* B, f
         for (int w = 0; w < N_WARPS; ++w) s += panel[(w * SKINNY + j) * N_ROWS + row];
         mm_store(out + r + (size_t)j * M, s, alpha, beta);
     }
+    if (!FUSED || splits == 1) return;
+    const size_t batch = gridDim.z / groups;
+    int* counters = reinterpret_cast<int*>(W - (size_t)SKINNY * group * M +
+                                           batch * splits * (size_t)M * N_all);
+    if (!last_slice(counters + blockIdx.z * gridDim.x + blockIdx.x, splits)) return;
+    const float* slices = W + mat * splits * (size_t)M * N_all;
+    for (int e = threadIdx.x; e < N_ROWS * SKINNY; e += N_THREADS) {
+        const int row = e % N_ROWS, j = e / N_ROWS;
+        const int r = blockIdx.x * N_ROWS + row;
+        if (j >= N || r >= M) continue;
+        const size_t at = r + (size_t)j * M;
+        float s = __ldcg(slices + at);
+        for (int t = 1; t < splits; ++t) s += __ldcg(slices + t * (size_t)M * N_all + at);
+        mm_store(C + at, s, alpha_c, beta_c);
+    }
 }
 
 // ----------------------------------------------------------------- M skinny
@@ -126,7 +162,11 @@ mm_24_gemv_n(int M, int N, int K, float alpha, const float* A, const float* B, f
 // Lanes per column of B: eight read 128 bytes per load; with 8 or 16 rows of A staged,
 // four (64 bytes) give a block 64 columns, halving the A panel each block reads.
 #define M_LANES (SKINNY >= 8 ? 4 : 8)
-#define M_COLS (M_THREADS / M_LANES)       // columns of C per block
+// Columns of B per lane: with 8 or 16 rows of A, two, so that each A word read from shared
+// memory feeds two FMAs (one, and a 16-row block spent more time reading A than B).
+#define M_CPL (SKINNY >= 8 ? 2 : 1)
+#define M_GROUP (M_THREADS / M_LANES)      // a lane's columns are M_GROUP apart
+#define M_COLS (M_CPL * M_GROUP)           // columns of C per block
 #define M_STEP (4 * M_LANES)               // K per load of a column's lanes
 #define M_SUB (((PANEL_FLOATS / (SKINNY + 1)) / (UNROLL * M_STEP)) * (UNROLL * M_STEP))
 #define M_AT(k, r) ((k) * SKINNY + (r) + ((k) >> 2) * 4)  // A(r, kc + k) in the panel
@@ -143,11 +183,17 @@ mm_24_gemv_m(int M, int N, int K, float alpha, const float* A, const float* B, f
     A += mat * (size_t)M * K;
     B += mat * (size_t)K * N;
     const int q = threadIdx.x % M_LANES;
-    const int j = blockIdx.x * M_COLS + threadIdx.x / M_LANES;
-    const bool vec_k = (K & 3) == 0, inside = j < N;
-    const float* b = B + (size_t)(inside ? j : 0) * K;
+    const int j = blockIdx.x * M_COLS + threadIdx.x / M_LANES;  // the lane's first column
+    const bool vec_k = (K & 3) == 0;
+    bool inside[M_CPL];
+    const float* b[M_CPL];
+#pragma unroll
+    for (int c = 0; c < M_CPL; ++c) {
+        inside[c] = j + c * M_GROUP < N;
+        b[c] = B + (size_t)(inside[c] ? j + c * M_GROUP : 0) * K;
+    }
     const int kb = min(K, slice * kchunk), ke = min(K, kb + kchunk);
-    float acc[SKINNY] = {};
+    float acc[M_CPL][SKINNY] = {};
     for (int kc = kb; kc < ke; kc += M_SUB) {
         const int sub = min(M_SUB, ke - kc);
         __syncthreads();
@@ -159,40 +205,71 @@ mm_24_gemv_m(int M, int N, int K, float alpha, const float* A, const float* B, f
         }
         __syncthreads();
         for (int k = 4 * q; k < sub; k += UNROLL * M_STEP) {
-            float4 v[UNROLL];
+            float4 v[UNROLL][M_CPL];
 #pragma unroll
             for (int u = 0; u < UNROLL; ++u) {
                 const int kk = k + u * M_STEP;
-                v[u] = load4(b + kc + kk, inside && kk < sub ? sub - kk : 0, vec_k);
+#pragma unroll
+                for (int c = 0; c < M_CPL; ++c)
+                    v[u][c] = load4(b[c] + kc + kk, inside[c] && kk < sub ? sub - kk : 0, vec_k);
             }
 #pragma unroll
             for (int u = 0; u < UNROLL; ++u) {
                 const int kk = k + u * M_STEP;
                 if (kk >= sub) break;
-                const float bk[4] = {v[u].x, v[u].y, v[u].z, v[u].w};
 #pragma unroll
                 for (int t = 0; t < 4; ++t) {
                     const float* a = panel + M_AT(kk + t, 0);
 #pragma unroll
-                    for (int r = 0; r < SKINNY; ++r) acc[r] += a[r] * bk[t];
+                    for (int r = 0; r < SKINNY; ++r) {
+                        const float ar = a[r];
+#pragma unroll
+                        for (int c = 0; c < M_CPL; ++c) {
+                            const float bk = t == 0 ? v[u][c].x : t == 1 ? v[u][c].y
+                                           : t == 2 ? v[u][c].z : v[u][c].w;
+                            acc[c][r] += ar * bk;
+                        }
+                    }
                 }
             }
         }
     }
 #pragma unroll
-    for (int r = 0; r < SKINNY; ++r)
+    for (int c = 0; c < M_CPL; ++c)
 #pragma unroll
-        for (int o = M_LANES / 2; o > 0; o >>= 1) acc[r] += __shfl_xor_sync(0xffffffffu, acc[r], o);
-    if (!inside) return;
+        for (int r = 0; r < SKINNY; ++r)
+#pragma unroll
+            for (int o = M_LANES / 2; o > 0; o >>= 1)
+                acc[c][r] += __shfl_xor_sync(0xffffffffu, acc[c][r], o);
+#if !FUSED
+    if (!inside[0]) return;
+#endif
     float* out = splits == 1 ? C + mat * (size_t)M * N
                              : W + (mat * splits + slice) * (size_t)M * N;
+    const float alpha_c = alpha, beta_c = beta;  // C's, for a fused sum
     if (splits > 1) {
         alpha = 1.0f;
         beta = 0.0f;
     }
 #pragma unroll
-    for (int r = 0; r < SKINNY; ++r)
-        if (r % M_LANES == q && r < M) mm_store(out + r + (size_t)j * M, acc[r], alpha, beta);
+    for (int c = 0; c < M_CPL; ++c)
+#pragma unroll
+        for (int r = 0; r < SKINNY; ++r)
+            if (r % M_LANES == q && r < M && inside[c])
+                mm_store(out + r + (size_t)(j + c * M_GROUP) * M, acc[c][r], alpha, beta);
+    if (!FUSED || splits == 1) return;
+    int* counters = reinterpret_cast<int*>(W + (size_t)gridDim.z * splits * M * N);
+    if (!last_slice(counters + blockIdx.z * gridDim.x + blockIdx.x, splits)) return;
+    const float* slices = W + mat * splits * (size_t)M * N;
+    C += mat * (size_t)M * N;
+    for (int e = threadIdx.x; e < M_COLS * SKINNY; e += M_THREADS) {
+        const int r = e % SKINNY, col = blockIdx.x * M_COLS + e / SKINNY;
+        if (r >= M || col >= N) continue;
+        const size_t at = r + (size_t)col * M;
+        float s = __ldcg(slices + at);
+        for (int t = 1; t < splits; ++t) s += __ldcg(slices + t * (size_t)M * N + at);
+        mm_store(C + at, s, alpha_c, beta_c);
+    }
 }
 
 // C = alpha * (sum of the slices) + beta * C (cuda/slice_sum.cuh).

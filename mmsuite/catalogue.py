@@ -295,6 +295,14 @@ CUDA = [
         "min(M, N) <= 16: the big operand streamed once in 16-byte loads, the skinny one in "
         "shared memory, K split over blocks when the grid is small", "beyond", "24_gemv",
         entry="mm_24_gemv_n", layout="col", launch={"planner": planners.plan_gemv}),
+    _cu("cuda.27_shortk", 27, "cuda.21_splitk",
+        "short K: each block stages its rows of A and columns of B once and stores whole "
+        "columns of C in float4s, no K-loop pipeline", "beyond", "27_shortk", layout="col",
+        launch={"planner": planners.plan_shortk}),
+    _cu("cuda.30_dot", 30, "cuda.24_gemv",
+        "few outputs, long K: a block's 256 threads walk K together for a 4x4 tile of C, "
+        "shuffle and shared-memory sums, K slices added by the last block in the same launch",
+        "beyond", "30_dot", layout="col", launch={"planner": planners.plan_dot}),
     # Tensor cores (mmsuite/tensorcore.py plans the operand packing, slices and reduction).
     _cu("cuda.25_tf32_mma", 25, "cuda.22_adaptive",
         "TF32 tensor cores: mma.sync m16n8k8 on operands rounded to TF32 and packed into "

@@ -34,7 +34,9 @@ def kernel_steps(session: CudaSession, plan: CudaPlan, function: Callable[..., A
     defines, smem, arch)`` gives a compiled kernel. ``TensorMaps`` arguments are encoded
     over the buffers once, here. Records each step's geometry in ``info``."""
     cp, call, kernel = session.cp, session.call, session.kernel
-    work = cp.empty(max(plan.workspace, 1), dtype=cp.float32)
+    # Zeroed once: rung 24's fused variants keep arrival counters there, which each
+    # launch leaves zero again.
+    work = cp.zeros(max(plan.workspace, 1), dtype=cp.float32)
     session.keep.append(work)
     values = {"m": np.int32(call.m), "n": np.int32(call.n), "k": np.int32(call.k),
               "batch": np.int32(call.batch), "alpha": np.float32(call.alpha),

@@ -8,7 +8,12 @@ of the FP32 peak, times ``unaligned`` when M or K is not a multiple of 4 and
 loads go scalar), a block's prologue and epilogue, and the second kernel of
 split-K (the reduction) and stream-K (the fix-up) as bytes over a bandwidth
 that few blocks reach only in part. Rung 24 (GEMV) is the bytes it moves over
-a share of the memory's bandwidth, which a grid of few blocks does not reach.
+a share of the memory's bandwidth, which a grid of few blocks does not reach;
+its fused variants add the slices in the same launch (no launch gap), and a
+block whose K slice takes many dependent rounds of loads is bound by their
+latency instead. Rung 27 (short K) is a tile's form with split 1, its stores at
+its own share of the store rate. Rung 30 (few outputs, long K) is a launch, a
+chain of K rounds per block and the bytes its few blocks move.
 
 Its parameters (:class:`Parameters`: per variant of the manifest an efficiency, an
 unaligned share, a block latency and a store share, and the shared constants) start from figures
@@ -33,11 +38,18 @@ from .variants import (
     VARIANTS,
     Candidate,
     Config,
+    DotConfig,
     GemvConfig,
+    ShortKConfig,
+    dot_kchunk,
+    dot_tiles,
     gemv_grid,
     gemv_groups,
+    gemv_kchunk,
     streamk_split,
 )
+
+AnyConfig = Config | GemvConfig | ShortKConfig | DotConfig
 
 #: The constants shared by every variant, and their starting figures (H100 fits of the
 #: hand-set model: a block's prologue, latency hiding at partial fill, the reduction's
@@ -52,8 +64,14 @@ SHARED_DEFAULTS: dict[str, float] = {
     "gemv_bandwidth": 0.85,  # share of the memory's peak bandwidth rung 24 streams at
     "gemv_blocks_per_sm": 3.0,  # blocks per SM rung 24 needs in flight for that share
     "gemv_latency_s": 3e-6,
+    "gemv_fuse_s": 1e-6,  # a fused variant's last block of a tile: the fence, count, re-read
+    "fuse_slice_s": 2e-8,  # and per slice: the arrivals on one counter, the slices re-read
+    "gemv_round_s": 0.5e-6,  # one round of a rung 24 block's K loop: loads, then their FMAs
+    "dot_latency_s": 1.5e-6,  # rung 30's launch, block sum and store beyond launch_s
+    "dot_round_s": 1.0e-6,  # one round of rung 30's K loop (every thread's loads in flight)
     "launch_s": 2e-6,  # a kernel's start and end, however small (the timer's floor included)
     "store_bytes_per_s": 2.0e12,  # C written by the tiles (small K: the stores dominate)
+    "unaligned_store": 1.0,  # the tiles' share of it when M is not a multiple of 4 (scalars)
     "load_bytes_per_s": 6.0e12,  # A and B tiles loaded, mostly from L2, once per block
 }
 #: The per-variant tables of :class:`Parameters`.
@@ -77,19 +95,25 @@ class Parameters:
     store: dict[str, float] = field(default_factory=dict)
     source: str = "starting figures"  # or the model file they were read from
 
-    def rate(self, key: str, config: Config | GemvConfig) -> float:
-        default = config.efficiency if isinstance(config, Config) else 1.0
-        return self.efficiency.get(key, default)
+    def rate(self, key: str, config: AnyConfig) -> float:
+        if isinstance(config, DotConfig):
+            return self.efficiency.get(key, 1.0)
+        if isinstance(config, GemvConfig):  # a fused variant streams as its plain one
+            return self.efficiency.get(key, self.efficiency.get(key.removesuffix("f"), 1.0))
+        return self.efficiency.get(key, config.efficiency)
 
-    def misaligned(self, key: str, config: Config | GemvConfig) -> float:
-        default = config.unaligned if isinstance(config, Config) else 0.9
-        return self.unaligned.get(key, default)
+    def misaligned(self, key: str, config: AnyConfig) -> float:
+        if isinstance(config, DotConfig):
+            return 1.0
+        if isinstance(config, GemvConfig):
+            return self.unaligned.get(key, self.unaligned.get(key.removesuffix("f"), 0.9))
+        return self.unaligned.get(key, config.unaligned)
 
     def block_latency(self, key: str) -> float:
         return self.latency.get(key, self["block_latency_s"])
 
-    def store_share(self, key: str) -> float:
-        return self.store.get(key, 1.0)
+    def store_share(self, key: str, config: AnyConfig | None = None) -> float:
+        return self.store.get(key, getattr(config, "store", 1.0))
 
     def __getitem__(self, name: str) -> float:
         return self.shared.get(name, SHARED_DEFAULTS[name])
@@ -133,7 +157,7 @@ def reduce_blocks(m: int, n: int, batch: int, device: DeviceFacts) -> int:
 def _splitk_seconds(c: Candidate, m: int, n: int, k: int, batch: int, device: DeviceFacts,
                     p: Parameters) -> float:
     config, split = c.config, c.split
-    assert isinstance(config, Config)
+    assert isinstance(config, (Config, ShortKConfig))
     tiles = -(-m // config.bm) * -(-n // config.bn) * batch
     blocks = tiles * split
     k_tiles = -(-k // config.bk)
@@ -164,11 +188,13 @@ def _with_traffic(compute_s: float, c: Candidate, m: int, n: int, k: int, batch:
     """Compute time and memory time, overlapped: C (or the slices' partial sums) stored
     once at the variant's share of the store rate, each block's A and B panels loaded once."""
     config = c.config
-    assert isinstance(config, Config)
+    assert isinstance(config, (Config, ShortKConfig))
     stored = 4.0 * batch * m * n * split
     loaded = 4.0 * batch * k * (m * -(-n // config.bn) + n * -(-m // config.bm))
-    memory_s = (stored / (p["store_bytes_per_s"] * p.store_share(c.variant.key))
-                + loaded / p["load_bytes_per_s"])
+    store_rate = p["store_bytes_per_s"] * p.store_share(c.variant.key, config)
+    if m % 4:
+        store_rate *= p["unaligned_store"]
+    memory_s = stored / store_rate + loaded / p["load_bytes_per_s"]
     power = _SOFT_MAX_POWER
     return (compute_s ** power + memory_s ** power) ** (1 / power)
 
@@ -204,20 +230,78 @@ def _gemv_seconds(c: Candidate, m: int, n: int, k: int, batch: int, device: Devi
     assert isinstance(config, GemvConfig)
     grid = gemv_grid(config, m, n, batch, split)
     blocks = grid[0] * grid[1] * grid[2]
-    fill = min(1.0, blocks / (p["gemv_blocks_per_sm"] * device.sms))
+    # Loads in flight per block against a 256-thread block of one column a lane: the M-side
+    # kernel from 8 rows of A up holds two columns a lane, the 16-column N-side one 128 threads.
+    in_flight = config.threads / 256 * (2 if config.side == "m" and config.skinny >= 8 else 1)
+    fill = min(1.0, blocks * in_flight / (p["gemv_blocks_per_sm"] * device.sms))
     rate = device.memory_bytes_per_s * p["gemv_bandwidth"] * p.rate(c.variant.key, config)
     rate *= fill  # fewer blocks than that: fewer loads in flight, proportionally
     if (m % 4 if config.side == "n" else k % 4):
         rate *= p.misaligned(c.variant.key, config)
     moved = 4.0 * batch * (m * k * gemv_groups(config, n) + k * n + m * n)
-    seconds = moved / rate + p["gemv_latency_s"]
-    if split > 1:
+    # A block's K slice in rounds of loads (each lane UNROLL = 4 loads, then their FMAs):
+    # N-side, its warps step 4 x warps along K; M-side, its lanes 4 x UNROLL x lanes.
+    if config.side == "n":
+        per_round = 4 * (4 if config.skinny == 16 else 8)
+    else:
+        per_round = 16 * (4 if config.skinny >= 8 else 8)
+    rounds = -(-gemv_kchunk(k, split) // per_round) if split > 1 else -(-k // per_round)
+    power = _SOFT_MAX_POWER
+    seconds = ((moved / rate) ** power + (rounds * p["gemv_round_s"]) ** power) ** (1 / power)
+    seconds += p["gemv_latency_s"]
+    if split > 1 and config.fused:  # each slice written and read back once, no second launch
+        seconds += _fused_sum_seconds(batch * m * n, split, p)
+    elif split > 1:
         seconds += _reduce_seconds(4 * batch * m * n * split, 8 * batch * m * n,
                                    reduce_blocks(m, n, batch, device), p)
     return seconds
 
 
-_BY_FAMILY = {"splitk": _splitk_seconds, "streamk": _streamk_seconds, "gemv": _gemv_seconds}
+def _fused_sum_seconds(outputs: int, split: int, p: Parameters) -> float:
+    """The last block of each tile adding the slices (rungs 24 FUSED and 30)."""
+    return (8.0 * outputs * split / p["reduce_bytes_per_s"] + p["gemv_fuse_s"]
+            + split * p["fuse_slice_s"])
+
+
+def _shortk_seconds(c: Candidate, m: int, n: int, k: int, batch: int, device: DeviceFacts,
+                    p: Parameters) -> float:
+    """Rung 27: each block loads, computes, then stores, and its blocks are short-lived, so
+    the FMAs and the stores of C add up rather than overlap."""
+    config = c.config
+    assert isinstance(config, ShortKConfig)
+    blocks = -(-m // config.bm) * -(-n // config.bn) * batch
+    fill = min(1.0, blocks / (device.sms * config.blocks_per_sm))
+    rate = 128 * device.clock_mhz * 1e6 * device.sms * p.rate(c.variant.key, config) * fill
+    if m % 4:
+        rate *= p.misaligned(c.variant.key, config)
+    compute_s = batch * m * n * k / rate
+    stored = 4.0 * batch * m * n / (p["store_bytes_per_s"] * p.store_share(c.variant.key, config))
+    loaded = 4.0 * batch * k * (m * -(-n // config.bn) + n * -(-m // config.bm))
+    return (p["launch_s"] + p.block_latency(c.variant.key) + compute_s + stored
+            + loaded / p["load_bytes_per_s"])
+
+
+def _dot_seconds(c: Candidate, m: int, n: int, k: int, batch: int, device: DeviceFacts,
+                 p: Parameters) -> float:
+    config, split = c.config, c.split
+    assert isinstance(config, DotConfig)
+    tiles = dot_tiles(m, n)
+    blocks = tiles * split * batch
+    rounds = -(-dot_kchunk(k, split) // (config.threads * 4))
+    tiles_m, tiles_n = -(-m // config.tile), -(-n // config.tile)
+    moved = 4.0 * batch * (m * k * tiles_n + k * n * tiles_m + m * n)
+    # A block's loads are all in flight at once (one round): its bandwidth is its bytes
+    # over a round's latency, so that the grid's rate grows with its blocks.
+    rate = min(device.memory_bytes_per_s * p.rate(c.variant.key, config),
+               blocks * config.threads * 4 * 8 * 4 / p["dot_round_s"])
+    seconds = p["launch_s"] + p["dot_latency_s"] + rounds * p["dot_round_s"] + moved / rate
+    if split > 1:
+        seconds += _fused_sum_seconds(batch * m * n, split, p)
+    return seconds
+
+
+_BY_FAMILY = {"splitk": _splitk_seconds, "streamk": _streamk_seconds, "gemv": _gemv_seconds,
+              "shortk": _shortk_seconds, "dot": _dot_seconds}
 
 
 def estimate_seconds(candidate: Candidate, m: int, n: int, k: int, batch: int = 1,
@@ -252,7 +336,14 @@ class Timing:
 def _free_names(timings: Sequence[Timing]) -> list[tuple[str, str]]:
     """The parameters the timings can inform: shared ones, each timed variant's rate, and
     its unaligned share where some timed problem is misaligned."""
-    names = [("shared", name) for name in SHARED_DEFAULTS]
+    families = {t.candidate.family for t in timings}
+    # A constant of rungs 24, 27 and 30 alone is free only where they were timed; the tiles'
+    # unaligned store share only where a tile stored C of a misaligned M with K short.
+    unaligned_stores = any(t.m % 4 and t.k <= STORE_BOUND_K and t.candidate.family in (
+        "splitk", "streamk") for t in timings)
+    names = [("shared", name) for name in SHARED_DEFAULTS
+             if families & set(_SHARED_OF.get(name, families))
+             and (name != "unaligned_store" or unaligned_stores)]
     seen: dict[str, bool] = {}
     # A rate is only told by problems big enough for the FMAs to matter.
     compute_bound = {t.candidate.variant.key for t in timings
@@ -280,12 +371,20 @@ def _free_names(timings: Sequence[Timing]) -> list[tuple[str, str]]:
     return names
 
 
+#: The constants that only some families' timings inform.
+_SHARED_OF: dict[str, tuple[str, ...]] = {
+    "gemv_round_s": ("gemv",), "gemv_fuse_s": ("gemv", "dot"), "fuse_slice_s": ("gemv", "dot"),
+    "dot_latency_s": ("dot",), "dot_round_s": ("dot",), "gemv_bandwidth": ("gemv",),
+    "gemv_blocks_per_sm": ("gemv", "dot"), "gemv_latency_s": ("gemv",),
+}
 #: What the fit may not leave: no tile past the FP32 peak, no memory past what the H100's
 #: L2 and HBM move (the sample's small problems cannot tell those apart from latency).
 BOUNDS: dict[str, tuple[float, float]] = {
     "efficiency": (0.05, 0.8), "unaligned": (0.3, 1.0), "latency": (1e-8, 2e-5),
     "store_bytes_per_s": (2e11, 4e12), "load_bytes_per_s": (1e12, 2e13),
     "reduce_bytes_per_s": (5e11, 1e13), "gemv_bandwidth": (0.3, 1.0), "store": (0.2, 5.0),
+    "unaligned_store": (0.1, 1.0), "gemv_round_s": (1e-8, 1e-5), "dot_round_s": (1e-8, 1e-5),
+    "dot_latency_s": (1e-9, 1e-5), "gemv_fuse_s": (1e-8, 2e-5), "fuse_slice_s": (1e-10, 1e-6),
 }
 COMPUTE_BOUND_FMAS = 2**28
 STORE_BOUND_K = 64
@@ -305,9 +404,9 @@ def _start_value(start: Parameters, table: str, name: str) -> float:
         return start[name]
     if table == "latency":
         return start.block_latency(name)
-    if table == "store":
-        return start.store_share(name)
     config = next(v.config for v in VARIANTS if v.key == name)
+    if table == "store":
+        return start.store_share(name, config)
     return start.rate(name, config) if table == "efficiency" else start.misaligned(name, config)
 
 
@@ -371,20 +470,22 @@ def extrapolated(fitted: Parameters, start: Parameters = STARTING) -> Parameters
     the timings never covered get their starting rate times the median ratio of fitted to
     starting rates, and the median fitted latency, so that an unmeasured variant is
     neither favoured nor shunned by the shared constants having moved. A store share the
-    timings did not tell is the median of those they did."""
+    timings did not tell is the median of those they did (rung 27's keeps its own starting
+    share: its stores are laid out unlike any tile's)."""
     eff, lat, store = dict(fitted.efficiency), dict(fitted.latency), dict(fitted.store)
+    tiles = ("splitk", "streamk")  # rung 27's and 30's rates are their own
     ratios = [eff[v.key] / start.rate(v.key, v.config) for v in VARIANTS
-              if v.key in eff and v.family != "gemv"]
+              if v.key in eff and v.family in tiles]
     latencies = [lat[v.key] for v in VARIANTS if v.key in lat]
-    shares = [store[v.key] for v in VARIANTS if v.key in store]
+    shares = [store[v.key] for v in VARIANTS if v.key in store and v.family in tiles]
     for v in VARIANTS:
-        if v.family == "gemv":
+        if v.family in ("gemv", "dot"):
             continue
         if v.key not in eff and ratios:
             eff[v.key] = start.rate(v.key, v.config) * float(np.median(ratios))
         if v.key not in lat and latencies:
             lat[v.key] = float(np.median(latencies))
-        if v.key not in store and shares:
+        if v.key not in store and shares and v.family != "shortk":
             store[v.key] = float(np.median(shares))
     return Parameters(dict(fitted.shared), eff, dict(fitted.unaligned), lat, store, "fitted")
 

@@ -11,9 +11,11 @@ when K is shared, with a workspace and what was chosen and why in
 Rung 22 takes the device's tuned entry for the problem's exact sizes when one
 exists (:mod:`.tuning_file`), else the candidate of the whole manifest
 (:mod:`.variants`: split-K tiles and splits, stream-K tiles, rung 24 for
-min(M, N) <= 16) that the device's fitted cost model (:mod:`.model`) ranks
-fastest. Rungs 21, 23 and 24 keep to their own kernels and ignore the tuning
-file (one problem has one entry per device, and it belongs to rung 22).
+min(M, N) <= 16, rung 27 for short K, rung 30 for few outputs) that the device's
+fitted cost model (:mod:`.model`) ranks fastest. Rungs 21, 23, 24, 27 and 30 keep to
+their own kernels
+and ignore the tuning file (one problem has one entry per device, and it belongs
+to rung 22).
 """
 
 from __future__ import annotations
@@ -26,17 +28,26 @@ from . import model
 from .device import DeviceFacts
 from .tuning_file import tuned
 from .variants import (
+    DOT_CONFIG,
+    FAMILIES,
     FIXUP_THREADS,
     REDUCE_THREADS,
     RUNG21_CONFIG,
+    SHORTK_CONFIGS,
     Candidate,
     Config,
     GemvConfig,
+    ShortKConfig,
     candidates,
+    dot_kchunk,
+    dot_splits,
+    dot_tiles,
     gemv_config,
+    gemv_counters,
     gemv_grid,
     gemv_kchunk,
     gemv_splits,
+    shortk_grid,
     streamk_split,
     variant,
     why_not,
@@ -58,9 +69,8 @@ class Decision:
 
 
 def decide(m: int, n: int, k: int, batch: int, device: DeviceFacts,
-           override: Candidate | None = None, families: tuple[str, ...] = (
-               "splitk", "streamk", "gemv"), configs: tuple[Config, ...] | None = None,
-           use_tuning: bool = True) -> Decision:
+           override: Candidate | None = None, families: tuple[str, ...] = FAMILIES,
+           configs: tuple[Config, ...] | None = None, use_tuning: bool = True) -> Decision:
     """The override, else the tuned entry (when ``use_tuning``), else the model's best."""
     if override is not None:
         reason = why_not(override, m, n, k, batch, device)
@@ -111,11 +121,29 @@ def plan_of(decision: Decision, m: int, n: int, k: int, batch: int,
                                   + counts))
         return CudaPlan(tuple(steps), workspace=split.workspace_elems,
                         info={"dispatch": {**info, "streamk": True, **split.info()}})
+    if candidate.family == "dot":
+        slices = candidate.split
+        step = CudaStep((dot_tiles(m, n), slices, batch), (config.threads,), row.entry,
+                        row.source, defines, args=GEMM_ARGS + ("work", dot_kchunk(k, slices)))
+        # The slices, then one arrival counter per tile (the workspace starts zeroed).
+        workspace = batch * slices * m * n + dot_tiles(m, n) * batch if slices > 1 else 0
+        return CudaPlan((step,), workspace=workspace, info={"dispatch": info})
+    if candidate.family == "shortk":
+        assert isinstance(config, ShortKConfig)
+        return CudaPlan((CudaStep(shortk_grid(config, m, n, batch), (config.threads,),
+                                  row.entry, row.source, defines, args=GEMM_ARGS),),
+                        info={"dispatch": info})
     if candidate.family == "gemv":
         assert isinstance(config, GemvConfig)
         grid = gemv_grid(config, m, n, batch, candidate.split)
         main = CudaStep(grid, (config.threads,), row.entry, row.source, defines,
                         args=GEMM_ARGS + ("work", gemv_kchunk(k, candidate.split)))
+        if config.fused and candidate.split > 1:  # the slices are added in the same launch
+            # The arrival counters follow the slices; the workspace starts zeroed and
+            # each launch leaves them zero.
+            workspace = (batch * candidate.split * m * n
+                         + gemv_counters(config, m, n, batch, candidate.split))
+            return CudaPlan((main,), workspace=workspace, info={"dispatch": info})
     else:
         assert isinstance(config, Config)
         grid = (-(-m // config.bm), -(-n // config.bn), batch * candidate.split)
@@ -158,14 +186,46 @@ def plan_streamk(call: GemmCall, device: DeviceFacts,
     return _plan(call, device, override, families=("streamk",), use_tuning=False)
 
 
+def plan_shortk(call: GemmCall, device: DeviceFacts,
+                override: Candidate | None = None) -> CudaPlan:
+    """Rung 27: the short-K variant the model prefers (any K: rung 22 offers it only on
+    short ones)."""
+    if override is None:
+        params = model.parameters_for(device.name)
+        found = [Candidate(variant("shortk", c)) for c in SHORTK_CONFIGS]
+        found = [c for c in found if not why_not(c, call.m, call.n, call.k, call.batch, device)]
+        if found:
+            seconds, best = model.ranked(found, call.m, call.n, call.k, call.batch, device,
+                                         params)[0]
+            return plan_of(Decision(best, "model", seconds, model=params.source),
+                           call.m, call.n, call.k, call.batch, device)
+    return _plan(call, device, override, families=("shortk",), use_tuning=False)
+
+
+def plan_dot(call: GemmCall, device: DeviceFacts,
+             override: Candidate | None = None) -> CudaPlan:
+    """Rung 30: its one variant, the K split the model prefers (any shape: rung 22 offers
+    it only where C has few tiles)."""
+    if override is None:
+        params = model.parameters_for(device.name)
+        found = [Candidate(variant("dot", DOT_CONFIG), s) for s in dot_splits(call.k)]
+        found = [c for c in found if not why_not(c, call.m, call.n, call.k, call.batch, device)]
+        if found:
+            seconds, best = model.ranked(found, call.m, call.n, call.k, call.batch, device,
+                                         params)[0]
+            return plan_of(Decision(best, "model", seconds, model=params.source),
+                           call.m, call.n, call.k, call.batch, device)
+    return _plan(call, device, override, families=("dot",), use_tuning=False)
+
+
 def plan_gemv(call: GemmCall, device: DeviceFacts,
               override: Candidate | None = None) -> CudaPlan:
-    """Rung 24: its variant for the skinny side, the split factor the model prefers (16
-    columns at a time when no side is skinny)."""
+    """Rung 24: its variant for the skinny side (plain or fused), the split factor the
+    model prefers (16 columns at a time when no side is skinny)."""
     if override is None:
-        config = gemv_config(call.m, call.n)
         params = model.parameters_for(device.name)
-        found = [Candidate(variant("gemv", config), s) for s in gemv_splits(call.k)]
+        found = [Candidate(variant("gemv", gemv_config(call.m, call.n, fused)), s)
+                 for fused in (False, True) for s in gemv_splits(call.k)]
         found = [c for c in found if not why_not(c, call.m, call.n, call.k, call.batch, device)]
         if found:
             seconds, best = model.ranked(found, call.m, call.n, call.k, call.batch, device,

@@ -19,7 +19,7 @@ import re
 from pathlib import Path
 
 from ..results import write_atomically
-from .variants import BY_KEY, Candidate, Config, GemvConfig
+from .variants import BY_KEY, DOT_CONFIG, Candidate, Config, DotConfig, GemvConfig, ShortKConfig
 
 TUNING_FORMAT = 1
 MODEL_FORMAT = 1
@@ -120,8 +120,9 @@ def entry_of(candidate: Candidate, **extra) -> dict:
     """A tuning-file entry naming ``candidate``."""
     streamk = {"streamk": True} if candidate.family == "streamk" else {}
     gemv = {"gemv": True} if candidate.family == "gemv" else {}
+    own = {candidate.family: True} if candidate.family in ("shortk", "dot") else {}
     return {"params": candidate.config.params(), "config": candidate.config.name,
-            "split": candidate.split, **streamk, **gemv, **extra}
+            "split": candidate.split, **streamk, **gemv, **own, **extra}
 
 
 def candidate_of(entry: dict, path: Path | str) -> Candidate:
@@ -130,8 +131,14 @@ def candidate_of(entry: dict, path: Path | str) -> Candidate:
         split = int(entry["split"])
         if entry.get("gemv"):
             params = entry["params"]
-            config: Config | GemvConfig = GemvConfig(str(params["SIDE"]), int(params["SKINNY"]))
+            config: Config | GemvConfig | ShortKConfig | DotConfig = GemvConfig(
+                str(params["SIDE"]), int(params["SKINNY"]), fused=bool(params.get("FUSED", 0)))
             family = "gemv"
+        elif entry.get("dot"):
+            config, family = DOT_CONFIG, "dot"
+        elif entry.get("shortk"):
+            config = ShortKConfig(int(entry["params"]["BM"]), int(entry["params"]["TN"]))
+            family = "shortk"
         else:
             config = Config.from_params(entry["params"])
             family = "streamk" if entry.get("streamk") else "splitk"

@@ -17,7 +17,14 @@ Families
                 ``mm_23_fixup`` (see :func:`streamk_split`).
     ``gemv``    cuda/24_gemv.cu: at most 16 rows or columns of C; the big operand
                 streamed once, K split over blocks when the grid is small, then
-                ``mm_24_reduce`` (:class:`GemvConfig`).
+                ``mm_24_reduce``, or (``fused``) the last block of each tile adds
+                the slices in the same launch (:class:`GemvConfig`).
+    ``shortk``  cuda/27_shortk.cu: K short, C's stores the work; each block stages
+                its rows of A and columns of B once and stores whole columns
+                (:class:`ShortKConfig`).
+    ``dot``     cuda/30_dot.cu: a handful of outputs, K long; a block's 256 threads
+                walk K together for one 4 x 4 tile of C, K split over blocks whose
+                last adds the slices in the same launch (:class:`DotConfig`).
 """
 
 from __future__ import annotations
@@ -30,6 +37,8 @@ from .device import H100_SXM, DeviceFacts
 SPLITK_SOURCE = "cuda/21_splitk.cu"
 STREAMK_SOURCE = "cuda/23_streamk.cu"
 GEMV_SOURCE = "cuda/24_gemv.cu"
+SHORTK_SOURCE = "cuda/27_shortk.cu"
+DOT_SOURCE = "cuda/30_dot.cu"
 REDUCE_THREADS = 256  # mm_21_reduce and mm_24_reduce: one float4 of C a thread
 FIXUP_THREADS = 128  # FIX_THREADS in cuda/23_streamk.cu: one float4 of a partial tile each
 
@@ -41,6 +50,16 @@ MAX_WORKSPACE_BYTES = 512 * 2**20
 MAX_GRID_YZ = 65535
 MAX_ITERATIONS = 2**31 - 1  # rung 23's kernels count MAC-loop iterations in ints
 GEMV_MAX_SKINNY = 16
+# Rung 22 offers rung 27 up to these K (H100, same runs): with M a multiple of 4 the tiles
+# store as fast from K = 12 or so (4096x4096x16: 34.5 us against 37.9), while with M not a
+# multiple of 4 their scalar stores lose up to K = 60 (3562x988x42: 43.5 us against 18.8).
+SHORTK_MAX_K = 8
+SHORTK_MAX_K_UNALIGNED = 64
+SHORTK_THREADS = 256
+SHORTK_KC = 32  # K staged per chunk (KC in the source)
+DOT_TILE = 4  # DT in cuda/30_dot.cu: a block's tile of C is DOT_TILE x DOT_TILE
+DOT_THREADS = 256
+DOT_MAX_TILES = 16  # rung 22 offers rung 30 where C has at most this many tiles (per matrix)
 
 
 @dataclass(frozen=True)
@@ -166,14 +185,15 @@ class GemvConfig:
     side: str
     skinny: int
     regs: int = 64
+    fused: bool = False  # with K split, the slices are added in the same launch (FUSED=1)
 
     @property
     def name(self) -> str:
-        return f"gemv_{self.side}{self.skinny}"
+        return f"gemv_{self.side}{self.skinny}" + ("f" if self.fused else "")
 
     @property
     def defines(self) -> dict[str, int]:
-        return {"SKINNY": self.skinny}
+        return {"SKINNY": self.skinny, **({"FUSED": 1} if self.fused else {})}
 
     @property
     def threads(self) -> int:
@@ -181,17 +201,67 @@ class GemvConfig:
 
     @property
     def rows(self) -> int:
-        """Columns (side "m": 256 threads, 4 lanes a column from 8 rows of A up, else 8)
-        or rows (side "n") of C one block covers."""
+        """Columns (side "m": 256 threads, 4 lanes a column and 2 columns a lane from 8 rows
+        of A up, else 8 lanes and one) or rows (side "n") of C one block covers."""
         if self.side == "m":
-            return 256 // (4 if self.skinny >= 8 else 8)
+            return 256 // 4 * 2 if self.skinny >= 8 else 256 // 8
         return 128
 
     def params(self) -> dict:
-        return {"SIDE": self.side, "SKINNY": self.skinny}
+        return {"SIDE": self.side, "SKINNY": self.skinny, **({"FUSED": 1} if self.fused else {})}
 
     smem_dynamic = False
     smem_bytes = 0
+
+
+@dataclass(frozen=True)
+class ShortKConfig:
+    """One variant of cuda/27_shortk.cu: BM rows of C per block (BM / 4 lanes down a
+    column) and TN columns per lane; 256 threads. ``efficiency`` (share of the FP32 peak
+    with K long enough for the FMAs to matter) and ``store`` (share of the model's store
+    rate, against the tiles' 1.0) are the figures the cost model starts from."""
+
+    bm: int
+    tn: int
+    regs: int = 64
+    efficiency: float = 0.5
+    unaligned: float = 0.8
+    store: float = 3.0
+
+    def __post_init__(self) -> None:
+        if self.bm not in (32, 64, 128) or self.tn not in (4, 8, 16):
+            raise ValueError(f"invalid short-K config {self.bm}/{self.tn}: BM is 32, 64 or "
+                             "128 and TN 4, 8 or 16")
+
+    @property
+    def bn(self) -> int:
+        return 8 * (128 // self.bm) * self.tn
+
+    bk = SHORTK_KC
+    threads = SHORTK_THREADS
+    smem_dynamic = False
+
+    @property
+    def name(self) -> str:
+        return f"shortk_{self.bm}x{self.bn}_t{self.tn}"
+
+    @property
+    def defines(self) -> dict[str, int]:
+        return {"BM": self.bm, "TN": self.tn}
+
+    @property
+    def smem_bytes(self) -> int:
+        return 4 * SHORTK_KC * (self.bm + self.bn)
+
+    @property
+    def blocks_per_sm(self) -> int:
+        regs_per_warp = -(-self.regs * 32 // 256) * 256
+        by_regs = _REGS_PER_SM // (regs_per_warp * (self.threads // 32))
+        by_smem = _SMEM_PER_SM // (self.smem_bytes + 1024)
+        return max(1, min(by_regs, _THREADS_PER_SM // self.threads, by_smem, 32))
+
+    def params(self) -> dict:
+        return {"BM": self.bm, "TN": self.tn}
 
 
 # The split-K variants the dispatcher offered before the model was fitted. Registers from
@@ -242,20 +312,57 @@ STREAMK_CONFIGS: tuple[Config, ...] = tuple(
     replace(CONFIGS[name], regs=regs) for name, regs in _STREAMK_REGS.items())
 # Rung 24: registers from ptxas (nvcc 13, sm_90), none spills.
 _GEMV_REGS = {("n", 1): 37, ("n", 2): 43, ("n", 4): 52, ("n", 8): 70, ("n", 16): 96,
-              ("m", 1): 40, ("m", 2): 40, ("m", 4): 40, ("m", 8): 48, ("m", 16): 60}
+              ("m", 1): 40, ("m", 2): 38, ("m", 4): 40, ("m", 8): 78, ("m", 16): 109}
+_GEMV_FUSED_REGS = {("n", 1): 48, ("n", 2): 57, ("n", 4): 63, ("n", 8): 80, ("n", 16): 95,
+                    ("m", 1): 40, ("m", 2): 40, ("m", 4): 40, ("m", 8): 75, ("m", 16): 109}
 GEMV_CONFIGS: tuple[GemvConfig, ...] = tuple(
-    GemvConfig(side, skinny, regs) for (side, skinny), regs in _GEMV_REGS.items())
+    GemvConfig(side, skinny, regs, fused)
+    for fused, table in ((False, _GEMV_REGS), (True, _GEMV_FUSED_REGS))
+    for (side, skinny), regs in table.items())
+# Rung 27: registers from ptxas (nvcc 13, sm_90), none spills (TN 16 spilled, and 32x128 with
+# TN 4 was never the fastest on the H100: both left out);
+# efficiency and store share as measured on the H100.
+SHORTK_CONFIGS: tuple[ShortKConfig, ...] = (
+    ShortKConfig(128, 8, regs=94, efficiency=0.5, store=3.0),
+    ShortKConfig(128, 4, regs=48, efficiency=0.4, store=3.0),
+    ShortKConfig(64, 8, regs=94, efficiency=0.5, store=3.0),
+)
+
+
+@dataclass(frozen=True)
+class DotConfig:
+    """cuda/30_dot.cu's one variant: 256 threads, a 4 x 4 tile of C per block."""
+
+    regs: int = 73
+    tile: int = DOT_TILE
+    threads: int = DOT_THREADS
+    smem_dynamic = False
+    smem_bytes = 0
+
+    @property
+    def name(self) -> str:
+        return f"dot_{self.tile}x{self.tile}"
+
+    @property
+    def defines(self) -> dict[str, int]:
+        return {}
+
+    def params(self) -> dict:
+        return {"TILE": self.tile}
+
+
+DOT_CONFIG = DotConfig()
 
 
 @dataclass(frozen=True)
 class Variant:
     """One compiled variant: a row of the manifest."""
 
-    family: str  # "splitk", "streamk" or "gemv"
-    config: Config | GemvConfig
+    family: str  # "splitk", "streamk", "gemv", "shortk" or "dot"
+    config: Config | GemvConfig | ShortKConfig | DotConfig
     source: str
     entry: str
-    second_entry: str  # the reduction or fix-up launched after it when K is shared
+    second_entry: str  # the reduction or fix-up launched after it when K is shared ('': none)
 
     @property
     def key(self) -> str:
@@ -271,12 +378,16 @@ VARIANTS: tuple[Variant, ...] = (
     tuple(_splitk(c) for c in SEARCH)
     + tuple(Variant("streamk", c, STREAMK_SOURCE, "mm_23_streamk", "mm_23_fixup")
             for c in STREAMK_CONFIGS)
-    + tuple(Variant("gemv", c, GEMV_SOURCE, f"mm_24_gemv_{c.side}", "mm_24_reduce")
-            for c in GEMV_CONFIGS))
+    + tuple(Variant("gemv", c, GEMV_SOURCE, f"mm_24_gemv_{c.side}",
+                    "" if c.fused else "mm_24_reduce") for c in GEMV_CONFIGS)
+    + tuple(Variant("shortk", c, SHORTK_SOURCE, "mm_27_shortk", "") for c in SHORTK_CONFIGS)
+    + (Variant("dot", DOT_CONFIG, DOT_SOURCE, "mm_30_dot", ""),))
 BY_KEY = {v.key: v for v in VARIANTS}
+#: Every family of the manifest: what rung 22 chooses among.
+FAMILIES: tuple[str, ...] = tuple(dict.fromkeys(v.family for v in VARIANTS))
 
 
-def variant(family: str, config: Config | GemvConfig) -> Variant:
+def variant(family: str, config: Config | GemvConfig | ShortKConfig | DotConfig) -> Variant:
     """The manifest's row of a config in a family (KeyError when it has none)."""
     return BY_KEY[f"{family}:{config.name}"]
 
@@ -294,13 +405,13 @@ class Candidate:
         return self.variant.family
 
     @property
-    def config(self) -> Config | GemvConfig:
+    def config(self) -> Config | GemvConfig | ShortKConfig | DotConfig:
         return self.variant.config
 
     @property
     def label(self) -> str:
-        if self.family == "streamk":
-            return f"{self.config.name}/stream-K"
+        if self.family in ("streamk", "shortk"):
+            return f"{self.config.name}/" + ("stream-K" if self.family == "streamk" else "1")
         return f"{self.config.name}/{self.split}"
 
 
@@ -387,6 +498,27 @@ def streamk_split(config: Config, m: int, n: int, k: int, batch: int = 1,
     return StreamK(config, tiles, ipt, slots, sk_ctas, sk_tiles)
 
 
+def dot_tiles(m: int, n: int) -> int:
+    """Tiles of C per matrix, each one block (times the K split)."""
+    return -(-m // DOT_TILE) * -(-n // DOT_TILE)
+
+
+def dot_splits(k: int) -> list[int]:
+    """Split factors of rung 30: every slice gets at least one K step per thread and
+    none is empty."""
+    out = [1]
+    for s in (2, 4, 8, 16, 32, 64, 128):
+        per = -(-k // s)
+        if per < DOT_THREADS or (s - 1) * per >= k:
+            break
+        out.append(s)
+    return out
+
+
+def dot_kchunk(k: int, split: int) -> int:
+    return -(-k // split)
+
+
 # ----------------------------------------------------------------------- GEMV
 def gemv_side(m: int, n: int) -> str:
     """Which operand rung 24 streams: "m" (B streamed) when M is at most 16 and below N,
@@ -394,12 +526,25 @@ def gemv_side(m: int, n: int) -> str:
     return "m" if m < n and m <= GEMV_MAX_SKINNY else "n"
 
 
-def gemv_config(m: int, n: int) -> GemvConfig:
+def gemv_config(m: int, n: int, fused: bool = False) -> GemvConfig:
     """The least GEMV variant that holds the skinny side (16 columns at a time when both
     sides pass 16: rung 24 alone is right for every shape, if slow there)."""
     side = gemv_side(m, n)
     skinny = min(GEMV_MAX_SKINNY, n if side == "n" else m)
-    return next(c for c in GEMV_CONFIGS if c.side == side and c.skinny >= skinny)
+    return next(c for c in GEMV_CONFIGS
+                if c.side == side and c.skinny >= skinny and c.fused == fused)
+
+
+def gemv_counters(config: GemvConfig, m: int, n: int, batch: int, split: int) -> int:
+    """Ints after the slices in the workspace: one arrival counter per tile of C (FUSED)."""
+    if not config.fused or split == 1:
+        return 0
+    grid = gemv_grid(config, m, n, batch, split)
+    return grid[0] * grid[2]
+
+
+def shortk_grid(config: ShortKConfig, m: int, n: int, batch: int) -> tuple[int, int, int]:
+    return (-(-m // config.bm), -(-n // config.bn), batch)
 
 
 def gemv_kchunk(k: int, split: int) -> int:
@@ -437,10 +582,23 @@ def why_not(candidate: Candidate, m: int, n: int, k: int, batch: int,
     workspace = 4 * batch * split * m * n if split > 1 else 0
     if workspace > MAX_WORKSPACE_BYTES:
         return f"{workspace} bytes of partial sums (at most {MAX_WORKSPACE_BYTES})"
+    if candidate.family == "dot":
+        if split not in dot_splits(k):
+            return f"split {split} leaves a K slice empty or short"
+        grid = (dot_tiles(m, n), split, batch)
+        return "" if max(grid[1:]) <= MAX_GRID_YZ else f"grid {grid} passes CUDA's y/z limit"
+    if candidate.family == "shortk":
+        assert isinstance(config, ShortKConfig)
+        grid = shortk_grid(config, m, n, batch)
+        if split != 1:
+            return "rung 27 does not split K (split 1)"
+        return "" if max(grid[1:]) <= MAX_GRID_YZ else f"grid {grid} passes CUDA's y/z limit"
     if candidate.family == "gemv":
         assert isinstance(config, GemvConfig)
-        if gemv_config(m, n) != config:
+        if gemv_config(m, n, config.fused) != config:
             return f"{config.name} is not rung 24's variant for {m}x{n}"
+        if config.fused and split == 1:
+            return "one K slice needs no fused sum (the plain variant)"
         grid = gemv_grid(config, m, n, batch, split)
         if split not in gemv_splits(k):
             return f"split {split} leaves a K slice empty"
@@ -463,11 +621,16 @@ def why_not(candidate: Candidate, m: int, n: int, k: int, batch: int,
 
 
 def candidates(m: int, n: int, k: int, batch: int = 1, device: DeviceFacts = H100_SXM,
-               families: tuple[str, ...] = ("splitk", "streamk", "gemv"),
+               families: tuple[str, ...] | None = None,
                configs: tuple[Config, ...] | None = None) -> list[Candidate]:
     """Every candidate of the manifest that can run the problem: each split-K variant with
-    each split factor, each stream-K variant, rung 24's variant with each of its splits.
-    ``configs`` keeps only those tile shapes (rung 21 keeps its own)."""
+    each split factor, each stream-K variant, rung 24's variant with each of its splits (and
+    its fused variant with each split past 1), rung 27's variants where K is at most
+    :data:`SHORTK_MAX_K` (:data:`SHORTK_MAX_K_UNALIGNED` when M is not a multiple of 4),
+    rung 30 with each of its splits where C has at most
+    :data:`DOT_MAX_TILES` tiles. ``configs`` keeps only those tile shapes (rung 21 keeps
+    its own)."""
+    families = FAMILIES if families is None else families
     out = []
     for row in VARIANTS:
         if row.family not in families:
@@ -478,9 +641,19 @@ def candidates(m: int, n: int, k: int, batch: int = 1, device: DeviceFacts = H10
             assert isinstance(row.config, Config)
             splits = split_factors(k, row.config.bk)
         elif row.family == "gemv":  # only where a side is skinny: elsewhere tiles win
-            if min(m, n) > GEMV_MAX_SKINNY or gemv_config(m, n) != row.config:
+            assert isinstance(row.config, GemvConfig)
+            fused = row.config.fused
+            if min(m, n) > GEMV_MAX_SKINNY or gemv_config(m, n, fused) != row.config:
                 continue
-            splits = gemv_splits(k)
+            splits = [s for s in gemv_splits(k) if s > 1 or not fused]
+        elif row.family == "shortk":
+            if k > (SHORTK_MAX_K if m % 4 == 0 else SHORTK_MAX_K_UNALIGNED):
+                continue
+            splits = [1]
+        elif row.family == "dot":
+            if dot_tiles(m, n) > DOT_MAX_TILES:
+                continue
+            splits = dot_splits(k)
         else:
             splits = [1]
         for split in splits:

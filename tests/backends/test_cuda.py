@@ -536,12 +536,15 @@ def _agreeing(variant) -> list[tuple[Problem, int]]:
 
     problems = _gemv_problems(variant.config) if variant.family == "gemv" else list(
         NO_TILE_DIVIDES)
+    if variant.family == "dot":  # few outputs, long K, split up to 16 ways
+        problems += [Problem(1, 2, 2273), Problem(22, 1, 4378 + 4096, batch=2, layout="col",
+                                                  alpha=0.5, beta=2.0)]
     out = []
     for problem in problems:
         m, n = (problem.n, problem.m) if problem.layout == "row" else (problem.m, problem.n)
-        if variant.family == "gemv" and gemv_config(m, n) != variant.config:
+        if variant.family == "gemv" and gemv_config(m, n, variant.config.fused) != variant.config:
             continue
-        for split in (1, 2, 3):
+        for split in (1, 2, 3) + ((4, 8, 16) if variant.family == "dot" else ()):
             if not why_not(Candidate(variant, split), m, n, problem.k, problem.batch):
                 out.append((problem, split))
     return out
@@ -550,9 +553,9 @@ def _agreeing(variant) -> list[tuple[Problem, int]]:
 @needs_gpu
 @pytest.mark.parametrize("variant", VARIANTS, ids=lambda v: v.key)
 def test_every_variant_agrees_on_shapes_no_tile_divides(variant) -> None:
-    """Each compiled variant of rungs 21, 23 and 24, forced as rung 22's plan on odd
-    shapes, whole and split in K, agrees with float64 (the partial sums, the fix-up and
-    dynamic shared memory included)."""
+    """Each compiled variant of rungs 21, 23, 24, 27 and 30, forced as rung 22's plan on odd
+    shapes, whole and split in K, agrees with float64 (the partial sums, the fix-up, the
+    fused sums of rung 24 and dynamic shared memory included)."""
     from mmsuite.cuda_dispatch.search import PlanTimer
     from mmsuite.cuda_dispatch.variants import Candidate
 

@@ -63,10 +63,11 @@ def test_a_split_pays_for_its_reduction() -> None:
     assert estimate_seconds(two, 2048, 2048, 8192) > estimate_seconds(one, 2048, 2048, 8192)
 
 
-def _synthetic(truth: Parameters, shapes: list[tuple[int, int, int, int]]) -> list[Timing]:
+def _synthetic(truth: Parameters, shapes: list[tuple[int, int, int, int]],
+               **choice) -> list[Timing]:
     out = []
     for m, n, k, batch in shapes:
-        for c in variants.candidates(m, n, k, batch, H100)[::7]:
+        for c in variants.candidates(m, n, k, batch, H100, **choice)[::7]:
             out.append(Timing(m, n, k, batch, c, estimate_seconds(c, m, n, k, batch, H100,
                                                                    truth)))
     return out
@@ -94,17 +95,18 @@ def test_a_tile_whose_stores_are_slow_loses_short_k_once_fitted() -> None:
     per variant tells them apart (on the H100 the 128x256 tile stored 1.6x slower than
     rung 23's 128x64 one at 15443x1914x1)."""
     held_out = (1914, 15443, 1, 1)
-    big = _best(*held_out).variant.key  # the tile the starting figures pick
+    tiles = {"families": ("splitk", "streamk")}  # rung 27 aside: the tiles' own shares
+    big = _best(*held_out, **tiles).variant.key  # the tile the starting figures pick
     truth = dataclasses.replace(model.STARTING, store={big: 0.3})
     fitting = [(1500, 9000, 2, 1), (3000, 3000, 16, 1), (900, 20000, 8, 1),
                (4096, 2048, 32, 1), (2000, 6000, 4, 2)]
-    timings = _synthetic(truth, fitting) + [
+    timings = _synthetic(truth, fitting, **tiles) + [
         Timing(*shape, c, estimate_seconds(c, *shape, H100, truth))
         for shape in fitting for c in variants.candidates(*shape, H100)
         if c.variant.key == big]
     fitted = model.fit(timings, H100, prior_weight=0.0, iterations=30)
     assert fitted.store_share(big) < 0.6
-    found = variants.candidates(*held_out, H100)
+    found = variants.candidates(*held_out, H100, **tiles)
     pick = model.ranked(found, *held_out, H100, fitted)[0][1]
     assert pick.variant.key != big
 
@@ -135,3 +137,18 @@ def test_parameters_round_trip_and_the_users_model_wins(_tuning_dir: Path) -> No
     tuning_file.store_model(user, H100.name, fitted.to_dict())
     read = model.parameters_for(H100.name)
     assert read.efficiency == {"splitk:128x128x16": 0.5} and read.source == str(user)
+
+
+@pytest.mark.parametrize("dims,family", [
+    ((1914, 15443, 1, 1), "shortk"),  # C's stores the work, M misaligned: rung 27
+    ((3562, 988, 42, 1), "shortk"),
+    ((2, 1, 2273, 1), "dot"),  # two outputs, K long: rung 30
+    ((1, 22, 4378, 1), "dot"),
+    ((4096, 4096, 4096, 1), "splitk"),
+])
+def test_the_shipped_h100_model_sends_short_k_to_rung_27_and_few_outputs_to_rung_30(
+        dims: tuple[int, int, int, int], family: str) -> None:
+    shipped = Path(model.__file__).parent.parent / "tuning" / "nvidia-h100-80gb-hbm3.model.json"
+    params = Parameters.from_dict(tuning_file.load_model(shipped)["parameters"], str(shipped))
+    found = variants.candidates(*dims, H100)
+    assert model.ranked(found, *dims, H100, params)[0][1].family == family

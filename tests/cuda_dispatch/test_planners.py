@@ -10,7 +10,7 @@ from types import SimpleNamespace
 import pytest
 
 from mmsuite import catalogue, tensorcore
-from mmsuite.cuda_dispatch import planners, tuning_file
+from mmsuite.cuda_dispatch import planners, tuning_file, variants
 from mmsuite.cuda_dispatch.device import DeviceFacts
 from mmsuite.cuda_dispatch.tuning_file import entry_of, shape_key
 from mmsuite.cuda_dispatch.variants import (
@@ -46,7 +46,9 @@ def test_the_catalogue_names_planners_as_functions_of_one_signature() -> None:
                      "cuda.25_tf32_mma": tensorcore.plan_tf32,
                      "cuda.26_fp32_accurate": tensorcore.plan_accurate,
                      "cuda.28_tf32_wgmma": tensorcore.plan_tf32_wgmma,
-                     "cuda.29_fp32_accurate_wgmma": tensorcore.plan_accurate_wgmma}
+                     "cuda.29_fp32_accurate_wgmma": tensorcore.plan_accurate_wgmma,
+                     "cuda.27_shortk": planners.plan_shortk,
+                     "cuda.30_dot": planners.plan_dot}
     for planner in named.values():  # called as planner(call, device, override)
         parameters = inspect.signature(planner).parameters
         assert list(parameters)[:3] == ["call", "device", "override"]
@@ -123,8 +125,39 @@ def test_an_override_is_forced_by_argument_and_checked() -> None:
 def test_rung_22_sends_skinny_products_to_rung_24(m: int, n: int, entry: str) -> None:
     plan = planners.plan_adaptive(_call(m, n, 8192), H100)
     assert plan.steps[0].entry == entry and plan.steps[0].source == "cuda/24_gemv.cu"
-    split = plan.info["dispatch"]["split"]
-    assert plan.steps[0].grid[1] == split and (len(plan.steps) == 2) == (split > 1)
+    split, fused = plan.info["dispatch"]["split"], "FUSED" in dict(plan.steps[0].defines)
+    assert plan.steps[0].grid[1] == split
+    assert len(plan.steps) == (2 if split > 1 and not fused else 1)
+
+
+def test_a_fused_gemv_plan_is_one_launch_with_its_counters_after_the_slices() -> None:
+    plan = planners.plan_adaptive(_call(8192, 1, 8192), H100, Candidate(
+        variant("gemv", GemvConfig("n", 1, fused=True)), 8))
+    (step,) = plan.steps
+    assert dict(step.defines) == {"SKINNY": 1, "FUSED": 1} and step.grid == (64, 8, 1)
+    assert plan.workspace == 8 * 8192 + 64  # the slices, then one counter per tile
+
+
+def test_rung_22_sends_short_k_to_rung_27_where_the_model_ranks_it_first() -> None:
+    plan = planners.plan_adaptive(_call(3021, 292, 2), H100,
+                                  Candidate(variant("shortk", variants.SHORTK_CONFIGS[0])))
+    (step,) = plan.steps
+    assert step.entry == "mm_27_shortk" and step.source == "cuda/27_shortk.cu"
+    assert step.grid == (-(-3021 // 128), -(-292 // 64), 1) and step.block == (256,)
+    assert plan.workspace == 0 and step.args == GEMM_ARGS
+    alone = planners.plan_shortk(_call(3021, 292, 2), H100)
+    assert alone.steps[0].entry == "mm_27_shortk"
+
+
+def test_a_dot_plan_is_one_launch_a_block_per_tile_and_slice() -> None:
+    plan = planners.plan_adaptive(_call(22, 1, 4378, 3), H100,
+                                  Candidate(variant("dot", variants.DOT_CONFIG), 8))
+    (step,) = plan.steps
+    assert step.entry == "mm_30_dot" and step.grid == (6, 8, 3) and step.block == (256,)
+    assert step.args == GEMM_ARGS + ("work", 548)  # K per slice
+    assert plan.workspace == 3 * 8 * 22 + 6 * 3  # the slices, then a counter per tile
+    whole = planners.plan_dot(_call(2, 1, 300), H100)
+    assert whole.info["dispatch"]["split"] == 1 and whole.workspace == 0
 
 
 def test_rung_24_alone_covers_wide_products_sixteen_columns_at_a_time() -> None:
@@ -146,3 +179,13 @@ def test_a_problem_no_plan_can_launch_is_a_launch_limit_not_a_bug() -> None:
 
     with pytest.raises(LaunchLimit, match="grid limits"):
         planners.plan_splitk(_call(1, 128 * 70000, 64, 1), H100)
+
+
+@pytest.mark.parametrize("m,n,k,family", [(4051, 2049, 1, "shortk"), (2, 1, 2273, "dot"),
+                                          (8192, 1, 8192, "gemv")])
+def test_rung_22_ranks_every_family_of_the_manifest(m: int, n: int, k: int,
+                                                    family: str) -> None:
+    """The model's choice among all of them: each family wins somewhere (here with the
+    starting figures, which already favour rung 27 on stores and rung 30 on few outputs)."""
+    assert planners.decide(m, n, k, 1, H100).candidate.family == family
+    assert variants.FAMILIES == ("splitk", "streamk", "gemv", "shortk", "dot")

@@ -15,11 +15,13 @@ from mmsuite.cuda_dispatch.variants import (
     CONFIGS,
     GEMV_CONFIGS,
     SEARCH,
+    SHORTK_CONFIGS,
     STREAMK_CONFIGS,
     VARIANTS,
     Candidate,
     Config,
     GemvConfig,
+    ShortKConfig,
     variant,
     why_not,
 )
@@ -77,21 +79,60 @@ def test_occupancy_follows_registers_and_threads() -> None:
 def test_the_manifest_names_each_variant_once_with_its_source_and_entries() -> None:
     keys = [v.key for v in VARIANTS]
     assert len(keys) == len(set(keys))
-    assert {v.family for v in VARIANTS} == {"splitk", "streamk", "gemv"}
+    assert {v.family for v in VARIANTS} == {"splitk", "streamk", "gemv", "shortk", "dot"}
     for row in VARIANTS:
         text = source_path(row.source).read_text()
-        assert f"\n{row.entry}(" in text and f"\n{row.second_entry}(" in text, row.key
+        assert f"\n{row.entry}(" in text, row.key
+        fused = getattr(row.config, "fused", False)
+        assert (row.second_entry == "") == (row.family in ("shortk", "dot") or fused), row.key
+        assert not row.second_entry or f"\n{row.second_entry}(" in text, row.key
     assert len([v for v in VARIANTS if v.family == "splitk"]) == len(SEARCH)
-    assert len([v for v in VARIANTS if v.family == "gemv"]) == len(GEMV_CONFIGS) == 10
+    assert len([v for v in VARIANTS if v.family == "gemv"]) == len(GEMV_CONFIGS) == 20
+    assert len([v for v in VARIANTS if v.family == "shortk"]) == len(SHORTK_CONFIGS)
 
 
 def test_every_family_is_a_candidate_where_it_applies() -> None:
     families = {c.family for c in variants.candidates(4097, 4097, 4097, 1, H100)}
-    assert families == {"splitk", "streamk"}  # no side is skinny: rung 24 is not offered
+    assert families == {"splitk", "streamk"}  # no side skinny, K long: rungs 24, 27 are not
     skinny = variants.candidates(8192, 1, 8192, 1, H100)
     gemv = [c for c in skinny if c.family == "gemv"]
-    assert {c.config.name for c in gemv} == {"gemv_n1"} and len(gemv) > 4
+    assert {c.config.name for c in gemv} == {"gemv_n1", "gemv_n1f"} and len(gemv) > 8
+    assert all(c.split > 1 for c in gemv if c.config.name == "gemv_n1f")
     assert {c.family for c in skinny} == {"splitk", "streamk", "gemv"}
+    for m, k_max in ((4096, variants.SHORTK_MAX_K), (4097, variants.SHORTK_MAX_K_UNALIGNED)):
+        short = variants.candidates(m, 4097, k_max, 1, H100)
+        assert {c.config for c in short if c.family == "shortk"} == set(SHORTK_CONFIGS)
+        assert not [c for c in variants.candidates(m, 4097, k_max + 1, 1, H100)
+                    if c.family == "shortk"]
+
+
+def test_short_k_configs_tile_c_with_256_threads_and_refuse_what_the_source_does() -> None:
+    assert [(c.bm, c.bn) for c in SHORTK_CONFIGS] == [(128, 64), (128, 32), (64, 128)]
+    assert all(c.threads == 256 and c.smem_bytes == 4 * 32 * (c.bm + c.bn)
+               for c in SHORTK_CONFIGS)
+    with pytest.raises(ValueError, match="BM is 32, 64 or 128"):
+        ShortKConfig(48, 8)
+    row = variant("shortk", SHORTK_CONFIGS[0])
+    assert "split 1" in why_not(Candidate(row, 2), 100, 100, 10, 1)
+    assert "y/z limit" in why_not(Candidate(row), 4, 64 * 65536, 4, 1)
+
+
+def test_rung_30_is_offered_where_c_has_few_tiles_with_slices_of_a_step_per_thread() -> None:
+    assert variants.dot_splits(2273) == [1, 2, 4, 8]  # 285 K per slice; 16 would leave 143
+    assert variants.dot_splits(300) == [1] and variants.dot_splits(1) == [1]
+    offered = [c for c in variants.candidates(22, 1, 4378, 1, H100) if c.family == "dot"]
+    assert [c.split for c in offered] == [1, 2, 4, 8, 16]
+    assert variants.dot_tiles(17, 16) == 20 > variants.DOT_MAX_TILES
+    assert not [c for c in variants.candidates(17, 16, 4378, 1, H100) if c.family == "dot"]
+    assert "K slice" in why_not(Candidate(variant("dot", variants.DOT_CONFIG), 3), 2, 1, 2273, 1)
+
+
+def test_a_fused_gemv_variant_is_offered_only_with_k_split() -> None:
+    fused = variant("gemv", GemvConfig("n", 1, fused=True))
+    assert "plain variant" in why_not(Candidate(fused, 1), 8192, 1, 8192, 1)
+    assert not why_not(Candidate(fused, 4), 8192, 1, 8192, 1)
+    assert fused.config.defines == {"SKINNY": 1, "FUSED": 1} and fused.second_entry == ""
+    assert variants.gemv_counters(fused.config, 8192, 1, 3, 4) == 64 * 3
 
 
 @pytest.mark.parametrize("m,n,name", [(8192, 1, "gemv_n1"), (8192, 3, "gemv_n4"),
