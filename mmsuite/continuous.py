@@ -23,13 +23,18 @@ keeps the verdict's error within it):
 Rows stop at the first look that decides them; undecided ones take rounds until their
 time is spent, as NVBench's stopping criterion does for noise.
 
-A worker process carries a bias of its own that no number of its rounds averages away:
+A worker process carried a bias of its own that no number of its rounds averaged away:
 two processes of identical code, measured in turns, differed by up to ±11% for minutes
-on a 2-core machine with a busy neighbour (where their memory and threads happened to
-land). So at every look that leaves a row undecided, both sides get fresh workers, and a
-row is only decided on rounds from at least ``min_worker_pairs`` pairs of them; and the
-workers' OpenMP threads are bound one to a CPU (unless the environment says otherwise),
-which halved the rounds' spread there.
+on a 2-core machine with a busy neighbour. Most of it was where the heap put the
+operands (the CPU backend now places them on huge-page boundaries), but a row is still
+decided only on rounds from at least ``min_worker_pairs`` pairs of worker processes: a
+look that leaves it undecided with fewer opens a fresh pair. The workers' OpenMP threads
+are bound one to a CPU (unless the environment says otherwise), which halved the
+rounds' spread there.
+
+A row whose verdict would need more rounds than its budget holds (judged from the
+kernel's checked launch when opened, then from its rounds) stops at once as ``unsure``,
+saying what ``--max-time`` would decide it, rather than spending the budget for nothing.
 """
 
 from __future__ import annotations
@@ -91,6 +96,12 @@ class Settings:
     def min_rounds(self) -> int:
         """The fewest rounds that bound the interval at ``look_confidence``."""
         return min_paired_rounds(self.look_confidence)
+
+    def rounds_to_verdict(self) -> int:
+        """The fewest rounds that can decide a row: the look by which it has rounds from
+        ``min_worker_pairs`` pairs of workers (a new pair is opened at each look before)."""
+        looks = self.looks()
+        return looks[min(self.min_worker_pairs, len(looks)) - 1]
 
     def looks(self) -> list[int]:
         """The round counts at which a row is judged: the fewest that can decide, then
@@ -182,6 +193,7 @@ class Side:
     code: dict = field(default_factory=dict)
     max_rel_err: float | None = None
     info: dict = field(default_factory=dict)
+    launch_s: float | None = None  # the open's checked launch, seconds
 
     @property
     def median_ms(self) -> float | None:
@@ -202,6 +214,7 @@ class Pair:
     seconds: float = 0.0
     interrupted: bool = False
     worker_pairs: int = 0  # pairs of worker processes its rounds came from
+    needs_seconds: float | None = None  # of rounds, for a verdict, where more than allowed
 
     @property
     def identical(self) -> bool:
@@ -233,6 +246,12 @@ def decide(pair: Pair, settings: Settings) -> tuple[str, str]:
         return "unsure", "; ".join(sides)
     if pair.identical and not settings.judge_identical:
         return "same", "identical code"
+    if pair.needs_seconds is not None:
+        rounds = pair.estimate.rounds if pair.estimate else 0
+        return "unsure", (f"{rounds} rounds: a verdict needs {settings.rounds_to_verdict()} "
+                          f"from {settings.min_worker_pairs} worker pairs, about "
+                          f"{pair.needs_seconds:.0f} s of rounds at this kernel's speed: "
+                          f"raise --max-time to {math.ceil(pair.needs_seconds)}")
     estimate = pair.estimate
     if estimate is None or not estimate.bounded:
         n = estimate.rounds if estimate else 0
@@ -333,6 +352,7 @@ class Gate:
         target.code = answer.get("code") or {}
         target.max_rel_err = answer.get("max_rel_err")
         target.info = answer.get("info") or {}
+        target.launch_s = answer.get("launch_s")
 
     def _turn(self, pair: Pair, side: str, timeout: float) -> None:
         target: Side = getattr(pair, side)
@@ -360,7 +380,9 @@ class Gate:
         try:
             self._open_both(pair, timeout)
             if pair.base.status == pair.head.status == "ok":  # the budget is for rounds
-                self._rounds(pair, timeout, time.monotonic())
+                pair.needs_seconds = self._unaffordable(pair)
+                if pair.needs_seconds is None:
+                    self._rounds(pair, timeout, time.monotonic())
         except KeyboardInterrupt:
             pair.interrupted = True
             raise
@@ -374,6 +396,19 @@ class Gate:
             pair.seconds = time.monotonic() - started
             self._judge(pair)
         return pair
+
+    def _unaffordable(self, pair: Pair) -> float | None:
+        """The seconds of rounds a verdict would take, where its open shows that they
+        exceed the budget; else None. Both sides opened at once, sharing the CPUs, so half
+        the faster side's checked launch is taken as a launch's cost: a row is given up
+        only when even that optimistic guess cannot fit."""
+        launches = [s.launch_s for s in (pair.base, pair.head) if s.launch_s is not None]
+        if len(launches) < 2:
+            return None  # an older revision: judged after its first round instead
+        settings = self.settings
+        per_round = 2 * max(settings.round_seconds, min(launches) / 2)
+        needed = settings.rounds_to_verdict() * per_round
+        return needed if needed > settings.max_seconds else None
 
     def _fresh_workers(self, pair: Pair, timeout: float) -> float:
         """Replace both sides' workers and open the row on the new ones; the seconds it
@@ -393,13 +428,19 @@ class Gate:
             if "error" in (pair.base.status, pair.head.status):
                 return
             n = len(pair.base.rounds)
-            out_of_time = (time.monotonic() - started >= settings.max_seconds
-                           or n >= settings.max_rounds)
+            spent = time.monotonic() - started
+            out_of_time = spent >= settings.max_seconds or n >= settings.max_rounds
+            to_verdict = settings.rounds_to_verdict()
+            if n < to_verdict and spent + (to_verdict - n) * spent / n > settings.max_seconds:
+                pair.needs_seconds = to_verdict * spent / n  # rounds a verdict cannot wait for
+                return
             if n in looks:
                 self._judge(pair)
                 if quick or pair.verdict != "unsure":
                     return
-                if not out_of_time:
+                # Fresh workers until the rounds come from enough pairs: each process
+                # carries a bias of its own (module docstring).
+                if not out_of_time and pair.worker_pairs < settings.min_worker_pairs:
                     started += self._fresh_workers(pair, timeout)
                     if pair.base.status != "ok" or pair.head.status != "ok":
                         return

@@ -6,7 +6,8 @@ revision's, while this file and the two helpers given by path are the driver's, 
 that an older revision can be measured the same way. The worker speaks JSON lines:
 
     {"op": "open", "kernel": ID, "problem": {...}, "options": {...}, "code": {...}}
-        -> {"status": "ok", "code": {...}, "max_rel_err": ..., "info": {...}}
+        -> {"status": "ok", "code": {...}, "max_rel_err": ..., "info": {...},
+            "launch_s": seconds of the checked launch, or null}
            or {"status": "missing" | "unavailable" | "failed" | "error", "reason": ...}
     {"op": "turn", "seconds": S}
         -> {"samples": [ms, ...], "host_load": {...}}: samples for at least S seconds
@@ -77,7 +78,10 @@ class _Worker:
         return {"status": "ok",
                 "code": self.identity["code_identity"](readers, kernel.source, kernel.reference),
                 "max_rel_err": getattr(verdict, "max_rel_err", None),
-                "info": _jsonable(sampler.info)}
+                "info": _jsonable(sampler.info),
+                # None where the revision's sampler predates it: the driver then judges
+                # a row's cost from its first round instead.
+                "launch_s": getattr(sampler, "launch_seconds", None)}
 
     def turn(self, request: dict) -> dict:
         sampler = self.sampler

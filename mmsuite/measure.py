@@ -614,8 +614,12 @@ class KernelSampler:
         self._transferred = False
         try:
             self.session.reset_c()
+            started = time.perf_counter()
             self.session.launch()
             self.session.synchronize()
+            # Wall time of the checked launch, a first guess of a sample's cost (compiles
+            # and uploads happened in prepare), for callers that budget their samples.
+            self.launch_seconds = time.perf_counter() - started
             _, verdict = _checked(self.session.output(), problem, inputs, options, kernel)
             self.verdict = verdict  # how far from float64, for a harness's record
             if not verdict.ok:

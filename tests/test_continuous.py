@@ -166,10 +166,11 @@ def test_a_decided_row_stops_at_the_first_look_with_two_worker_pairs(fake_worker
     assert len(pair.base.rounds) == Settings().looks()[1]
 
 
-def test_each_undecided_look_gives_both_sides_fresh_workers(fake_workers, tmp_path,
-                                                            monkeypatch) -> None:
-    """A worker process carries its own bias, so the rounds of one pair of processes never
-    decide a row alone, and every undecided look replaces both."""
+def test_undecided_looks_open_fresh_workers_until_enough_pairs(fake_workers, tmp_path,
+                                                               monkeypatch) -> None:
+    """A worker process may carry its own bias, so the rounds of one pair of processes
+    never decide a row alone: an undecided look opens a fresh pair until there are
+    ``min_worker_pairs`` of them; later looks keep the pair (each open costs seconds)."""
     started: list[str] = []
     make = FakeWorker.__init__
 
@@ -188,12 +189,57 @@ def test_each_undecided_look_gives_both_sides_fresh_workers(fake_workers, tmp_pa
 
     monkeypatch.setattr(FakeWorker, "__init__", counted)
     monkeypatch.setattr(FakeWorker, "request", noisy)
-    settings = Settings(max_seconds=60, max_rounds=30)
-    pair = gate(1.0, 1.0, tmp_path, max_seconds=60, max_rounds=30).measure(
-        Pair(KERNEL, PROBLEM))
-    assert pair.verdict == "unsure"
-    pairs = len([n for n in settings.looks() if n < 30]) + 1
-    assert pair.worker_pairs == pairs and sorted(started) == ["base"] * pairs + ["head"] * pairs
+    for wanted in (2, 3):
+        started.clear()
+        pair = gate(1.0, 1.0, tmp_path, max_seconds=60, max_rounds=30,
+                    min_worker_pairs=wanted).measure(Pair(KERNEL, PROBLEM))
+        assert pair.verdict == "unsure" and len(pair.base.rounds) == 30
+        assert pair.worker_pairs == wanted
+        assert sorted(started) == ["base"] * wanted + ["head"] * wanted
+
+
+def test_a_row_too_slow_for_its_budget_stops_when_opened_and_says_what_would_do(
+        fake_workers, tmp_path, monkeypatch) -> None:
+    """A kernel whose checked launch took 2 s cannot give the 17 rounds of 2 launches a
+    verdict needs in 6 s: no round is taken, and the reason names the budget that would
+    do (half the launch is assumed, since both sides opened at once)."""
+    answer = FakeWorker.request
+
+    def slow_open(self, message, timeout):
+        reply = answer(self, message, timeout)
+        if message["op"] == "open":
+            reply["launch_s"] = 2.0
+        return reply
+
+    monkeypatch.setattr(FakeWorker, "request", slow_open)
+    settings = Settings(max_seconds=6)
+    pair = gate(1.0, 1.5, tmp_path, max_seconds=6).measure(Pair(KERNEL, PROBLEM))
+    assert fake_workers.log == [] and pair.verdict == "unsure"
+    needed = settings.rounds_to_verdict() * 2 * 1.0
+    assert settings.rounds_to_verdict() == settings.looks()[1] == 17
+    assert pair.needs_seconds == pytest.approx(needed)
+    assert f"raise --max-time to {needed:.0f}" in pair.reason
+    enough = gate(1.0, 1.5, tmp_path, max_seconds=needed + 10).measure(Pair(KERNEL, PROBLEM))
+    assert enough.verdict == "slower"  # the fakes take no time: the budget suffices
+
+
+def test_a_row_whose_rounds_show_it_too_slow_stops_early(fake_workers, tmp_path,
+                                                         monkeypatch) -> None:
+    """Where the open gives no launch time (an older revision), the first rounds do."""
+    clock = [0.0]
+    monkeypatch.setattr(continuous.time, "monotonic", lambda: clock[0])
+    answer = FakeWorker.request
+
+    def slow_turn(self, message, timeout):
+        if message["op"] == "turn":
+            clock[0] += 1.0  # each turn takes a second: 34 s for 17 rounds
+        return answer(self, message, timeout)
+
+    monkeypatch.setattr(FakeWorker, "request", slow_turn)
+    pair = gate(1.0, 1.5, tmp_path, max_seconds=6).measure(Pair(KERNEL, PROBLEM))
+    assert len(pair.base.rounds) == 1 and pair.verdict == "unsure"
+    assert pair.needs_seconds == pytest.approx(34.0)
+    assert "raise --max-time to 34" in pair.reason
 
 
 def test_both_sides_open_at_once(fake_workers, tmp_path, monkeypatch) -> None:

@@ -21,6 +21,7 @@ def test_an_open_row_is_identified_by_the_drivers_readers() -> None:
         assert answer["status"] == "ok", answer
         assert answer["code"] == identity.code_identity(BACKENDS[kernel.backend].code,
                                                         kernel.source, kernel.reference)
+        assert 0.0 < answer["launch_s"] < 60.0  # the checked launch, for the budget
         assert len(worker.turn({"seconds": 0.0})["samples"]) >= 1
     finally:
         worker.close()

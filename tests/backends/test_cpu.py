@@ -109,6 +109,34 @@ def test_session_resets_c_to_nan_or_c0_and_scrubs_without_changing_results(
         assert session.has_transfers is False
 
 
+@pytest.mark.parametrize("kernel_id", ["cpu.seq_naive", "cpu.blas"])
+def test_session_buffers_start_on_their_own_huge_page_boundary(kernel_id: str) -> None:
+    """Where the heap put A, B and C changed the timings from process to process."""
+    if mmsuite.get(kernel_id).reason:
+        pytest.skip(mmsuite.get(kernel_id).reason)
+    problem = Problem(33, 17, 9, beta=0.5, seed=3)
+    call = plan_call(problem, problem.inputs(), "row")
+    with mmsuite.backends.get_backend("cpu").prepare(mmsuite.get(kernel_id), call) as session:
+        for placed_array, given in ((session.call.a, call.a), (session.call.b, call.b)):
+            assert placed_array.ctypes.data % cpu.HUGE_PAGE == 0
+            np.testing.assert_array_equal(placed_array, given)
+        assert session.c.ctypes.data % cpu.HUGE_PAGE == 0 and session.c.size == 33 * 17
+        session.reset_c()
+        session.launch()
+        out = from_storage(session.output(), problem)
+    assert verify.check(out, verify.reference(problem, problem.inputs()), problem.k).ok
+
+
+def test_placed_copies_are_flat_writable_and_apart() -> None:
+    x = np.arange(12, dtype=np.float32).reshape(3, 4)
+    first, second = cpu.placed(x), cpu.placed(x)
+    np.testing.assert_array_equal(first, x.reshape(-1))
+    assert first.dtype == np.float32 and first.flags.writeable
+    first[0] = 99.0
+    assert second[0] == 0.0 and x[0, 0] == 0.0
+    assert cpu.placed_empty(0).size == 0
+
+
 def test_preemption_timer_flags_samples_another_process_interrupted(monkeypatch) -> None:
     counts = iter([10, 10, 10, 30])  # involuntary switches before and after two samples
     monkeypatch.setattr(cpu, "_involuntary_switches", lambda: next(counts))
