@@ -25,3 +25,23 @@ def test_an_open_row_is_identified_by_the_drivers_readers() -> None:
         assert len(worker.turn({"seconds": 0.0})["samples"]) >= 1
     finally:
         worker.close()
+
+
+def test_a_turn_counts_its_first_sample_in_its_time() -> None:
+    """A kernel slower than the turn takes one sample, not two: rounds of slow rows
+    would otherwise cost twice what they must."""
+    import time
+
+    class SlowSampler:
+        def kernel_ms(self) -> float:
+            time.sleep(0.03)
+            return 30.0
+
+        def close(self) -> None:
+            pass
+
+    worker = continuous_worker._Worker(runpy.run_path(identity.__file__),
+                                       runpy.run_path(load.__file__))
+    worker.sampler = SlowSampler()  # type: ignore[assignment]
+    assert worker.turn({"seconds": 0.01})["samples"] == [30.0]
+    assert len(worker.turn({"seconds": 0.1})["samples"]) >= 3
