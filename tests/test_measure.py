@@ -392,6 +392,24 @@ def test_a_kernel_sampler_verifies_once_then_gives_the_engines_samples() -> None
         assert sampler.transfer_ms() == (0.0, 0.0)  # the CPU has no transfers
 
 
+def test_a_kernel_sampler_takes_a_long_checked_launch_as_its_warm_up(monkeypatch) -> None:
+    """A slow kernel is not launched again before its first sample: the checked launch
+    warmed it, and its time is kept for callers that budget their samples."""
+    import mmsuite.measure as measure
+
+    extra: list[str] = []
+    monkeypatch.setattr(measure, "_warm_up", lambda *a, **k: extra.append("warm-up"))
+    monkeypatch.setattr(measure, "_launches_per_sample",
+                        lambda *a, **k: extra.append("probe") or 1)
+    monkeypatch.setattr(measure, "LONG_LAUNCH_S", 0.0)  # every launch counts as long
+    with KernelSampler("cpu.seq_naive", Problem(35, 79, 19)) as sampler:
+        assert extra == [] and sampler.launches_per_sample == 1
+        assert sampler.launch_seconds > 0 and sampler.kernel_ms() > 0
+    monkeypatch.setattr(measure, "LONG_LAUNCH_S", 1e9)
+    with KernelSampler("cpu.seq_naive", Problem(35, 79, 19)):
+        assert extra == ["warm-up", "probe"]
+
+
 def test_a_kernel_sampler_refuses_a_wrong_kernel(monkeypatch) -> None:
     def wrong(output, ref, k, *precision):
         return verify.Verdict(0.5, 1e-5, False, "error above tolerance")
