@@ -67,6 +67,8 @@ SIDES = ("base", "head")
 #: How many times a row's interval may be looked at before its verdict is final.
 MAX_LOOKS = 10
 ORDERS = ("random", "abba")
+#: Rounds taken before a row's pace may show it cannot be decided within its budget.
+HOPELESS_AFTER_ROUNDS = 3
 
 
 @dataclass(frozen=True)
@@ -402,13 +404,25 @@ class Gate:
         exceed the budget; else None. Both sides opened at once, sharing the CPUs, so half
         the faster side's checked launch is taken as a launch's cost: a row is given up
         only when even that optimistic guess cannot fit."""
+        settings = self.settings
+        if pair.identical and not settings.judge_identical:
+            return None  # decided already: its rounds only show the ratio, within budget
         launches = [s.launch_s for s in (pair.base, pair.head) if s.launch_s is not None]
         if len(launches) < 2:
-            return None  # an older revision: judged after its first round instead
-        settings = self.settings
+            return None  # an older revision: judged from its first rounds instead
         per_round = 2 * max(settings.round_seconds, min(launches) / 2)
         needed = settings.rounds_to_verdict() * per_round
         return needed if needed > settings.max_seconds else None
+
+    def _hopeless(self, rounds: int, spent: float) -> bool:
+        """Whether rounds at the pace so far would reach a verdict only far (2x) beyond the
+        budget: judged after a few rounds, for revisions whose open gave no launch time
+        (the first rounds are the slowest, and a row may still be decided at the look
+        its time ends with)."""
+        to_verdict = self.settings.rounds_to_verdict()
+        if rounds < HOPELESS_AFTER_ROUNDS or rounds >= to_verdict:
+            return False
+        return to_verdict * spent / rounds > 2 * self.settings.max_seconds
 
     def _fresh_workers(self, pair: Pair, timeout: float) -> float:
         """Replace both sides' workers and open the row on the new ones; the seconds it
@@ -430,9 +444,8 @@ class Gate:
             n = len(pair.base.rounds)
             spent = time.monotonic() - started
             out_of_time = spent >= settings.max_seconds or n >= settings.max_rounds
-            to_verdict = settings.rounds_to_verdict()
-            if n < to_verdict and spent + (to_verdict - n) * spent / n > settings.max_seconds:
-                pair.needs_seconds = to_verdict * spent / n  # rounds a verdict cannot wait for
+            if self._hopeless(n, spent):
+                pair.needs_seconds = settings.rounds_to_verdict() * spent / n
                 return
             if n in looks:
                 self._judge(pair)
@@ -466,13 +479,16 @@ def exit_status(pairs: list[Pair], strict: bool) -> int:
 def side_record(pair: Pair, side: str, build: Build) -> dict:
     """One side of a pair as a results-file record: ``compare`` and ``report`` read it."""
     kernel, problem, measured = pair.kernel, pair.problem, getattr(pair, side)
-    status = {"missing": "unavailable"}.get(measured.status, measured.status)
+    status, reason = {"missing": "unavailable"}.get(measured.status, measured.status), \
+        measured.reason
     rounds = measured.rounds
+    if status == "ok" and not rounds:  # verified, never timed
+        status, reason = ("unavailable", f"verified, not timed: {pair.reason}") \
+            if pair.needs_seconds is not None else ("error", "no round finished")
     record: dict = {
         "kernel": kernel.id, "backend": kernel.backend, "rung": kernel.rung,
         "parent": kernel.parent, "adds": kernel.adds, "problem": problem.to_dict(),
-        "flops": problem.flops, "status": status if rounds or status != "ok" else "error",
-        "reason": measured.reason if rounds or status != "ok" else "no round finished",
+        "flops": problem.flops, "status": status, "reason": reason,
         "info": measured.info, "code": measured.code,
         "revision": {"name": build.revision, "commit": build.commit},
     }

@@ -149,13 +149,17 @@ def main() -> None:
             outcomes: dict[str, list[dict]] = {kind[0]: [] for kind in kinds}
             try:
                 for index in range(args.trials):
-                    for name, where, base, extra, _ in kinds:
+                    for name, where, base, extra, slowed in kinds:
                         outcome = trial(where, base, "HEAD", args, args.cache_dir, extra)
                         outcomes[name].append(outcome)
                         rows = ", ".join(f"{r['kernel']} @ {r['problem']} {r['verdict']} "
                                          f"{r['ratio'] or 0:.3f}" for r in outcome["rows"])
                         print(f"{name} trial {index + 1}: exit {outcome['exit']}: {rows} "
                               f"({outcome['seconds']:.0f} s)", file=sys.stderr, flush=True)
+                        for r in outcome["rows"]:
+                            if r["kernel"] == slowed and r["verdict"] != "slower":
+                                print(f"  missed {r['problem']}: {r['reason']}",
+                                      file=sys.stderr, flush=True)
             except KeyboardInterrupt:
                 print("interrupted: the table counts the finished trials", file=sys.stderr)
             lines = [summarise(name, outcomes[name], slowed)

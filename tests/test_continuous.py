@@ -219,13 +219,18 @@ def test_a_row_too_slow_for_its_budget_stops_when_opened_and_says_what_would_do(
     assert settings.rounds_to_verdict() == settings.looks()[1] == 17
     assert pair.needs_seconds == pytest.approx(needed)
     assert f"raise --max-time to {needed:.0f}" in pair.reason
+    record = continuous.side_record(pair, "head", builds.Build("HEAD", "f" * 40, tmp_path))
+    assert record["status"] == "unavailable" and "kernel_ms" not in record
+    assert record["reason"] == f"verified, not timed: {pair.reason}"
+    assert results.check_record(record) == ""
     enough = gate(1.0, 1.5, tmp_path, max_seconds=needed + 10).measure(Pair(KERNEL, PROBLEM))
     assert enough.verdict == "slower"  # the fakes take no time: the budget suffices
 
 
 def test_a_row_whose_rounds_show_it_too_slow_stops_early(fake_workers, tmp_path,
                                                          monkeypatch) -> None:
-    """Where the open gives no launch time (an older revision), the first rounds do."""
+    """Where the open gives no launch time (an older revision), the first rounds do, once
+    they show a verdict would take more than twice the budget."""
     clock = [0.0]
     monkeypatch.setattr(continuous.time, "monotonic", lambda: clock[0])
     answer = FakeWorker.request
@@ -237,9 +242,12 @@ def test_a_row_whose_rounds_show_it_too_slow_stops_early(fake_workers, tmp_path,
 
     monkeypatch.setattr(FakeWorker, "request", slow_turn)
     pair = gate(1.0, 1.5, tmp_path, max_seconds=6).measure(Pair(KERNEL, PROBLEM))
-    assert len(pair.base.rounds) == 1 and pair.verdict == "unsure"
+    assert len(pair.base.rounds) == continuous.HOPELESS_AFTER_ROUNDS
+    assert pair.verdict == "unsure"
     assert pair.needs_seconds == pytest.approx(34.0)
     assert "raise --max-time to 34" in pair.reason
+    near = gate(1.0, 1.5, tmp_path, max_seconds=20).measure(Pair(KERNEL, PROBLEM))
+    assert len(near.base.rounds) > 3 and near.needs_seconds is None  # 34 s is within 2x
 
 
 def test_both_sides_open_at_once(fake_workers, tmp_path, monkeypatch) -> None:
