@@ -78,7 +78,7 @@ class Settings:
     threshold: float = 0.05  # the smallest change that counts, as a fraction
     confidence: float = 0.99  # of the interval on HEAD / BASE
     round_seconds: float = 0.05  # each side's turn in a round (at least one sample)
-    max_seconds: float = 6.0  # per row, both sides' turns together
+    max_seconds: float = 10.0  # per row, both sides' turns together
     max_rounds: int = 400
     order: str = "random"  # which side goes first in a round: "random" or "abba"
     judge_identical: bool = False  # judge identical code by its times too
@@ -87,12 +87,20 @@ class Settings:
 
     @property
     def look_confidence(self) -> float:
-        """The confidence of each look at a row's interval. A row is looked at up to
-        ``MAX_LOOKS`` times (at geometrically spaced round counts, and when its time is
-        up) and stops at the first decision, so each look spends a share of the error
-        ``1 - confidence`` (Bonferroni): deciding at every round instead made identical
-        code read "slower" in 2 of 72 rows on a heavily loaded machine."""
-        return 1.0 - (1.0 - self.confidence) / MAX_LOOKS
+        """The confidence of each early look at a row's interval. A row is looked at up
+        to ``MAX_LOOKS`` times and stops at the first decision, so each look spends a
+        share of the error ``1 - confidence`` (Bonferroni: deciding at every round
+        instead made identical code read "slower" in 2 of 72 rows on a heavily loaded
+        machine). Half the error goes to the early looks, at geometrically spaced round
+        counts, an equal share each; the other half to the last look, when the row's
+        time is up (``final_confidence``): the rows still undecided then are the hard
+        ones, and get the narrowest interval."""
+        return 1.0 - (1.0 - self.confidence) / 2 / (MAX_LOOKS - 1)
+
+    @property
+    def final_confidence(self) -> float:
+        """The confidence of a row's last look, when its time is up."""
+        return 1.0 - (1.0 - self.confidence) / 2
 
     @property
     def min_rounds(self) -> int:
@@ -396,7 +404,7 @@ class Gate:
                     except WorkerLost:
                         pass
             pair.seconds = time.monotonic() - started
-            self._judge(pair)
+            self._judge(pair, final=True)
         return pair
 
     def _unaffordable(self, pair: Pair) -> float | None:
@@ -460,11 +468,15 @@ class Gate:
             if out_of_time:
                 return  # measure() judges it once more: the last look
 
-    def _judge(self, pair: Pair) -> None:
+    def _judge(self, pair: Pair, final: bool = False) -> None:
+        """Look at a row: an early look, or its last (a verdict an early look gave stands
+        there too: the last interval, at a lower confidence, lies within it)."""
+        settings = self.settings
         rounds = min(len(pair.base.rounds), len(pair.head.rounds))
         if rounds:
-            pair.estimate = paired_ratio(pair.base.rounds[:rounds], pair.head.rounds[:rounds],
-                                         self.settings.look_confidence)
+            pair.estimate = paired_ratio(
+                pair.base.rounds[:rounds], pair.head.rounds[:rounds],
+                settings.final_confidence if final else settings.look_confidence)
         pair.verdict, pair.reason = decide(pair, self.settings)
         if pair.interrupted and pair.verdict == "unsure":
             pair.reason = f"interrupted: {pair.reason}"

@@ -86,8 +86,9 @@ def trial(repo: Path, base: str, head: str, args: argparse.Namespace, cache: Pat
         verdict_file = Path(tmp) / "verdicts.json"
         command = [sys.executable, "-m", "mmsuite.cli", "continuous", base, head,
                    "--repo", str(repo), "--cache-dir", str(cache), "--threshold",
-                   str(args.threshold), "--max-time", str(args.max_time),
-                   "--verdict-json", str(verdict_file), *extra]
+                   str(args.threshold), "--verdict-json", str(verdict_file), *extra]
+        if args.max_time is not None:
+            command += ["--max-time", str(args.max_time)]
         for glob in args.kernel:
             command += ["--kernel", glob]
         if args.shape:
@@ -113,7 +114,8 @@ def main() -> None:
     parser.add_argument("--kernel", action="append", default=None)
     parser.add_argument("--shape", default="512,1024", help="problems, as mmsuite run's --shape")
     parser.add_argument("--threshold", type=float, default=0.05)
-    parser.add_argument("--max-time", type=float, default=6.0)
+    parser.add_argument("--max-time", type=float, default=None,
+                        help="seconds of rounds per row (default: continuous's own)")
     parser.add_argument("--plant", choices=sorted(PLANTS) + ["none"], default="c")
     parser.add_argument("--skip-same", action="store_true", help="only planted trials")
     parser.add_argument("--time-run", action="store_true",
