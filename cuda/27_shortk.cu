@@ -1,5 +1,5 @@
 // Rung 27 (beyond the seeds), column-major: products with a short K (K <= 64 or
-// so), where writing C is the work.
+// so; up to 96 with M misaligned and no side skinny), where writing C is the work.
 // Adds over rung 21 (register-blocked tiles with a K loop pipelined through
 // registers and shared memory): with K short, each output takes 2K flops but
 // 4 bytes of store, so the time is C's bytes over the memory's write
@@ -21,9 +21,10 @@
 //   its outputs through shared memory, a column at a time, so that consecutive
 //   lanes store consecutive rows, 128 bytes a store instruction: the tiles' scalar
 //   stores, 16 bytes apart across the lanes, were what left them 4x slower;
-// - any K still works (the chunk loop), but rung 22 sends only short K here (up
+// - any K still works (the chunk loop), but rung 22 offers only short K here (up
 //   to 8 with M a multiple of 4, where the tiles store as fast from K = 12 or so;
-//   up to 64 otherwise).
+//   otherwise up to 96, or 64 where a side is at most 16, where the tiles' scalar
+//   stores are slow) and its fitted model ranks it against the tiles.
 // Measured on the H100 (suite timer, L2 warm, cuBLAS in the same run; row-major
 // shapes as `mmsuite run` names them), us: 15443x1914x1 42.2 (cuBLAS 54.7, rung 22
 // with tiles 242.5), 9384x483x1 8.7 (10.9, 47.5), 292x3021x2 3.7 (4.6, 9.6),

@@ -50,11 +50,16 @@ MAX_WORKSPACE_BYTES = 512 * 2**20
 MAX_GRID_YZ = 65535
 MAX_ITERATIONS = 2**31 - 1  # rung 23's kernels count MAC-loop iterations in ints
 GEMV_MAX_SKINNY = 16
-# Rung 22 offers rung 27 up to these K (H100, same runs): with M a multiple of 4 the tiles
-# store as fast from K = 12 or so (4096x4096x16: 34.5 us against 37.9), while with M not a
-# multiple of 4 their scalar stores lose up to K = 60 (3562x988x42: 43.5 us against 18.8).
+# Rung 22 offers rung 27 up to these K, and the fitted model ranks it against the tiles (H100,
+# same runs): with M a multiple of 4 the tiles store as fast from K = 12 or so
+# (4096x4096x16: 34.5 us against 37.9), while with M not a multiple of 4 their scalar stores
+# lose up to K = 60 (3562x988x42: 43.5 us against 18.8; 777x5000x60: 29.7 against 27.3) and,
+# where no side is skinny, beyond it (1293x3602x74: rung 27 37.5 us, every tile of rungs
+# 20-23 58 to 66, cuBLAS 28). With a side of at most 16, rung 27's blocks hold a few useful
+# rows and K past 64 takes them three chunks (batch 51 of 9x2697x73: 2.2x rung 23's time).
 SHORTK_MAX_K = 8
 SHORTK_MAX_K_UNALIGNED = 64
+SHORTK_MAX_K_UNALIGNED_WIDE = 96
 SHORTK_THREADS = 256
 SHORTK_KC = 32  # K staged per chunk (KC in the source)
 DOT_TILE = 4  # DT in cuda/30_dot.cu: a block's tile of C is DOT_TILE x DOT_TILE
@@ -620,13 +625,22 @@ def why_not(candidate: Candidate, m: int, n: int, k: int, batch: int,
     return ""
 
 
+def shortk_max_k(m: int, n: int) -> int:
+    """The longest K for which rung 22 offers rung 27: :data:`SHORTK_MAX_K` where M is a
+    multiple of 4, else :data:`SHORTK_MAX_K_UNALIGNED_WIDE` where neither side is skinny
+    and :data:`SHORTK_MAX_K_UNALIGNED` where one is."""
+    if m % 4 == 0:
+        return SHORTK_MAX_K
+    return SHORTK_MAX_K_UNALIGNED_WIDE if min(m, n) > GEMV_MAX_SKINNY else SHORTK_MAX_K_UNALIGNED
+
+
 def candidates(m: int, n: int, k: int, batch: int = 1, device: DeviceFacts = H100_SXM,
                families: tuple[str, ...] | None = None,
                configs: tuple[Config, ...] | None = None) -> list[Candidate]:
     """Every candidate of the manifest that can run the problem: each split-K variant with
     each split factor, each stream-K variant, rung 24's variant with each of its splits (and
     its fused variant with each split past 1), rung 27's variants where K is at most
-    :data:`SHORTK_MAX_K` (:data:`SHORTK_MAX_K_UNALIGNED` when M is not a multiple of 4),
+    :func:`shortk_max_k`,
     rung 30 with each of its splits where C has at most
     :data:`DOT_MAX_TILES` tiles. ``configs`` keeps only those tile shapes (rung 21 keeps
     its own)."""
@@ -647,7 +661,7 @@ def candidates(m: int, n: int, k: int, batch: int = 1, device: DeviceFacts = H10
                 continue
             splits = [s for s in gemv_splits(k) if s > 1 or not fused]
         elif row.family == "shortk":
-            if k > (SHORTK_MAX_K if m % 4 == 0 else SHORTK_MAX_K_UNALIGNED):
+            if k > shortk_max_k(m, n):
                 continue
             splits = [1]
         elif row.family == "dot":

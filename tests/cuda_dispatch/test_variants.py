@@ -99,10 +99,13 @@ def test_every_family_is_a_candidate_where_it_applies() -> None:
     assert {c.config.name for c in gemv} == {"gemv_n1", "gemv_n1f"} and len(gemv) > 8
     assert all(c.split > 1 for c in gemv if c.config.name == "gemv_n1f")
     assert {c.family for c in skinny} == {"splitk", "streamk", "gemv"}
-    for m, k_max in ((4096, variants.SHORTK_MAX_K), (4097, variants.SHORTK_MAX_K_UNALIGNED)):
-        short = variants.candidates(m, 4097, k_max, 1, H100)
+    for m, n, k_max in ((4096, 4097, variants.SHORTK_MAX_K),
+                        (4097, 4097, variants.SHORTK_MAX_K_UNALIGNED_WIDE),
+                        (4097, 9, variants.SHORTK_MAX_K_UNALIGNED)):
+        assert variants.shortk_max_k(m, n) == k_max
+        short = variants.candidates(m, n, k_max, 1, H100)
         assert {c.config for c in short if c.family == "shortk"} == set(SHORTK_CONFIGS)
-        assert not [c for c in variants.candidates(m, 4097, k_max + 1, 1, H100)
+        assert not [c for c in variants.candidates(m, n, k_max + 1, 1, H100)
                     if c.family == "shortk"]
 
 
