@@ -186,50 +186,42 @@ def plan_streamk(call: GemmCall, device: DeviceFacts,
     return _plan(call, device, override, families=("streamk",), use_tuning=False)
 
 
-def plan_shortk(call: GemmCall, device: DeviceFacts,
-                override: Candidate | None = None) -> CudaPlan:
-    """Rung 27: the short-K variant the model prefers (any K: rung 22 offers it only on
-    short ones)."""
+def _plan_own(call: GemmCall, device: DeviceFacts, override: Candidate | None, family: str,
+              candidates: list[Candidate]) -> CudaPlan:
+    """A rung that runs only ``family``: the model's best of ``candidates`` (the variants
+    and splits this rung may run on the call's shape), or the override."""
     if override is None:
         params = model.parameters_for(device.name)
-        found = [Candidate(variant("shortk", c)) for c in SHORTK_CONFIGS]
-        found = [c for c in found if not why_not(c, call.m, call.n, call.k, call.batch, device)]
+        found = [c for c in candidates
+                 if not why_not(c, call.m, call.n, call.k, call.batch, device)]
         if found:
             seconds, best = model.ranked(found, call.m, call.n, call.k, call.batch, device,
                                          params)[0]
             return plan_of(Decision(best, "model", seconds, model=params.source),
                            call.m, call.n, call.k, call.batch, device)
-    return _plan(call, device, override, families=("shortk",), use_tuning=False)
+    return _plan(call, device, override, families=(family,), use_tuning=False)
+
+
+def plan_shortk(call: GemmCall, device: DeviceFacts,
+                override: Candidate | None = None) -> CudaPlan:
+    """Rung 27: the short-K variant the model prefers (any K: rung 22 offers it only on
+    short ones)."""
+    return _plan_own(call, device, override, "shortk",
+                     [Candidate(variant("shortk", c)) for c in SHORTK_CONFIGS])
 
 
 def plan_dot(call: GemmCall, device: DeviceFacts,
              override: Candidate | None = None) -> CudaPlan:
     """Rung 30: its one variant, the K split the model prefers (any shape: rung 22 offers
     it only where C has few tiles)."""
-    if override is None:
-        params = model.parameters_for(device.name)
-        found = [Candidate(variant("dot", DOT_CONFIG), s) for s in dot_splits(call.k)]
-        found = [c for c in found if not why_not(c, call.m, call.n, call.k, call.batch, device)]
-        if found:
-            seconds, best = model.ranked(found, call.m, call.n, call.k, call.batch, device,
-                                         params)[0]
-            return plan_of(Decision(best, "model", seconds, model=params.source),
-                           call.m, call.n, call.k, call.batch, device)
-    return _plan(call, device, override, families=("dot",), use_tuning=False)
+    return _plan_own(call, device, override, "dot",
+                     [Candidate(variant("dot", DOT_CONFIG), s) for s in dot_splits(call.k)])
 
 
 def plan_gemv(call: GemmCall, device: DeviceFacts,
               override: Candidate | None = None) -> CudaPlan:
     """Rung 24: its variant for the skinny side (plain or fused), the split factor the
     model prefers (16 columns at a time when no side is skinny)."""
-    if override is None:
-        params = model.parameters_for(device.name)
-        found = [Candidate(variant("gemv", gemv_config(call.m, call.n, fused)), s)
-                 for fused in (False, True) for s in gemv_splits(call.k)]
-        found = [c for c in found if not why_not(c, call.m, call.n, call.k, call.batch, device)]
-        if found:
-            seconds, best = model.ranked(found, call.m, call.n, call.k, call.batch, device,
-                                         params)[0]
-            return plan_of(Decision(best, "model", seconds, model=params.source),
-                           call.m, call.n, call.k, call.batch, device)
-    return _plan(call, device, override, families=("gemv",), use_tuning=False)
+    return _plan_own(call, device, override, "gemv",
+                     [Candidate(variant("gemv", gemv_config(call.m, call.n, fused)), s)
+                      for fused in (False, True) for s in gemv_splits(call.k)])
