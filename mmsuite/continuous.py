@@ -422,12 +422,11 @@ class Gate:
         needed = settings.rounds_to_verdict() * per_round
         return needed if needed > settings.max_seconds else None
 
-    def _hopeless(self, rounds: int, spent: float) -> bool:
-        """Whether rounds at the pace so far would reach a verdict only far (2x) beyond the
-        budget: judged after a few rounds, for revisions whose open gave no launch time
-        (the first rounds are the slowest, and a row may still be decided at the look
-        its time ends with)."""
-        to_verdict = self.settings.rounds_to_verdict()
+    def _hopeless(self, rounds: int, spent: float, to_verdict: int) -> bool:
+        """Whether rounds at the pace so far would reach a verdict (``to_verdict`` rounds)
+        only far (2x) beyond the budget: judged after a few rounds, for revisions whose
+        open gave no launch time (the first rounds are the slowest, and a row may still
+        be decided at the look its time ends with)."""
         if rounds < HOPELESS_AFTER_ROUNDS or rounds >= to_verdict:
             return False
         return to_verdict * spent / rounds > 2 * self.settings.max_seconds
@@ -444,6 +443,7 @@ class Gate:
         settings = self.settings
         quick = pair.identical and not settings.judge_identical
         looks = set(settings.looks())
+        to_verdict = settings.rounds_to_verdict()
         while True:
             for side in self._order(len(pair.base.rounds)):
                 self._turn(pair, side, timeout)
@@ -452,8 +452,8 @@ class Gate:
             n = len(pair.base.rounds)
             spent = time.monotonic() - started
             out_of_time = spent >= settings.max_seconds or n >= settings.max_rounds
-            if self._hopeless(n, spent):
-                pair.needs_seconds = settings.rounds_to_verdict() * spent / n
+            if self._hopeless(n, spent, to_verdict):
+                pair.needs_seconds = to_verdict * spent / n
                 return
             if n in looks:
                 self._judge(pair)
@@ -491,12 +491,12 @@ def exit_status(pairs: list[Pair], strict: bool) -> int:
 def side_record(pair: Pair, side: str, build: Build) -> dict:
     """One side of a pair as a results-file record: ``compare`` and ``report`` read it."""
     kernel, problem, measured = pair.kernel, pair.problem, getattr(pair, side)
-    status, reason = {"missing": "unavailable"}.get(measured.status, measured.status), \
-        measured.reason
-    rounds = measured.rounds
-    if status == "ok" and not rounds:  # verified, never timed
-        status, reason = ("unavailable", f"verified, not timed: {pair.reason}") \
-            if pair.needs_seconds is not None else ("error", "no round finished")
+    status = {"missing": "unavailable"}.get(measured.status, measured.status)
+    reason, rounds = measured.reason, measured.rounds
+    if status == "ok" and not rounds and pair.needs_seconds is not None:
+        status, reason = "unavailable", f"verified, not timed: {pair.reason}"
+    elif status == "ok" and not rounds:
+        status, reason = "error", "no round finished"
     record: dict = {
         "kernel": kernel.id, "backend": kernel.backend, "rung": kernel.rung,
         "parent": kernel.parent, "adds": kernel.adds, "problem": problem.to_dict(),
