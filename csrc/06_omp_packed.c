@@ -13,7 +13,12 @@
  *
  * The micro-kernel is plain C on GCC/clang vector types, so it compiles for
  * any target; the vector width and MR x NR follow the ISA the compiler
- * targets (AVX-512, AVX/AVX2, else 128-bit vectors). */
+ * targets (AVX-512, AVX/AVX2, else 128-bit vectors).
+ *
+ * The packing buffers are a fresh mapping on every call (work_buffer.h), so
+ * they sit at the same place in every process; their page faults are part of
+ * this rung's cost, which omp_blis removes by keeping its buffer. */
+#define _GNU_SOURCE /* mmap's anonymous mappings and madvise */
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
@@ -26,6 +31,7 @@ static inline int omp_get_thread_num(void) { return 0; }
 #endif
 
 #include "ladder.h"
+#include "work_buffer.h"
 
 #if defined(__AVX512F__)
 #define VL 16 /* floats per vector: 32 registers of 16 floats */
@@ -150,11 +156,6 @@ static void pack_a(long k, const float *A, long ic, long mc, long pc, long kc, f
     }
 }
 
-static float *alloc_floats(size_t count) {
-    size_t bytes = (count * sizeof(float) + 63) / 64 * 64;
-    return aligned_alloc(64, bytes);
-}
-
 void mm_omp_packed(MM_ARGS) {
     const int threads = omp_get_max_threads();
     /* Row blocks: at most MC rows each, a multiple of the thread count in number
@@ -166,14 +167,16 @@ void mm_omp_packed(MM_ARGS) {
     const long mc_max = (strips + blocks - 1) / blocks * MR;
     const long ksteps = (k + KC - 1) / KC, kc_max = (k + ksteps - 1) / ksteps;
     const long nc_max = LADDER_MIN(NC, (n + NR - 1) / NR * NR);
-    float *bpack = alloc_floats((size_t)kc_max * nc_max);
-    float *apack = alloc_floats((size_t)threads * kc_max * mc_max);
+    const size_t b_bytes = work_buffer_bytes((size_t)kc_max * nc_max);
+    const size_t a_bytes = work_buffer_bytes((size_t)threads * kc_max * mc_max);
+    float *bpack = work_buffer_map(b_bytes);
+    float *apack = work_buffer_map(a_bytes);
     if (bpack == NULL || apack == NULL) {
         /* Out of memory for the packs: fail visibly rather than time another algorithm
          * under this rung's name. C becomes NaN, so verification fails the row, and
          * errno says why. */
-        free(bpack);
-        free(apack);
+        work_buffer_unmap(bpack, b_bytes);
+        work_buffer_unmap(apack, a_bytes);
         const size_t total = (size_t)batch * (size_t)m * (size_t)n;
         for (size_t i = 0; i < total; ++i) c[i] = __builtin_nanf("");
         errno = ENOMEM;
@@ -216,6 +219,6 @@ void mm_omp_packed(MM_ARGS) {
             }
         }
     }
-    free(bpack);
-    free(apack);
+    work_buffer_unmap(bpack, b_bytes);
+    work_buffer_unmap(apack, a_bytes);
 }

@@ -61,6 +61,7 @@ static inline int omp_get_num_threads(void) { return 1; }
 #endif
 
 #include "mm.h"
+#include "work_buffer.h"
 
 #define MIN(x, y) ((x) < (y) ? (x) : (y))
 #define MAX(x, y) ((x) > (y) ? (x) : (y))
@@ -434,35 +435,41 @@ static blocking cache_blocking(void) {
 
 /* The packing buffer is kept from call to call: a fresh allocation of this
  * size is fresh pages from the kernel, and their page faults and zeroing cost
- * as much as the whole product at 256^3. One call at a time holds it; a call
- * that finds it held (the rung called from two threads at once) allocates its
- * own and frees it after. */
+ * as much as the whole product at 256^3. It is a mapping of its own
+ * (work_buffer.h: the same place in every process). One call at a time holds
+ * it; a call that finds it held (the rung called from two threads at once)
+ * maps its own and unmaps it after. */
 static float *kept_buffer = NULL;
-static size_t kept_floats = 0;
+static size_t kept_bytes = 0;
 static atomic_flag kept_held = ATOMIC_FLAG_INIT;
 
-static float *alloc_floats(size_t count) {
-    return aligned_alloc(4096, (count * sizeof(float) + 4095) / 4096 * 4096);
-}
+struct work_buffer {
+    float *floats; /* NULL when the memory cannot be had */
+    size_t bytes;
+    int kept;
+};
 
-/* A buffer of at least `count` floats, or NULL when they cannot be had;
- * *kept says whether it is the kept one. */
-static float *take_buffer(size_t count, int *kept) {
-    *kept = !atomic_flag_test_and_set_explicit(&kept_held, memory_order_acquire);
-    if (!*kept) return alloc_floats(count);
-    if (count > kept_floats) {
-        free(kept_buffer);
-        kept_buffer = alloc_floats(count);
-        kept_floats = kept_buffer == NULL ? 0 : count;
+static struct work_buffer take_buffer(size_t count) {
+    struct work_buffer work = {NULL, work_buffer_bytes(count), 0};
+    work.kept = !atomic_flag_test_and_set_explicit(&kept_held, memory_order_acquire);
+    if (!work.kept) {
+        work.floats = work_buffer_map(work.bytes);
+        return work;
     }
-    return kept_buffer;
+    if (work.bytes > kept_bytes) {
+        work_buffer_unmap(kept_buffer, kept_bytes);
+        kept_buffer = work_buffer_map(work.bytes);
+        kept_bytes = kept_buffer == NULL ? 0 : work.bytes;
+    }
+    work.floats = kept_buffer;
+    return work;
 }
 
-static void give_back(float *buffer, int kept) {
-    if (kept)
+static void give_back(struct work_buffer work) {
+    if (work.kept)
         atomic_flag_clear_explicit(&kept_held, memory_order_release);
     else
-        free(buffer);
+        work_buffer_unmap(work.floats, work.bytes);
 }
 
 /* Boundaries of thread `part`'s share of `count` elements cut in units of
@@ -553,13 +560,14 @@ void mm_omp_blis(MM_ARGS) {
      * next while another still multiplies with the current one. */
     const size_t b_floats = ((size_t)kc_max * nc_max + 15) / 16 * 16;
     const size_t a_floats = ((size_t)kc_max * mc_max + 15) / 16 * 16;
-    int kept;
-    float *bpack = take_buffer(2 * b_floats + (size_t)(by_rows ? threads : 2) * a_floats, &kept);
+    const struct work_buffer work =
+        take_buffer(2 * b_floats + (size_t)(by_rows ? threads : 2) * a_floats);
+    float *bpack = work.floats;
     if (bpack == NULL) {
         /* Fail visibly: C is NaN, so verification fails the row, and errno says why. */
         const size_t total = (size_t)batch * (size_t)m * (size_t)n;
         for (size_t i = 0; i < total; ++i) c[i] = __builtin_nanf("");
-        give_back(bpack, kept);
+        give_back(work);
         errno = ENOMEM;
         return;
     }
@@ -619,7 +627,7 @@ void mm_omp_blis(MM_ARGS) {
             }
         }
     }
-    give_back(bpack, kept);
+    give_back(work);
 }
 
 /* The micro-kernel's ISA and MR x NR, and the cache blocking, for the record. */

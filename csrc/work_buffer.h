@@ -1,0 +1,62 @@
+/* Work buffers of the packing rungs (omp_packed, omp_blis), each on a mapping
+ * of its own.
+ *
+ * Where malloc puts a buffer depends on the process's history: the heap hands
+ * out addresses whose offset within a page, and so the cache sets the packed
+ * slivers share with the operands, differ from one process to the next and
+ * then stay fixed for the life of the process. Two processes timing the same
+ * code (the two sides of `mmsuite continuous`) were measured a third apart at
+ * 512^3 under load, a bias that no number of rounds averages out. A mapping of
+ * its own starts on a page boundary in every process; one of 2 MiB or more
+ * starts on a 2 MiB boundary and is advised to use transparent huge pages, as
+ * the harness places the operands. */
+#ifndef WORK_BUFFER_H
+#define WORK_BUFFER_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#ifndef MAP_ANONYMOUS
+#define MAP_ANONYMOUS MAP_ANON
+#endif
+
+#define WORK_BUFFER_HUGE_PAGE ((size_t)2 << 20)
+
+/* The bytes a mapping of `floats` floats takes: whole pages, or whole 2 MiB
+ * pages from 2 MiB up, so that huge pages cover all of it. */
+static inline size_t work_buffer_bytes(size_t floats) {
+    const size_t bytes = floats * sizeof(float);
+    size_t unit = (size_t)sysconf(_SC_PAGESIZE);
+    if (bytes >= WORK_BUFFER_HUGE_PAGE) unit = WORK_BUFFER_HUGE_PAGE;
+    return (bytes + unit - 1) / unit * unit;
+}
+
+/* A fresh zeroed mapping of `bytes` (from work_buffer_bytes), or NULL. */
+static inline float *work_buffer_map(size_t bytes) {
+    const int prot = PROT_READ | PROT_WRITE, flags = MAP_PRIVATE | MAP_ANONYMOUS;
+    if (bytes < WORK_BUFFER_HUGE_PAGE) {
+        void *p = mmap(NULL, bytes, prot, flags, -1, 0);
+        return p == MAP_FAILED ? NULL : (float *)p;
+    }
+    /* Over-map by one huge page, then give back the ends around the boundary. */
+    const size_t span = bytes + WORK_BUFFER_HUGE_PAGE;
+    char *raw = mmap(NULL, span, prot, flags, -1, 0);
+    if (raw == MAP_FAILED) return NULL;
+    char *start = (char *)(((uintptr_t)raw + WORK_BUFFER_HUGE_PAGE - 1) &
+                           ~(uintptr_t)(WORK_BUFFER_HUGE_PAGE - 1));
+    if (start > raw) munmap(raw, (size_t)(start - raw));
+    const size_t tail = (size_t)(raw + span - (start + bytes));
+    if (tail > 0) munmap(start + bytes, tail);
+#ifdef MADV_HUGEPAGE
+    madvise(start, bytes, MADV_HUGEPAGE); /* advice only: refused, the pages stay small */
+#endif
+    return (float *)start;
+}
+
+static inline void work_buffer_unmap(float *buffer, size_t bytes) {
+    if (buffer != NULL) munmap(buffer, bytes);
+}
+
+#endif
