@@ -15,9 +15,9 @@
  * any target; the vector width and MR x NR follow the ISA the compiler
  * targets (AVX-512, AVX/AVX2, else 128-bit vectors).
  *
- * The packing buffers are a fresh mapping on every call (work_buffer.h), so
- * they sit at the same place in every process; their page faults are part of
- * this rung's cost, which omp_blis removes by keeping its buffer. */
+ * The packed panels live in a buffer kept from call to call, on a mapping of
+ * its own (work_buffer.h): no page faults after the first call, and the same
+ * place in every process. */
 #define _GNU_SOURCE /* mmap's anonymous mappings and madvise */
 #include <errno.h>
 #include <stdlib.h>
@@ -156,6 +156,8 @@ static void pack_a(long k, const float *A, long ic, long mc, long pc, long kc, f
     }
 }
 
+static struct work_buffer_kept kept = WORK_BUFFER_KEPT_INIT;
+
 void mm_omp_packed(MM_ARGS) {
     const int threads = omp_get_max_threads();
     /* Row blocks: at most MC rows each, a multiple of the thread count in number
@@ -167,25 +169,25 @@ void mm_omp_packed(MM_ARGS) {
     const long mc_max = (strips + blocks - 1) / blocks * MR;
     const long ksteps = (k + KC - 1) / KC, kc_max = (k + ksteps - 1) / ksteps;
     const long nc_max = LADDER_MIN(NC, (n + NR - 1) / NR * NR);
-    const size_t b_bytes = work_buffer_bytes((size_t)kc_max * nc_max);
-    const size_t a_bytes = work_buffer_bytes((size_t)threads * kc_max * mc_max);
-    float *bpack = work_buffer_map(b_bytes);
-    float *apack = work_buffer_map(a_bytes);
-    if (bpack == NULL || apack == NULL) {
+    /* The panel of B, then each thread's block of A, 64-byte aligned. */
+    const size_t b_floats = ((size_t)kc_max * nc_max + 15) / 16 * 16;
+    const size_t a_floats = ((size_t)kc_max * mc_max + 15) / 16 * 16;
+    const struct work_buffer work = work_buffer_take(&kept, b_floats + threads * a_floats);
+    if (work.floats == NULL) {
         /* Out of memory for the packs: fail visibly rather than time another algorithm
          * under this rung's name. C becomes NaN, so verification fails the row, and
          * errno says why. */
-        work_buffer_unmap(bpack, b_bytes);
-        work_buffer_unmap(apack, a_bytes);
+        work_buffer_give_back(&kept, work);
         const size_t total = (size_t)batch * (size_t)m * (size_t)n;
         for (size_t i = 0; i < total; ++i) c[i] = __builtin_nanf("");
         errno = ENOMEM;
         return;
     }
+    float *bpack = work.floats, *apack = work.floats + b_floats;
 
 #pragma omp parallel num_threads(threads)
     {
-        float *ap = apack + (size_t)omp_get_thread_num() * kc_max * mc_max;
+        float *ap = apack + (size_t)omp_get_thread_num() * a_floats;
         for (long p = 0; p < batch; ++p) {
             const float *A = MM_A(p), *B = MM_B(p);
             float *C = MM_C(p);
@@ -219,6 +221,5 @@ void mm_omp_packed(MM_ARGS) {
             }
         }
     }
-    work_buffer_unmap(bpack, b_bytes);
-    work_buffer_unmap(apack, a_bytes);
+    work_buffer_give_back(&kept, work);
 }

@@ -23,9 +23,7 @@
  *   sysconf, else defaults): the KC x NR sliver of B a third more than L1,
  *   the MC x KC block of A half of L2, the KC x NC panel of B half of L3.
  * - Cheaper packing: A is transposed into its slivers 16 x 16 in registers
- *   (AVX-512), and the packing buffer is kept from call to call, where
- *   omp_packed copied A element by element into a fresh allocation whose
- *   page faults cost as much as the product itself at 256^3.
+ *   (AVX-512), where omp_packed copies it element by element.
  * - Balanced threads with few barriers: each thread takes an equal share of
  *   the rows (and packs its own A), or, when that leaves the threads uneven
  *   (few rows), all share each packed block of A and split its columns.
@@ -433,44 +431,7 @@ static blocking cache_blocking(void) {
 
 /* --------------------------------------------------------------- the rung */
 
-/* The packing buffer is kept from call to call: a fresh allocation of this
- * size is fresh pages from the kernel, and their page faults and zeroing cost
- * as much as the whole product at 256^3. It is a mapping of its own
- * (work_buffer.h: the same place in every process). One call at a time holds
- * it; a call that finds it held (the rung called from two threads at once)
- * maps its own and unmaps it after. */
-static float *kept_buffer = NULL;
-static size_t kept_bytes = 0;
-static atomic_flag kept_held = ATOMIC_FLAG_INIT;
-
-struct work_buffer {
-    float *floats; /* NULL when the memory cannot be had */
-    size_t bytes;
-    int kept;
-};
-
-static struct work_buffer take_buffer(size_t count) {
-    struct work_buffer work = {NULL, work_buffer_bytes(count), 0};
-    work.kept = !atomic_flag_test_and_set_explicit(&kept_held, memory_order_acquire);
-    if (!work.kept) {
-        work.floats = work_buffer_map(work.bytes);
-        return work;
-    }
-    if (work.bytes > kept_bytes) {
-        work_buffer_unmap(kept_buffer, kept_bytes);
-        kept_buffer = work_buffer_map(work.bytes);
-        kept_bytes = kept_buffer == NULL ? 0 : work.bytes;
-    }
-    work.floats = kept_buffer;
-    return work;
-}
-
-static void give_back(struct work_buffer work) {
-    if (work.kept)
-        atomic_flag_clear_explicit(&kept_held, memory_order_release);
-    else
-        work_buffer_unmap(work.floats, work.bytes);
-}
+static struct work_buffer_kept kept = WORK_BUFFER_KEPT_INIT;
 
 /* Boundaries of thread `part`'s share of `count` elements cut in units of
  * `unit` (the last unit may be partial): the cut nearest to an equal share. */
@@ -561,13 +522,13 @@ void mm_omp_blis(MM_ARGS) {
     const size_t b_floats = ((size_t)kc_max * nc_max + 15) / 16 * 16;
     const size_t a_floats = ((size_t)kc_max * mc_max + 15) / 16 * 16;
     const struct work_buffer work =
-        take_buffer(2 * b_floats + (size_t)(by_rows ? threads : 2) * a_floats);
+        work_buffer_take(&kept, 2 * b_floats + (size_t)(by_rows ? threads : 2) * a_floats);
     float *bpack = work.floats;
     if (bpack == NULL) {
         /* Fail visibly: C is NaN, so verification fails the row, and errno says why. */
         const size_t total = (size_t)batch * (size_t)m * (size_t)n;
         for (size_t i = 0; i < total; ++i) c[i] = __builtin_nanf("");
-        give_back(work);
+        work_buffer_give_back(&kept, work);
         errno = ENOMEM;
         return;
     }
@@ -627,7 +588,7 @@ void mm_omp_blis(MM_ARGS) {
             }
         }
     }
-    give_back(work);
+    work_buffer_give_back(&kept, work);
 }
 
 /* The micro-kernel's ISA and MR x NR, and the cache blocking, for the record. */

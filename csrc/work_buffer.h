@@ -1,5 +1,8 @@
-/* Work buffers of the packing rungs (omp_packed, omp_blis), each on a mapping
- * of its own.
+/* The packing rungs' (omp_packed, omp_blis) work buffer: kept from call to
+ * call, on a mapping of its own.
+ *
+ * Kept, because a fresh buffer of this size is fresh pages from the kernel,
+ * whose page faults and zeroing cost as much as the whole product at 256^3.
  *
  * Where malloc puts a buffer depends on the process's history: the heap hands
  * out addresses whose offset within a page, and so the cache sets the packed
@@ -13,6 +16,7 @@
 #ifndef WORK_BUFFER_H
 #define WORK_BUFFER_H
 
+#include <stdatomic.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <sys/mman.h>
@@ -57,6 +61,47 @@ static inline float *work_buffer_map(size_t bytes) {
 
 static inline void work_buffer_unmap(float *buffer, size_t bytes) {
     if (buffer != NULL) munmap(buffer, bytes);
+}
+
+/* A rung's kept buffer: one call at a time holds it; a call that finds it held
+ * (the rung called from two threads at once) maps its own and unmaps it after. */
+struct work_buffer_kept {
+    float *floats;
+    size_t bytes;
+    atomic_flag held;
+};
+
+#define WORK_BUFFER_KEPT_INIT {NULL, 0, ATOMIC_FLAG_INIT}
+
+struct work_buffer {
+    float *floats; /* NULL when the memory cannot be had */
+    size_t bytes;
+    int kept;
+};
+
+/* At least `floats` floats: the kept buffer (grown if need be), or a mapping of
+ * this call's own when another call holds it. */
+static inline struct work_buffer work_buffer_take(struct work_buffer_kept *kept, size_t floats) {
+    struct work_buffer work = {NULL, work_buffer_bytes(floats), 0};
+    work.kept = !atomic_flag_test_and_set_explicit(&kept->held, memory_order_acquire);
+    if (!work.kept) {
+        work.floats = work_buffer_map(work.bytes);
+        return work;
+    }
+    if (work.bytes > kept->bytes) {
+        work_buffer_unmap(kept->floats, kept->bytes);
+        kept->floats = work_buffer_map(work.bytes);
+        kept->bytes = kept->floats == NULL ? 0 : work.bytes;
+    }
+    work.floats = kept->floats;
+    return work;
+}
+
+static inline void work_buffer_give_back(struct work_buffer_kept *kept, struct work_buffer work) {
+    if (work.kept)
+        atomic_flag_clear_explicit(&kept->held, memory_order_release);
+    else
+        work_buffer_unmap(work.floats, work.bytes);
 }
 
 #endif
