@@ -32,6 +32,7 @@ import sys
 import tempfile
 import threading
 import traceback
+import weakref
 from collections.abc import Callable, Iterable
 from concurrent.futures import Future, ProcessPoolExecutor
 from concurrent.futures import TimeoutError as FutureTimeout
@@ -302,6 +303,8 @@ class Worker:
         self._lock = threading.Lock()  # retire() comes from the device thread and from close()
         fd, self._crash_log = tempfile.mkstemp(prefix="mmsuite-worker-", suffix=".log")
         os.close(fd)
+        # The log goes with the Worker even when nobody closes it.
+        self._remove_log = weakref.finalize(self, Path(self._crash_log).unlink, missing_ok=True)
 
     def _start(self) -> None:
         self._pid = 0
@@ -375,7 +378,7 @@ class Worker:
 
     def close(self) -> None:
         self.retire()
-        Path(self._crash_log).unlink(missing_ok=True)
+        self._remove_log()
 
 
 def run_in_host_worker(jobs: Iterable[Job], options: RunOptions, run_kwargs: dict,

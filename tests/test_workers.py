@@ -88,6 +88,16 @@ def test_a_bug_in_this_process_keeps_its_traceback_too(monkeypatch, capfd) -> No
     assert "in _engine_bug" in capfd.readouterr().err
 
 
+def test_a_workers_crash_log_is_removed_when_closed_or_dropped() -> None:
+    closed, dropped = workers.Worker(None), workers.Worker(None)
+    closed_log, dropped_log = Path(closed._crash_log), Path(dropped._crash_log)
+    assert closed_log.exists() and dropped_log.exists()
+    closed.close()
+    del dropped
+    assert not closed_log.exists()
+    assert not dropped_log.exists()
+
+
 def test_device_runtime_errors_and_launch_limits_are_the_kernels_failures() -> None:
     class CompileError(Exception):  # as the device's runtime package defines its errors
         __module__ = "pyopencl._cl"
