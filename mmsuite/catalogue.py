@@ -57,6 +57,7 @@ class Kernel:
     reference: bool = False
     launch: Mapping | CudaLaunch = field(default_factory=lambda: MappingProxyType({}))
     precision: str = FP32
+    threaded: bool = False  # runs on several host threads (OpenMP, or the BLAS's own)
 
     def __post_init__(self) -> None:
         if self.precision not in PRECISIONS:
@@ -91,14 +92,16 @@ def _k(id: str, rung: int, parent: str | None, adds: str, origin: str, **kw) -> 
     return Kernel(id=id, backend=backend, rung=rung, parent=parent, adds=adds, origin=origin, **kw)
 
 
-def _c(id: str, rung: int, parent: str | None, adds: str, origin: str, source: str) -> Kernel:
-    return _k(id, rung, parent, adds, origin, source=f"csrc/{source}.c", entry=f"mm_{id[4:]}")
+def _c(id: str, rung: int, parent: str | None, adds: str, origin: str, source: str,
+       threaded: bool = False) -> Kernel:
+    return _k(id, rung, parent, adds, origin, source=f"csrc/{source}.c", entry=f"mm_{id[4:]}",
+              threaded=threaded)
 
 
 # ----------------------------------------------------------------------- CPU
 CPU = [
     _k("cpu.blas", 0, None, "reference: numpy.matmul (OpenBLAS sgemm)", "reference",
-       reference=True),
+       reference=True, threaded=True),
     _c("cpu.seq_naive", 1, None, "textbook i-j-k loop, dot product along k", "001",
        "01_seq_naive"),
     _c("cpu.seq_ikj", 2, "cpu.seq_naive", "loop interchange: stride-1 inner loop", "002",
@@ -106,15 +109,16 @@ CPU = [
     _c("cpu.seq_tiled", 3, "cpu.seq_ikj", "cache blocking of i, j and k", "002",
        "03_seq_tiled"),
     _c("cpu.omp_naive", 4, "cpu.seq_naive", "OpenMP parallel for schedule(dynamic,1) collapse(2)",
-       "001", "04_omp_naive"),
+       "001", "04_omp_naive", threaded=True),
     _c("cpu.omp_tiled", 5, "cpu.seq_tiled", "cache blocking + OpenMP over tiles", "002",
-       "05_omp_tiled"),
+       "05_omp_tiled", threaded=True),
     _c("cpu.omp_packed", 6, "cpu.omp_tiled",
        "packed panels + register-blocked micro-kernel the compiler vectorises", "beyond",
-       "06_omp_packed"),
+       "06_omp_packed", threaded=True),
     _c("cpu.omp_blis", 7, "cpu.omp_packed",
        "intrinsics micro-kernel (AVX-512 14x32, AVX2 6x16), C prefetched, exact-size edges, "
-       "blocking from the cache sizes, balanced threads", "beyond", "07_omp_blis"),
+       "blocking from the cache sizes, balanced threads", "beyond", "07_omp_blis",
+       threaded=True),
 ]
 
 # -------------------------------------------------------------------- OpenCL

@@ -32,6 +32,13 @@ look that leaves it undecided with fewer opens a fresh pair. The workers' OpenMP
 are bound one to a CPU (unless the environment says otherwise), which halved the
 rounds' spread there.
 
+Duet mode (``Settings.duet``, after Bulej et al., ICPE 2020) measures both sides at
+once, each pinned to a CPU of its own, where a row runs on one thread (a sequential CPU
+rung, or any CPU rung with ``--threads 1``) and the driver may use two CPUs: whatever
+the neighbours do then hits both sides in the same instant, and a round takes one turn's
+time instead of two. Which side gets which CPU is drawn afresh every round, as the order
+is otherwise, so that a CPU that is busier than the other favours neither side.
+
 A row whose verdict would need more rounds than its budget holds (judged from the
 kernel's checked launch when opened, then from its rounds) stops at once as ``unsure``,
 saying what ``--max-time`` would decide it, rather than spending the budget for nothing.
@@ -84,6 +91,7 @@ class Settings:
     judge_identical: bool = False  # judge identical code by its times too
     seed: int = 0  # of the random order
     min_worker_pairs: int = 2  # fresh pairs of worker processes a verdict needs rounds from
+    duet: bool = False  # single-threaded CPU rows: both sides at once, each on a CPU
 
     @property
     def look_confidence(self) -> float:
@@ -176,6 +184,13 @@ class SideWorker:
             return f"worker died of {signal.Signals(-code).name} (see {self._log.name})"
         return f"worker exited with status {code} (see {self._log.name})"
 
+    def pin(self, cpus: set[int]) -> None:
+        """Run the worker's main thread, where it samples, on ``cpus`` only."""
+        try:
+            os.sched_setaffinity(self.process.pid, cpus)
+        except ProcessLookupError:
+            pass  # it died: its next request says how
+
     def kill(self) -> None:
         if self.process.poll() is None:
             self.process.kill()
@@ -225,6 +240,7 @@ class Pair:
     interrupted: bool = False
     worker_pairs: int = 0  # pairs of worker processes its rounds came from
     needs_seconds: float | None = None  # of rounds, for a verdict, where more than allowed
+    duet: bool = False  # both sides measured at once, each on a CPU of its own
 
     @property
     def identical(self) -> bool:
@@ -288,6 +304,21 @@ def decide(pair: Pair, settings: Settings) -> tuple[str, str]:
     return "unsure", f"{why}: more --max-time, or a quieter machine"
 
 
+def duet_cpus() -> tuple[int, int] | None:
+    """Two CPUs this process may run on, for duet mode; None where there are not two (or
+    the system cannot pin a process to a CPU)."""
+    if not hasattr(os, "sched_getaffinity"):
+        return None
+    cpus = sorted(os.sched_getaffinity(0))
+    return (cpus[0], cpus[1]) if len(cpus) >= 2 else None
+
+
+def runs_on_one_thread(kernel: Kernel, threads: int | None) -> bool:
+    """Whether a row keeps one host CPU busy: a CPU rung that is sequential, or run with
+    one thread."""
+    return kernel.backend == "cpu" and (not kernel.threaded or threads == 1)
+
+
 class Gate:
     """Measures pairs with one worker per side, replaced when it dies."""
 
@@ -297,6 +328,12 @@ class Gate:
         self.options, self.settings, self.logs = options, settings, logs
         self.workers: dict[str, SideWorker | None] = {"base": None, "head": None}
         self.rng = random.Random(settings.seed)
+        self.duet_cpus = duet_cpus() if settings.duet else None
+
+    def in_duet(self, kernel: Kernel) -> bool:
+        """Whether rows of ``kernel`` are measured in duet here."""
+        return self.duet_cpus is not None and runs_on_one_thread(kernel,
+                                                                 self.options.get("threads"))
 
     def _worker(self, side: str) -> SideWorker:
         worker = self.workers[side]
@@ -364,6 +401,39 @@ class Gate:
         target.info = answer.get("info") or {}
         target.launch_s = answer.get("launch_s")
 
+    def _round(self, pair: Pair, timeout: float) -> None:
+        """One turn of each side: one after the other, in the round's order, or in duet
+        both at once, the order saying which side gets which CPU."""
+        order = self._order(len(pair.base.rounds))
+        if not pair.duet:
+            for side in order:
+                self._turn(pair, side, timeout)
+            return
+        assert self.duet_cpus is not None  # pair.duet is set only where there are two
+        message = {"op": "turn", "seconds": self.settings.round_seconds}
+        sent = []
+        for side, cpu in zip(order, self.duet_cpus):
+            try:
+                self._worker(side).pin({cpu})
+                self._send(side, message)
+                sent.append(side)
+            except WorkerLost as exc:
+                target: Side = getattr(pair, side)
+                target.status, target.reason = "error", str(exc)
+        for side in sent:
+            try:
+                self._turned(getattr(pair, side), self._receive(side, timeout))
+            except WorkerLost as exc:
+                target = getattr(pair, side)
+                target.status, target.reason = "error", str(exc)
+
+    def _unpin(self) -> None:
+        """Let both workers run anywhere again, as the next row may not be in duet."""
+        anywhere = os.sched_getaffinity(0)
+        for worker in self.workers.values():
+            if worker is not None:
+                worker.pin(anywhere)
+
     def _turn(self, pair: Pair, side: str, timeout: float) -> None:
         target: Side = getattr(pair, side)
         try:
@@ -372,6 +442,10 @@ class Gate:
         except WorkerLost as exc:
             target.status, target.reason = "error", str(exc)
             return
+        self._turned(target, answer)
+
+    @staticmethod
+    def _turned(target: Side, answer: dict) -> None:
         target.samples.append(answer["samples"])
         target.rounds.append(float(np.median(answer["samples"])))
         share = (answer.get("host_load") or {}).get("others_share")
@@ -387,6 +461,7 @@ class Gate:
         """Open the kernel on both sides, take rounds until decided or out of time, judge."""
         timeout = default_timeout(pair.problem)
         started = time.monotonic()
+        pair.duet = self.in_duet(pair.kernel)
         try:
             self._open_both(pair, timeout)
             if pair.base.status == pair.head.status == "ok":  # the budget is for rounds
@@ -397,6 +472,8 @@ class Gate:
             pair.interrupted = True
             raise
         finally:
+            if pair.duet:
+                self._unpin()
             for side in SIDES:
                 if getattr(pair, side).status == "ok" and self.workers[side] is not None:
                     try:
@@ -418,7 +495,8 @@ class Gate:
         launches = [s.launch_s for s in (pair.base, pair.head) if s.launch_s is not None]
         if len(launches) < 2:
             return None  # an older revision: judged from its first rounds instead
-        per_round = 2 * max(settings.round_seconds, min(launches) / 2)
+        turns = 1 if pair.duet else 2  # a duet round is one turn long
+        per_round = turns * max(settings.round_seconds, min(launches) / 2)
         needed = settings.rounds_to_verdict() * per_round
         return needed if needed > settings.max_seconds else None
 
@@ -445,8 +523,7 @@ class Gate:
         looks = set(settings.looks())
         to_verdict = settings.rounds_to_verdict()
         while True:
-            for side in self._order(len(pair.base.rounds)):
-                self._turn(pair, side, timeout)
+            self._round(pair, timeout)
             if "error" in (pair.base.status, pair.head.status):
                 return
             n = len(pair.base.rounds)
@@ -519,7 +596,7 @@ def side_record(pair: Pair, side: str, build: Build) -> dict:
             "verdict": pair.verdict, "reason": pair.reason, "ratio": est.ratio,
             "low": est.low if est.bounded else None, "high": est.high if est.bounded else None,
             "p_value": est.p_value, "rounds": est.rounds, "confidence": est.confidence,
-            "identical_code": pair.identical,
+            "identical_code": pair.identical, "duet": pair.duet,
         }
     return record
 

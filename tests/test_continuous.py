@@ -6,6 +6,7 @@ scripts/gate_trials.py, not here."""
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import subprocess
 from pathlib import Path
@@ -110,6 +111,9 @@ class FakeWorker:
 
     def send(self, message: dict) -> None:
         self.sent = message
+
+    def pin(self, cpus: set[int]) -> None:
+        FakeWorker.log.append(f"pin {self.name} {sorted(cpus)}")
 
     def receive(self, timeout: float) -> dict:
         return self.request(self.sent, timeout)
@@ -285,6 +289,80 @@ def test_both_sides_open_at_once(fake_workers, tmp_path, monkeypatch) -> None:
     gate(1.0, 1.0, tmp_path, max_seconds=60, max_rounds=4).measure(Pair(KERNEL, PROBLEM))
     opens = [c for c in calls if " open " in c]
     assert [c.split()[0] for c in opens[:4]] == ["send", "send", "receive", "receive"]
+
+
+def test_rows_on_one_thread_are_the_sequential_cpu_rungs_or_any_cpu_rung_on_one_thread(
+) -> None:
+    one_thread = continuous.runs_on_one_thread
+    assert one_thread(catalogue.get("cpu.seq_ikj"), None)
+    assert not one_thread(catalogue.get("cpu.omp_tiled"), None)
+    assert one_thread(catalogue.get("cpu.omp_tiled"), 1)
+    assert not one_thread(catalogue.get("cpu.omp_tiled"), 2)
+    assert not one_thread(catalogue.get("cpu.blas"), None)
+    assert not one_thread(catalogue.get("cuda.01_naive"), 1)
+
+
+def test_duet_measures_both_sides_at_once_on_cpus_drawn_per_round(fake_workers, tmp_path,
+                                                                   monkeypatch) -> None:
+    """In duet both turns are asked for before either answer is awaited, each side pinned
+    to a CPU of its own; which side gets which CPU is drawn every round; afterwards both
+    workers may run anywhere again."""
+    monkeypatch.setattr(continuous, "duet_cpus", lambda: (4, 7))
+    calls: list[str] = []
+    send, receive = FakeWorker.send, FakeWorker.receive
+
+    def logged_send(self, message):
+        calls.append(f"send {message['op']}")
+        send(self, message)
+
+    def logged_receive(self, timeout):
+        calls.append(f"receive {self.sent['op']}")
+        return receive(self, timeout)
+
+    monkeypatch.setattr(FakeWorker, "send", logged_send)
+    monkeypatch.setattr(FakeWorker, "receive", logged_receive)
+    pair = gate(1.0, 1.0, tmp_path, duet=True, max_seconds=60, max_rounds=20).measure(
+        Pair(KERNEL, PROBLEM))
+    assert pair.duet and pair.verdict == "same"
+    turns = [c for c in calls if c.endswith(" turn")]
+    assert turns[:4] == ["send turn", "send turn", "receive turn", "receive turn"]
+    pins = [entry.split(" ", 1)[1] for entry in fake_workers.log if entry.startswith("pin")]
+    rounds = list(zip(pins[0:-2:2], pins[1:-2:2]))
+    assert len(rounds) == len(pair.base.rounds)
+    for first, second in rounds:  # one CPU each
+        assert {first.split()[1], second.split()[1]} == {"[4]", "[7]"}
+    base_on_4 = sum("base [4]" in (first, second) for first, second in rounds)
+    assert 0 < base_on_4 < len(rounds)
+    anywhere = str(sorted(os.sched_getaffinity(0)))
+    assert pins[-2:] == [f"base {anywhere}", f"head {anywhere}"]
+
+
+def test_a_threaded_row_is_measured_in_turns_even_in_duet(fake_workers, tmp_path,
+                                                          monkeypatch) -> None:
+    monkeypatch.setattr(continuous, "duet_cpus", lambda: (0, 1))
+    pair = gate(1.0, 1.0, tmp_path, duet=True, max_seconds=60, max_rounds=4).measure(
+        Pair(catalogue.get("cpu.omp_tiled"), PROBLEM))
+    assert not pair.duet
+    assert not any(entry.startswith("pin") for entry in fake_workers.log)
+
+
+def test_a_duet_round_costs_one_turn_when_judging_a_row_against_its_budget(tmp_path,
+                                                                            monkeypatch) -> None:
+    monkeypatch.setattr(continuous, "duet_cpus", lambda: (0, 1))
+    settings = Settings(max_seconds=8.0)
+    launch = 1.5 * settings.max_seconds / settings.rounds_to_verdict()  # s, per side
+    for duet, affordable in ((False, False), (True, True)):
+        pair = Pair(KERNEL, PROBLEM, Side("ok", code={"hash": "a"}, launch_s=launch),
+                    Side("ok", code={"hash": "b"}, launch_s=launch), duet=duet)
+        judge = gate(1.0, 1.0, tmp_path, duet=True)
+        assert (judge._unaffordable(pair) is None) == affordable
+
+
+def test_duet_needs_two_cpus(monkeypatch, capsys) -> None:
+    monkeypatch.setattr(continuous, "duet_cpus", lambda: None)
+    assert main(["continuous", "HEAD", "HEAD", "--repo", str(REPO), "--duet",
+                 "--kernel", "cpu.seq_ikj"]) == 2
+    assert "--duet needs two CPUs" in capsys.readouterr().err
 
 
 def test_one_worker_pair_is_never_enough_for_a_verdict() -> None:

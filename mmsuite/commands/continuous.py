@@ -66,6 +66,9 @@ def add_parser(sub) -> argparse.ArgumentParser:
                       "(default %(default)s)")
     gate.add_argument("--order", choices=ORDERS, default=defaults.order,
                       help="which side goes first in each round: random (default) or abba")
+    gate.add_argument("--duet", action="store_true",
+                      help="measure rows that run on one thread (sequential CPU rungs, or "
+                      "any with --threads 1) on both sides at once, each on a CPU of its own")
     gate.add_argument("--judge-identical", action="store_true",
                       help="judge rows whose code is identical on both sides by their times "
                       "too (by default they are 'same (identical code)')")
@@ -112,7 +115,10 @@ def run(args: argparse.Namespace, console: Console) -> int:
     skipped = len(kernels) - len(runnable)
     settings = Settings(threshold=args.threshold, confidence=args.confidence,
                         max_seconds=args.max_time, round_seconds=args.round_time,
-                        order=args.order, judge_identical=args.judge_identical)
+                        order=args.order, judge_identical=args.judge_identical,
+                        duet=args.duet)
+    if args.duet and continuous.duet_cpus() is None:
+        raise UsageError("--duet needs two CPUs this process may run on")
 
     cache = args.cache_dir or builds.default_cache()
     built = {}
@@ -140,6 +146,11 @@ def run(args: argparse.Namespace, console: Console) -> int:
     gate = continuous.Gate(base, head, worker_options, settings, logs=head.root)
     pairs: list[Pair] = []
     todo = [Pair(k, p) for p in problems for k in runnable]
+    if gate.duet_cpus is not None:
+        duets = sum(gate.in_duet(pair.kernel) for pair in todo)
+        cpus = " and ".join(map(str, gate.duet_cpus))
+        _log(f"duet: {duets} of {len(todo)} rows run on one thread and are measured on both "
+             f"sides at once, on CPUs {cpus}; the others in turns")
     interrupted = 0
     previous = signal.signal(signal.SIGTERM, _terminate)
     try:
@@ -231,7 +242,7 @@ def _save(args: argparse.Namespace, pairs: list[Pair], base: builds.Build,
                                  "confidence": settings.confidence,
                                  "max_seconds": settings.max_seconds,
                                  "round_seconds": settings.round_seconds,
-                                 "order": settings.order},
+                                 "order": settings.order, "duet": settings.duet},
                   "problems": [p.to_dict() for p in dict.fromkeys(q.problem for q in pairs)]}
         for path, side, build in ((base_path(args.json), "base", base),
                                   (args.json, "head", head)):
