@@ -54,10 +54,14 @@ HUGE_PAGE = 2 << 20  # bytes: x86-64's transparent huge page
 def placed_empty(count: int, dtype: np.dtype | type = np.float32) -> np.ndarray:
     """A flat array at the start of an anonymous mapping of its own, aligned to
     ``HUGE_PAGE`` and advised to use huge pages, so that where it lands in the caches is
-    the same in every process (page-aligned at least, where huge pages are refused)."""
+    the same in every process (page-aligned at least, where huge pages are refused).
+    The mapping is private: a shared one (mmap's default) is shared memory, which
+    transparent huge pages leave out unless the system says otherwise."""
     itemsize = np.dtype(dtype).itemsize
     size = max(count, 1) * itemsize
-    mapping = mmap.mmap(-1, -(-size // HUGE_PAGE) * HUGE_PAGE + HUGE_PAGE)
+    private = {"flags": mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS} if hasattr(
+        mmap, "MAP_ANONYMOUS") else {}
+    mapping = mmap.mmap(-1, -(-size // HUGE_PAGE) * HUGE_PAGE + HUGE_PAGE, **private)
     raw = np.frombuffer(mapping, dtype=np.uint8)  # the array keeps the mapping alive
     start = -raw.ctypes.data % HUGE_PAGE
     if hasattr(mmap, "MADV_HUGEPAGE"):  # Linux only

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import threading
 import time
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -135,6 +136,22 @@ def test_placed_copies_are_flat_writable_and_apart() -> None:
     first[0] = 99.0
     assert second[0] == 0.0 and x[0, 0] == 0.0
     assert cpu.placed_empty(0).size == 0
+
+
+@pytest.mark.skipif(not Path("/proc/self/maps").exists(), reason="needs Linux's /proc")
+def test_placed_memory_is_private_so_that_huge_pages_may_back_it() -> None:
+    """Shared anonymous memory (mmap's default) is shmem, which transparent huge pages
+    leave out: operands placed there sat on scattered small pages after all."""
+    array = cpu.placed_empty(3 * cpu.HUGE_PAGE // 4)
+    address = array.ctypes.data
+    for line in Path("/proc/self/maps").read_text().splitlines():
+        span, permissions = line.split()[:2]
+        low, high = (int(bound, 16) for bound in span.split("-"))
+        if low <= address < high:
+            assert permissions.endswith("p"), line  # private, not shared
+            break
+    else:
+        raise AssertionError("the placed array is in no mapping")
 
 
 def test_preemption_timer_flags_samples_another_process_interrupted(monkeypatch) -> None:
