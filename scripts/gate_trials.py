@@ -3,6 +3,8 @@
     python scripts/gate_trials.py --trials 20 --busy-neighbour
     python scripts/gate_trials.py --trials 10 --plant cuda --kernel 'cuda.0[78]_*' \
         --shape 4096 --threshold 0.02 --max-time 4
+    python scripts/gate_trials.py --trials 20 --busy-neighbour --kernel 'cpu.omp_tiled' \
+        --kernel 'cpu.seq_*' --threads 1 --duet
 
 Each trial is one ``mmsuite continuous`` call; the table counts, per kind of trial, the
 trials that exited 0 or 1 and the rows called slower:
@@ -93,6 +95,7 @@ def trial(repo: Path, base: str, head: str, args: argparse.Namespace, cache: Pat
             command += ["--kernel", glob]
         if args.shape:
             command += ["--shape", args.shape]
+        command += _measurement(args) + (["--duet"] if args.duet else [])
         started = time.monotonic()
         done = subprocess.run(command, capture_output=True, text=True)
         seconds = time.monotonic() - started
@@ -100,6 +103,11 @@ def trial(repo: Path, base: str, head: str, args: argparse.Namespace, cache: Pat
             sys.exit(f"continuous failed ({done.returncode}):\n{done.stderr[-2000:]}")
         rows = json.loads(verdict_file.read_text())["rows"]
     return {"exit": done.returncode, "rows": rows, "seconds": seconds}
+
+
+def _measurement(args: argparse.Namespace) -> list[str]:
+    """The options both ``run`` and ``continuous`` take."""
+    return ["--threads", str(args.threads)] if args.threads is not None else []
 
 
 def _stop(signum: int, frame: object) -> None:
@@ -116,6 +124,10 @@ def main() -> None:
     parser.add_argument("--threshold", type=float, default=0.05)
     parser.add_argument("--max-time", type=float, default=None,
                         help="seconds of rounds per row (default: continuous's own)")
+    parser.add_argument("--threads", type=int, default=None,
+                        help="OpenMP threads of the CPU rungs (default: continuous's own)")
+    parser.add_argument("--duet", action="store_true",
+                        help="continuous --duet: rows on one thread, both sides at once")
     parser.add_argument("--plant", choices=sorted(PLANTS) + ["none"], default="c")
     parser.add_argument("--skip-same", action="store_true", help="only planted trials")
     parser.add_argument("--time-run", action="store_true",
@@ -133,7 +145,8 @@ def main() -> None:
     lines = []
     try:
         if args.time_run:
-            command = [sys.executable, "-m", "mmsuite.cli", "run", "--shape", args.shape]
+            command = [sys.executable, "-m", "mmsuite.cli", "run", "--shape", args.shape,
+                       *_measurement(args)]
             for glob in args.kernel:
                 command += ["--kernel", glob]
             started = time.monotonic()
