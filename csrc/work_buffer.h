@@ -10,9 +10,8 @@
  * then stay fixed for the life of the process. Two processes timing the same
  * code (the two sides of `mmsuite continuous`) were measured a third apart at
  * 512^3 under load, a bias that no number of rounds averages out. A mapping of
- * its own starts on a page boundary in every process; one of 2 MiB or more
- * starts on a 2 MiB boundary and is advised to use transparent huge pages, as
- * the harness places the operands. */
+ * its own starts on a 2 MiB boundary in every process and is advised to use
+ * transparent huge pages, as the harness places the operands. */
 #ifndef WORK_BUFFER_H
 #define WORK_BUFFER_H
 
@@ -20,7 +19,6 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <sys/mman.h>
-#include <unistd.h>
 
 #ifndef MAP_ANONYMOUS
 #define MAP_ANONYMOUS MAP_ANON
@@ -28,22 +26,20 @@
 
 #define WORK_BUFFER_HUGE_PAGE ((size_t)2 << 20)
 
-/* The bytes a mapping of `floats` floats takes: whole pages, or whole 2 MiB
- * pages from 2 MiB up, so that huge pages cover all of it. */
+/* The bytes a mapping of `floats` floats takes: whole 2 MiB pages, so that
+ * huge pages can back all of it. On small pages a buffer lies on physical
+ * pages that differ from process to process, and so do its conflicts in the
+ * physically indexed caches (omp_packed's panel of B at 512^3 is 512 KiB, a
+ * Zen 3 core's whole L2). */
 static inline size_t work_buffer_bytes(size_t floats) {
-    const size_t bytes = floats * sizeof(float);
-    size_t unit = (size_t)sysconf(_SC_PAGESIZE);
-    if (bytes >= WORK_BUFFER_HUGE_PAGE) unit = WORK_BUFFER_HUGE_PAGE;
-    return (bytes + unit - 1) / unit * unit;
+    const size_t bytes = floats * sizeof(float) + (floats == 0);
+    return (bytes + WORK_BUFFER_HUGE_PAGE - 1) / WORK_BUFFER_HUGE_PAGE * WORK_BUFFER_HUGE_PAGE;
 }
 
-/* A fresh zeroed mapping of `bytes` (from work_buffer_bytes), or NULL. */
+/* A fresh zeroed mapping of `bytes` (from work_buffer_bytes) starting on a
+ * 2 MiB boundary, or NULL. */
 static inline float *work_buffer_map(size_t bytes) {
     const int prot = PROT_READ | PROT_WRITE, flags = MAP_PRIVATE | MAP_ANONYMOUS;
-    if (bytes < WORK_BUFFER_HUGE_PAGE) {
-        void *p = mmap(NULL, bytes, prot, flags, -1, 0);
-        return p == MAP_FAILED ? NULL : (float *)p;
-    }
     /* Over-map by one huge page, then give back the ends around the boundary. */
     const size_t span = bytes + WORK_BUFFER_HUGE_PAGE;
     char *raw = mmap(NULL, span, prot, flags, -1, 0);
