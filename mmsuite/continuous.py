@@ -85,7 +85,7 @@ class Settings:
     threshold: float = 0.05  # the smallest change that counts, as a fraction
     confidence: float = 0.99  # of the interval on HEAD / BASE
     round_seconds: float = 0.05  # each side's turn in a round (at least one sample)
-    max_seconds: float = 8.0  # per row, both sides' turns together
+    max_seconds: float = 10.0  # per row, both sides' turns together
     max_rounds: int = 400
     order: str = "random"  # which side goes first in a round: "random" or "abba"
     judge_identical: bool = False  # judge identical code by its times too
