@@ -12,6 +12,13 @@
 //   would need its own pass before them anyway; the workspace is deterministic
 //   and reads C exactly once (never when beta == 0). With one slice the main
 //   kernel writes C itself, as rung 20 does;
+// - FUSED=1 (small tiles, rung 22's variants *_f): no second launch. Each block
+//   writes its slice's partial tile, packed (BM x BN, unpredicated), after the
+//   batch's slices; the last block of a tile to finish (cuda/slice_sum.cuh's
+//   last_slice) adds the slices in order and stores C. Skinny products with a
+//   long K (10x75x5228) want many short slices, and there the reduction's
+//   launch was a third of the time; on large tiles the one block that adds a
+//   tile is a serial tail (see rung 22), so only small tiles are compiled so;
 // - the tile shape comes from -D defines (BM x BN x BK, TM x TN outputs per
 //   thread, LR lanes along a warp tile's rows, STAGES shared buffers, MINB
 //   blocks per SM, SMEM_DYNAMIC for buffers over the 48 KB a kernel may
@@ -55,6 +62,9 @@
 #endif
 #ifndef TN
 #define TN 8  // outputs per thread along the columns: 4 or 8
+#endif
+#ifndef FUSED
+#define FUSED 0  // 1: the last block of a tile adds the slices (no mm_21_reduce)
 #endif
 #ifndef STAGES
 #define STAGES 1  // shared-memory buffers: 2 drops the barrier after the FMAs
@@ -109,6 +119,8 @@ __device__ __forceinline__ void store_tile(float* out, const float (&acc)[TM][TN
 
 // C (SPLITS == 1) or workspace slice (SPLITS > 1) of matrix blockIdx.z / SPLITS
 // gets the block's tile; W holds batch * SPLITS * M * N floats (unused when 1).
+// FUSED: W holds batch * SPLITS packed tiles per tile of C, then one arrival
+// counter per tile of C (zero before the first launch, left zero by each).
 extern "C" __global__ void __launch_bounds__(THREADS, MINB)
 mm_21_splitk(int M, int N, int K, float alpha, const float* A, const float* B, float beta,
              float* C, float* W, int splits) {
@@ -144,6 +156,33 @@ mm_21_splitk(int M, int N, int K, float alpha, const float* A, const float* B, f
     const int tc = (warp / WARPS_M) * WN + (lane / LR) * 4;
     float acc[TM][TN] = {};
 #include "mac_loop.inc"
+#if FUSED
+    if (splits > 1) {
+        // The slice's tile, packed, then the last of the tile's blocks sums them in order.
+        const size_t tiles = (size_t)gridDim.x * gridDim.y, tile = blockIdx.y * gridDim.x
+                                                                 + blockIdx.x;
+        float* const first = W + (mat * splits * tiles + tile) * (BM * BN);
+        const size_t pitch = tiles * (BM * BN);  // from one slice's tile to the next's
+        store_tile(first + slice * pitch, acc, BM, BN, tr, tc, true, 1.0f, 0.0f);
+        int* const counters = reinterpret_cast<int*>(W + gridDim.z * pitch);
+        if (!last_slice(counters + mat * tiles + tile, splits)) return;
+        float* const c_mat = C + mat * (size_t)M * N;
+        for (int q = tid; q < BM * BN / 4; q += THREADS) {
+            const int e = 4 * q, i = i0 + e % BM, j = j0 + e / BM;
+            if (i >= M || j >= N) continue;
+            float4 s = __ldcg(reinterpret_cast<const float4*>(first + e));
+            for (int t = 1; t < splits; ++t) {
+                const float4 v = __ldcg(reinterpret_cast<const float4*>(first + t * pitch + e));
+                s.x += v.x;
+                s.y += v.y;
+                s.z += v.z;
+                s.w += v.w;
+            }
+            store4(c_mat + i + (size_t)j * M, s, M - i, vec_m, alpha, beta);
+        }
+        return;
+    }
+#endif
     // Raw partial sums into the workspace: alpha and beta belong to the reduction.
     if (splits > 1) {
         alpha = 1.0f;

@@ -66,6 +66,8 @@ SHARED_DEFAULTS: dict[str, float] = {
     "gemv_latency_s": 3e-6,
     "gemv_fuse_s": 1e-6,  # a fused variant's last block of a tile: the fence, count, re-read
     "fuse_slice_s": 2e-8,  # and per slice: the arrivals on one counter, the slices re-read
+    # A fused split-K tile's last block re-reads its tile's slices: bytes per second per thread.
+    "fuse_bytes_per_thread_s": 1e9,
     "gemv_round_s": 0.5e-6,  # one round of a rung 24 block's K loop: loads, then their FMAs
     "dot_latency_s": 1.5e-6,  # rung 30's launch, block sum and store beyond launch_s
     "dot_round_s": 1.0e-6,  # one round of rung 30's K loop (every thread's loads in flight)
@@ -100,14 +102,17 @@ class Parameters:
             return self.efficiency.get(key, 1.0)
         if isinstance(config, GemvConfig):  # a fused variant streams as its plain one
             return self.efficiency.get(key, self.efficiency.get(key.removesuffix("f"), 1.0))
-        return self.efficiency.get(key, config.efficiency)
+        # A fused split-K tile runs its K loop as its plain variant does.
+        return self.efficiency.get(key, self.efficiency.get(key.removesuffix("_f"),
+                                                            config.efficiency))
 
     def misaligned(self, key: str, config: AnyConfig) -> float:
         if isinstance(config, DotConfig):
             return 1.0
         if isinstance(config, GemvConfig):
             return self.unaligned.get(key, self.unaligned.get(key.removesuffix("f"), 0.9))
-        return self.unaligned.get(key, config.unaligned)
+        return self.unaligned.get(key, self.unaligned.get(key.removesuffix("_f"),
+                                                          config.unaligned))
 
     def block_latency(self, key: str) -> float:
         return self.latency.get(key, self["block_latency_s"])
@@ -177,10 +182,21 @@ def _splitk_seconds(c: Candidate, m: int, n: int, k: int, batch: int, device: De
     if rest:
         seconds += wave(-(-rest // device.sms))
     seconds = _with_traffic(seconds, c, m, n, k, batch, split, p) + p["launch_s"]
-    if split > 1:
+    if split > 1 and config.fused:
+        seconds += _fused_tiles_seconds(config, tiles, split, p)
+    elif split > 1:
         seconds += _reduce_seconds(4 * batch * m * n * split, 8 * batch * m * n,
                                    reduce_blocks(m, n, batch, device), p)
     return seconds
+
+
+def _fused_tiles_seconds(config: Config, tiles: int, split: int, p: Parameters) -> float:
+    """A fused split-K plan's tail: the last block of each tile (all tiles at once) reads
+    the tile's ``split`` packed slices with its threads, after the fence and the count."""
+    tile_bytes = 4.0 * config.bm * config.bn * split
+    return (tile_bytes / (config.threads * p["fuse_bytes_per_thread_s"])
+            + tiles * tile_bytes / p["reduce_bytes_per_s"] + p["gemv_fuse_s"]
+            + split * p["fuse_slice_s"])
 
 
 def _with_traffic(compute_s: float, c: Candidate, m: int, n: int, k: int, batch: int,
@@ -374,6 +390,7 @@ def _free_names(timings: Sequence[Timing]) -> list[tuple[str, str]]:
 #: The constants that only some families' timings inform.
 _SHARED_OF: dict[str, tuple[str, ...]] = {
     "gemv_round_s": ("gemv",), "gemv_fuse_s": ("gemv", "dot"), "fuse_slice_s": ("gemv", "dot"),
+    "fuse_bytes_per_thread_s": ("splitk",),
     "dot_latency_s": ("dot",), "dot_round_s": ("dot",), "gemv_bandwidth": ("gemv",),
     "gemv_blocks_per_sm": ("gemv", "dot"), "gemv_latency_s": ("gemv",),
 }
@@ -385,6 +402,7 @@ BOUNDS: dict[str, tuple[float, float]] = {
     "reduce_bytes_per_s": (5e11, 1e13), "gemv_bandwidth": (0.3, 1.0), "store": (0.2, 5.0),
     "unaligned_store": (0.1, 1.0), "gemv_round_s": (1e-8, 1e-5), "dot_round_s": (1e-8, 1e-5),
     "dot_latency_s": (1e-9, 1e-5), "gemv_fuse_s": (1e-8, 2e-5), "fuse_slice_s": (1e-10, 1e-6),
+    "fuse_bytes_per_thread_s": (1e7, 1e11),
 }
 COMPUTE_BOUND_FMAS = 2**28
 STORE_BOUND_K = 64
@@ -411,14 +429,21 @@ def _start_value(start: Parameters, table: str, name: str) -> float:
 
 
 def fit(timings: Sequence[Timing], device: DeviceFacts, start: Parameters = STARTING,
-        prior_weight: float = 0.05, iterations: int = 40) -> Parameters:
+        prior_weight: float = 0.05, iterations: int = 40,
+        only: Iterable[tuple[str, str]] | None = None) -> Parameters:
     """Parameters that fit ``timings``: Levenberg-Marquardt on log(modelled / measured),
     in the logarithm of each parameter (all are positive), with a residual of
     ``prior_weight`` x log(value / starting value) per parameter so that a parameter the
-    sample does not inform stays where it started."""
+    sample does not inform stays where it started. ``only`` frees just those (table,
+    name) pairs, every other figure held at ``start`` (a partial refit)."""
     if not timings:
         raise ValueError("no timings to fit")
     names = _free_names(timings)
+    if only is not None:
+        keep = set(only)
+        names = [name for name in names if name in keep]
+        if not names:
+            raise ValueError("the timings inform none of the parameters to fit")
     theta0 = np.log([_start_value(start, t, n) for t, n in names])
     measured = np.log([t.seconds for t in timings])
     # A variant's own parameters move only its timings: the Jacobian's other rows stay 0.

@@ -48,6 +48,7 @@ from .variants import (
     gemv_kchunk,
     gemv_splits,
     shortk_grid,
+    splitk_workspace,
     streamk_split,
     variant,
     why_not,
@@ -152,7 +153,11 @@ def plan_of(decision: Decision, m: int, n: int, k: int, batch: int,
                         args=GEMM_ARGS + ("work", candidate.split))
     steps = [main]
     workspace = 0
-    if candidate.split > 1:
+    if candidate.split > 1 and candidate.family == "splitk" and config.fused:
+        # The last block of each tile adds the slices: no second launch. The counters
+        # follow the packed tiles; the workspace starts zeroed and each launch leaves them 0.
+        workspace = splitk_workspace(config, m, n, batch, candidate.split)
+    elif candidate.split > 1:
         workspace = batch * candidate.split * m * n
         steps.append(CudaStep((model.reduce_blocks(m, n, batch, device), 1, 1),
                               (REDUCE_THREADS,), row.second_entry, row.source, defines,

@@ -8,7 +8,9 @@ every one that can.
 
 Families
     ``splitk``  cuda/21_splitk.cu: one block per tile of C and K slice; with
-                more than one slice, ``mm_21_reduce`` adds the slices. A
+                more than one slice, ``mm_21_reduce`` adds the slices, or (small
+                tiles compiled ``fused``) the last block of each tile adds them in
+                the same launch. A
                 :class:`Config` is its -D defines (block tile BM x BN x BK, TM x TN
                 outputs per thread, LR lanes along a warp tile's rows, STAGES
                 shared buffers, MINB blocks per SM in the launch bounds).
@@ -87,6 +89,7 @@ class Config:
     stages: int = 1  # shared-memory buffers (2: one barrier per K tile instead of two)
     minb: int = 0  # 0: the source's default, 16 warps per SM
     regs: int = 128
+    fused: bool = False  # with K split, the last block of a tile adds the slices (FUSED=1)
     efficiency: float = 0.69
     unaligned: float = 0.80
 
@@ -132,6 +135,8 @@ class Config:
             text += f"_s{self.stages}"
         if self.minb:
             text += f"_b{self.minb}"
+        if self.fused:
+            text += "_f"
         return text
 
     @property
@@ -144,6 +149,8 @@ class Config:
             out["MINB"] = self.minb
         if self.smem_dynamic:
             out["SMEM_DYNAMIC"] = 1
+        if self.fused:
+            out["FUSED"] = 1
         return out
 
     @property
@@ -167,7 +174,8 @@ class Config:
     def params(self) -> dict[str, int]:
         """The tunable parameters, as stored in tuning files."""
         return {"BM": self.bm, "BN": self.bn, "BK": self.bk, "TM": self.tm, "TN": self.tn,
-                "LR": self.lr, "STAGES": self.stages, "MINB": self.minb}
+                "LR": self.lr, "STAGES": self.stages, "MINB": self.minb,
+                **({"FUSED": 1} if self.fused else {})}
 
     @classmethod
     def from_params(cls, params: dict) -> Config:
@@ -175,8 +183,8 @@ class Config:
         args = {"bm": int(params["BM"]), "bn": int(params["BN"]), "bk": int(params.get("BK", 16)),
                 "tm": int(params.get("TM", 8)), "tn": int(params.get("TN", 8)),
                 "lr": int(params.get("LR", 4)), "stages": int(params.get("STAGES", 1)),
-                "minb": int(params.get("MINB", 0))}
-        for known in SEARCH:
+                "minb": int(params.get("MINB", 0)), "fused": bool(params.get("FUSED", 0))}
+        for known in SEARCH + FUSED_CONFIGS:
             if all(getattr(known, key) == value for key, value in args.items()):
                 return known
         return cls(**args)
@@ -305,6 +313,19 @@ SEARCH: tuple[Config, ...] = tuple(CONFIGS.values()) + (
     Config(256, 64, regs=128, efficiency=0.677, unaligned=0.83),
     Config(256, 64, lr=8, regs=128, efficiency=0.678, unaligned=0.835),
     Config(512, 64, lr=8, regs=128, efficiency=0.62, unaligned=0.755),
+    # 32 rows of C a block and 128 columns: C 32 rows tall with a long K (batch 39 of
+    # 32x2137x11410), where 32x32 tiles run at 0.42 of the peak and 64-row tiles waste half.
+    Config(32, 128, tm=4, tn=8, lr=8, regs=107, efficiency=0.55, unaligned=0.85),
+)
+# Small tiles compiled FUSED: their K slices are added by the last block of each tile, in
+# the same launch. Skinny products with a long K (75x10x5228) run best in many short
+# slices, where mm_21_reduce's launch was a third of the time. Registers from ptxas (nvcc
+# 13, sm_90), none spills; the rates start as the plain tiles'.
+FUSED_CONFIGS: tuple[Config, ...] = (
+    Config(32, 32, tm=4, tn=4, regs=96, efficiency=0.417, unaligned=0.87, fused=True),
+    Config(64, 64, tm=4, tn=4, regs=94, efficiency=0.479, unaligned=0.85, fused=True),
+    Config(64, 64, tm=4, tn=8, lr=8, regs=113, efficiency=0.591, unaligned=0.89, fused=True),
+    Config(32, 128, tm=4, tn=8, lr=8, regs=111, efficiency=0.55, unaligned=0.85, fused=True),
 )
 # The tiles as rung 23 compiles them (registers as ptxas reports them, none spills).
 # 128x128x16 spilled in that source before the FMA orders of cuda/mac_loop.inc and has
@@ -376,11 +397,12 @@ class Variant:
 
 
 def _splitk(config: Config) -> Variant:
-    return Variant("splitk", config, SPLITK_SOURCE, "mm_21_splitk", "mm_21_reduce")
+    return Variant("splitk", config, SPLITK_SOURCE, "mm_21_splitk",
+                   "" if config.fused else "mm_21_reduce")
 
 
 VARIANTS: tuple[Variant, ...] = (
-    tuple(_splitk(c) for c in SEARCH)
+    tuple(_splitk(c) for c in SEARCH + FUSED_CONFIGS)
     + tuple(Variant("streamk", c, STREAMK_SOURCE, "mm_23_streamk", "mm_23_fixup")
             for c in STREAMK_CONFIGS)
     + tuple(Variant("gemv", c, GEMV_SOURCE, f"mm_24_gemv_{c.side}",
@@ -418,6 +440,17 @@ class Candidate:
         if self.family in ("streamk", "shortk"):
             return f"{self.config.name}/" + ("stream-K" if self.family == "streamk" else "1")
         return f"{self.config.name}/{self.split}"
+
+
+def splitk_workspace(config: Config, m: int, n: int, batch: int, split: int) -> int:
+    """Floats of a split-K plan's workspace: the slices' partial sums (M x N each; fused, a
+    packed BM x BN tile per tile of C), then, fused, one int counter per tile of C."""
+    if split == 1:
+        return 0
+    if not config.fused:
+        return batch * split * m * n
+    tiles = -(-m // config.bm) * -(-n // config.bn)
+    return batch * tiles * (split * config.bm * config.bn + 1)
 
 
 def split_factors(k: int, bk: int) -> list[int]:
@@ -620,6 +653,11 @@ def why_not(candidate: Candidate, m: int, n: int, k: int, batch: int,
     grid = (-(-m // config.bm), -(-n // config.bn), batch * split)
     if grid[1] > MAX_GRID_YZ or grid[2] > MAX_GRID_YZ:
         return f"grid {grid} passes CUDA's y/z limit"
+    if config.fused and split == 1:
+        return "one K slice needs no fused sum (the plain variant)"
+    packed = 4 * splitk_workspace(config, m, n, batch, split)
+    if config.fused and packed > MAX_WORKSPACE_BYTES:
+        return f"{packed} bytes of packed partial tiles (at most {MAX_WORKSPACE_BYTES})"
     if split not in split_factors(k, config.bk):
         return f"split {split} leaves a K slice empty"
     return ""
@@ -638,12 +676,11 @@ def candidates(m: int, n: int, k: int, batch: int = 1, device: DeviceFacts = H10
                families: tuple[str, ...] | None = None,
                configs: tuple[Config, ...] | None = None) -> list[Candidate]:
     """Every candidate of the manifest that can run the problem: each split-K variant with
-    each split factor, each stream-K variant, rung 24's variant with each of its splits (and
-    its fused variant with each split past 1), rung 27's variants where K is at most
-    :func:`shortk_max_k`,
-    rung 30 with each of its splits where C has at most
-    :data:`DOT_MAX_TILES` tiles. ``configs`` keeps only those tile shapes (rung 21 keeps
-    its own)."""
+    each split factor (a fused one with each past 1), each stream-K variant, rung 24's
+    variant with each of its splits (and its fused variant with each split past 1), rung
+    27's variants where K is at most :func:`shortk_max_k`, rung 30 with each of its splits
+    where C has at most :data:`DOT_MAX_TILES` tiles. ``configs`` keeps only those tile
+    shapes (rung 21 keeps its own)."""
     families = FAMILIES if families is None else families
     out = []
     for row in VARIANTS:
@@ -653,7 +690,7 @@ def candidates(m: int, n: int, k: int, batch: int = 1, device: DeviceFacts = H10
             continue
         if row.family == "splitk":
             assert isinstance(row.config, Config)
-            splits = split_factors(k, row.config.bk)
+            splits = [s for s in split_factors(k, row.config.bk) if s > 1 or not row.config.fused]
         elif row.family == "gemv":  # only where a side is skinny: elsewhere tiles win
             assert isinstance(row.config, GemvConfig)
             fused = row.config.fused

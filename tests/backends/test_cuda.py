@@ -544,7 +544,8 @@ def _agreeing(variant) -> list[tuple[Problem, int]]:
         m, n = (problem.n, problem.m) if problem.layout == "row" else (problem.m, problem.n)
         if variant.family == "gemv" and gemv_config(m, n, variant.config.fused) != variant.config:
             continue
-        for split in (1, 2, 3) + ((4, 8, 16) if variant.family == "dot" else ()):
+        many = variant.family == "dot" or getattr(variant.config, "fused", False)
+        for split in (1, 2, 3) + ((4, 8, 16) if many else ()):
             if not why_not(Candidate(variant, split), m, n, problem.k, problem.batch):
                 out.append((problem, split))
     return out
@@ -555,7 +556,8 @@ def _agreeing(variant) -> list[tuple[Problem, int]]:
 def test_every_variant_agrees_on_shapes_no_tile_divides(variant) -> None:
     """Each compiled variant of rungs 21, 23, 24, 27 and 30, forced as rung 22's plan on odd
     shapes, whole and split in K, agrees with float64 (the partial sums, the fix-up, the
-    fused sums of rung 24 and dynamic shared memory included)."""
+    fused sums of rungs 21 and 24 and dynamic shared memory included), and so does its
+    second launch (the fused sums' arrival counters are left zero for it)."""
     from mmsuite.cuda_dispatch.search import PlanTimer
     from mmsuite.cuda_dispatch.variants import Candidate
 
@@ -565,6 +567,7 @@ def test_every_variant_agrees_on_shapes_no_tile_divides(variant) -> None:
         with PlanTimer(problem) as timer:
             decision = timer.decision(Candidate(variant, split))
             timer.use(decision)  # raises when the output disagrees with float64
+            timer.check(f"{variant.key} launched again")
             info = dict(timer.session.info.get("dispatch", {}))
             assert (info["config"], info["split"], info["choice"]) == (
                 variant.config.name, split, "forced")

@@ -13,6 +13,7 @@ from mmsuite.cuda_dispatch import variants
 from mmsuite.cuda_dispatch.device import DeviceFacts
 from mmsuite.cuda_dispatch.variants import (
     CONFIGS,
+    FUSED_CONFIGS,
     GEMV_CONFIGS,
     SEARCH,
     SHORTK_CONFIGS,
@@ -86,7 +87,7 @@ def test_the_manifest_names_each_variant_once_with_its_source_and_entries() -> N
         fused = getattr(row.config, "fused", False)
         assert (row.second_entry == "") == (row.family in ("shortk", "dot") or fused), row.key
         assert not row.second_entry or f"\n{row.second_entry}(" in text, row.key
-    assert len([v for v in VARIANTS if v.family == "splitk"]) == len(SEARCH)
+    assert len([v for v in VARIANTS if v.family == "splitk"]) == len(SEARCH) + len(FUSED_CONFIGS)
     assert len([v for v in VARIANTS if v.family == "gemv"]) == len(GEMV_CONFIGS) == 20
     assert len([v for v in VARIANTS if v.family == "shortk"]) == len(SHORTK_CONFIGS)
 
