@@ -171,6 +171,8 @@ mm_21_splitk(int M, int N, int K, float alpha, const float* A, const float* B, f
             const int e = 4 * q, i = i0 + e % BM, j = j0 + e / BM;
             if (i >= M || j >= N) continue;
             float4 s = __ldcg(reinterpret_cast<const float4*>(first + e));
+            // Eight slices' loads in flight ahead of their adds (which stay in order).
+#pragma unroll 8
             for (int t = 1; t < splits; ++t) {
                 const float4 v = __ldcg(reinterpret_cast<const float4*>(first + t * pitch + e));
                 s.x += v.x;

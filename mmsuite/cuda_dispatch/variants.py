@@ -466,6 +466,24 @@ def split_factors(k: int, bk: int) -> list[int]:
     return out
 
 
+#: K tiles per slice that fused split-K variants are also offered with: a skinny product with
+#: a long K runs fastest in slices of a few K tiles, which the factors above often skip
+#: (327 K tiles: 24 slices of 14, then nothing valid up to 256).
+FUSED_SLICE_TILES = (2, 3, 4, 5, 6, 7, 8, 10, 12, 14, 16, 20, 24, 32)
+
+
+def fused_split_factors(k: int, bk: int) -> list[int]:
+    """Split factors of a fused variant: :func:`split_factors` past 1, and the least split
+    that gives slices of each of :data:`FUSED_SLICE_TILES` K tiles (none empty)."""
+    tiles = -(-k // bk)
+    out = {s for s in split_factors(k, bk) if s > 1}
+    for per in FUSED_SLICE_TILES:
+        s = -(-tiles // per)
+        if 1 < s <= 512 and -(-tiles // -(-tiles // s)) == s:
+            out.add(s)
+    return sorted(out)
+
+
 # ------------------------------------------------------------------- stream-K
 @dataclass(frozen=True)
 class StreamK:
@@ -658,7 +676,8 @@ def why_not(candidate: Candidate, m: int, n: int, k: int, batch: int,
     packed = 4 * splitk_workspace(config, m, n, batch, split)
     if config.fused and packed > MAX_WORKSPACE_BYTES:
         return f"{packed} bytes of packed partial tiles (at most {MAX_WORKSPACE_BYTES})"
-    if split not in split_factors(k, config.bk):
+    if split not in (fused_split_factors(k, config.bk) if config.fused
+                     else split_factors(k, config.bk)):
         return f"split {split} leaves a K slice empty"
     return ""
 
@@ -690,7 +709,8 @@ def candidates(m: int, n: int, k: int, batch: int = 1, device: DeviceFacts = H10
             continue
         if row.family == "splitk":
             assert isinstance(row.config, Config)
-            splits = [s for s in split_factors(k, row.config.bk) if s > 1 or not row.config.fused]
+            splits = (fused_split_factors(k, row.config.bk) if row.config.fused
+                      else split_factors(k, row.config.bk))
         elif row.family == "gemv":  # only where a side is skinny: elsewhere tiles win
             assert isinstance(row.config, GemvConfig)
             fused = row.config.fused
