@@ -166,21 +166,32 @@ mm_21_splitk(int M, int N, int K, float alpha, const float* A, const float* B, f
         store_tile(first + slice * pitch, acc, BM, BN, tr, tc, true, 1.0f, 0.0f);
         int* const counters = reinterpret_cast<int*>(W + gridDim.z * pitch);
         if (!last_slice(counters + mat * tiles + tile, splits)) return;
-        float* const c_mat = C + mat * (size_t)M * N;
-        for (int q = tid; q < BM * BN / 4; q += THREADS) {
-            const int e = 4 * q, i = i0 + e % BM, j = j0 + e / BM;
-            if (i >= M || j >= N) continue;
-            float4 s = __ldcg(reinterpret_cast<const float4*>(first + e));
-            // Eight slices' loads in flight ahead of their adds (which stay in order).
-#pragma unroll 8
-            for (int t = 1; t < splits; ++t) {
-                const float4 v = __ldcg(reinterpret_cast<const float4*>(first + t * pitch + e));
-                s.x += v.x;
-                s.y += v.y;
-                s.z += v.z;
-                s.w += v.w;
+        // Each thread adds the slices of its QUADS float4s of the tile together, so that
+        // QUADS x 4 loads are in flight ahead of their adds (which stay in slice order).
+        constexpr int QUADS = BM * BN / 4 / THREADS;
+        static_assert(QUADS * THREADS * 4 == BM * BN, "a fused tile's quads per thread");
+        float4 s[QUADS];
+#pragma unroll
+        for (int u = 0; u < QUADS; ++u)
+            s[u] = __ldcg(reinterpret_cast<const float4*>(first + 4 * (tid + u * THREADS)));
+#pragma unroll 4
+        for (int t = 1; t < splits; ++t) {
+#pragma unroll
+            for (int u = 0; u < QUADS; ++u) {
+                const float4 v = __ldcg(reinterpret_cast<const float4*>(
+                    first + t * pitch + 4 * (tid + u * THREADS)));
+                s[u].x += v.x;
+                s[u].y += v.y;
+                s[u].z += v.z;
+                s[u].w += v.w;
             }
-            store4(c_mat + i + (size_t)j * M, s, M - i, vec_m, alpha, beta);
+        }
+        float* const c_mat = C + mat * (size_t)M * N;
+#pragma unroll
+        for (int u = 0; u < QUADS; ++u) {
+            const int e = 4 * (tid + u * THREADS), i = i0 + e % BM, j = j0 + e / BM;
+            if (i < M && j < N)
+                store4(c_mat + i + (size_t)j * M, s[u], M - i, vec_m, alpha, beta);
         }
         return;
     }

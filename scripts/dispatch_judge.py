@@ -11,6 +11,11 @@ many shapes are within 3% and 8% of the best rung.
 
 The shapes are drawn from a seed that the model's fitting never used (its model file
 names the seeds and shapes it was fitted on); pass a fresh seed to judge a refit.
+
+``--tune N`` also runs a fresh ``mmsuite tune`` on the first N shapes, with a temporary
+tuning folder (the user's tuning files are neither read nor written; the shipped model
+ranks), and reports per shape the model's plan against the fastest
+plan the search found, in its interleaved rounds: within 3% counts as a match.
 """
 
 from __future__ import annotations
@@ -18,6 +23,7 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import os
 import subprocess
 import sys
 import tempfile
@@ -30,6 +36,8 @@ LIMIT = 16384
 RIVALS = ("cuda.20_tuned", "cuda.21_splitk", "cuda.23_streamk")
 JUDGED = "cuda.22_adaptive"
 REFERENCE = "cuda.cublas"
+TUNING_ENV = "MMSUITE_TUNING_DIR"  # mmsuite.cuda_dispatch.tuning_file.TUNING_ENV
+WITHIN = 1.03
 
 
 def log_uniform(rng: np.random.Generator) -> int:
@@ -73,6 +81,65 @@ def measure(shapes: list[tuple[int, int, int, int]], max_time: float) -> list[di
             if out.exists():
                 records += json.loads(out.read_text())["results"]
     return records
+
+
+def tune_command(batch: int, labels: list[str], candidates: int, rounds: int,
+                 out: Path) -> list[str]:
+    """``mmsuite tune`` for the shapes of one batch size, its outcomes written to ``out``."""
+    command = [sys.executable, "-m", "mmsuite.cli", "tune", "--batch", str(batch),
+               "--candidates", str(candidates), "--confirm", "2", "--rounds", str(rounds),
+               "--json", str(out)]
+    for label in labels:
+        command += ["--shape", label]
+    return command
+
+
+def tune(shapes: list[tuple[int, int, int, int]], candidates: int, rounds: int) -> list[dict]:
+    """Each shape's ``mmsuite tune --json`` outcome, searched with a temporary tuning folder
+    (tune ranks against the model's plan, whatever a tuning file says; the model is the
+    shipped one, and nothing the search stores outlives it)."""
+    by_batch: dict[int, list[str]] = defaultdict(list)
+    for batch, m, n, k in shapes:
+        by_batch[batch].append(f"{m}x{n}x{k}")
+    outcomes: list[dict] = []
+    with tempfile.TemporaryDirectory() as tmp:
+        env = {**os.environ, TUNING_ENV: tmp}
+        for batch, labels in sorted(by_batch.items()):
+            out = Path(tmp) / f"tune{batch}.json"
+            print(f"tune, batch {batch}: {len(labels)} shapes", file=sys.stderr, flush=True)
+            subprocess.run(tune_command(batch, labels, candidates, rounds, out), check=False,
+                           stdout=subprocess.DEVNULL, env=env)
+            if out.exists():
+                outcomes += json.loads(out.read_text())["tuned"]
+    return outcomes
+
+
+def tune_table(shapes: list[tuple[int, int, int, int]],
+               outcomes: list[dict]) -> tuple[list[str], list[str]]:
+    """The lines of the tuned shapes' table (the model's plan over the fastest found) and
+    the summary's line. ``outcomes`` carry row-major problems, as drawn."""
+    found = {(o["problem"]["batch"], o["problem"]["m"], o["problem"]["n"], o["problem"]["k"]): o
+             for o in outcomes}
+    lines = ["| batch | M×N×K | model's plan | µs | fastest found | µs | model / fastest |",
+             "|---|---|---|---|---|---|---|"]
+    ratios = []
+    for key in shapes:
+        o = found.get(key)
+        if o is None:
+            lines.append(f"| {key[0]} | {key[1]}×{key[2]}×{key[3]} | - | not tuned | - | - | - |")
+            continue
+        ratio = o["model_ms"] / o["best_ms"]
+        ratios.append(ratio)
+        plan = f"{o['model']['config']}/{o['model']['split']}"
+        lines.append(f"| {key[0]} | {key[1]}×{key[2]}×{key[3]} | {plan} | "
+                     f"{1e3 * o['model_ms']:.1f} | {o['best']} | {1e3 * o['best_ms']:.1f} | "
+                     f"{ratio:.3f} |")
+    summary = []
+    if ratios:
+        within = sum(1 for r in ratios if r <= WITHIN)
+        summary.append(f"model's plan within 3% of a fresh tune's fastest: {within} of "
+                       f"{len(ratios)}; worst {max(ratios):.3f}")
+    return lines, summary
 
 
 def judge(shapes: list[tuple[int, int, int, int]],
@@ -140,11 +207,24 @@ def main() -> None:
     parser.add_argument("--max-time", type=float, default=0.3,
                         help="run's --max-time per kernel and shape")
     parser.add_argument("--out", type=Path, help="also write the table here (Markdown)")
+    parser.add_argument("--tune", type=int, default=0, metavar="N",
+                        help="also run a fresh mmsuite tune on the first N shapes")
+    parser.add_argument("--tune-candidates", type=int, default=8,
+                        help="tune's --candidates (default 8)")
+    parser.add_argument("--tune-rounds", type=int, default=7, help="tune's --rounds (default 7)")
     args = parser.parse_args()
+    if min(args.tune_candidates, args.tune_rounds) < 1 or args.tune < 0:
+        parser.error("--tune must be 0 or more, --tune-candidates and --tune-rounds positive")
     shapes = draw(args.seed, args.shapes, args.batched)
     print(f"seed {args.seed}: " + ", ".join(
         f"{b}×{m}×{n}×{k}" if b > 1 else f"{m}×{n}×{k}" for b, m, n, k in shapes), flush=True)
     lines, summary = judge(shapes, measure(shapes, args.max_time))
+    if args.tune:
+        tuned = shapes[:args.tune]
+        tune_lines, tune_summary = tune_table(
+            tuned, tune(tuned, args.tune_candidates, args.tune_rounds))
+        lines += [""] + tune_lines
+        summary += tune_summary
     text = "\n".join(lines + [""] + summary) + "\n"
     print(text)
     if args.out:

@@ -4,6 +4,8 @@ GPU's tuning file; ``--fit-model`` refits the dispatcher's cost model to this GP
 from __future__ import annotations
 
 import argparse
+import json
+from pathlib import Path
 
 from ..cuda_dispatch.search import (
     DEFAULT_CANDIDATES,
@@ -38,6 +40,9 @@ def add_parser(sub) -> argparse.ArgumentParser:
                         f"(default {DEFAULT_CONFIRM})")
     p.add_argument("--rounds", type=int, default=DEFAULT_ROUNDS,
                    help=f"rounds of the interleaved re-timing (default {DEFAULT_ROUNDS})")
+    p.add_argument("--json", type=Path, metavar="PATH",
+                   help="also write each problem's outcome here (the model's plan and time, "
+                        "the fastest found and its time)")
     p.add_argument("--fit-model", action="store_true",
                    help="time candidates on a seeded sample of shapes and fit this GPU's "
                         "cost model to them (written beside the tuning files)")
@@ -123,6 +128,7 @@ def _search(args: argparse.Namespace, problems: list, console) -> int:
                    "ms", "ratio per round", "stored"):
         table.add_column(column)
     status, path = 0, None
+    outcomes: list[dict] = []
     for index, problem in enumerate(problems, 1):
         label = f"{problem.m}x{problem.n}x{problem.k}" + (
             f" batch {problem.batch}" if problem.batch > 1 else "")
@@ -140,6 +146,7 @@ def _search(args: argparse.Namespace, problems: list, console) -> int:
             continue
         path = done["path"]
         skipped = sum(1 for o in done["outcomes"] if o.skipped)
+        outcomes.append(outcome_record(problem, done))
         model_plan = done["model"]
         stored = (f"{done['best']}" if done["entry"] else
                   "none: no gain beyond the noise")
@@ -151,4 +158,25 @@ def _search(args: argparse.Namespace, problems: list, console) -> int:
     console.print(table)
     if path:
         console.print(f"stored in {path}")
+    if args.json:
+        from ..results import write_atomically
+
+        write_atomically(args.json, json.dumps({"kernel": TUNED_KERNEL, "tuned": outcomes},
+                                               indent=1) + "\n")
     return status
+
+
+def outcome_record(problem, done: dict) -> dict:
+    """One tuned problem for ``--json``: its sizes, the model's plan and its median time in
+    the interleaved rounds, the fastest plan of those rounds (the model's own when none
+    beat it) and its time, and whether an entry was stored."""
+    faster = done["best_ms"] < done["model_ms"]
+    model = done["model"]
+    return {"problem": {"m": problem.m, "n": problem.n, "k": problem.k,
+                        "batch": problem.batch, "layout": problem.layout},
+            "key": done["key"], "model": model, "model_ms": done["model_ms"],
+            "best": done["best"] if faster else f"{model['config']}/{model['split']}",
+            "best_ms": min(done["best_ms"], done["model_ms"]), "ratio_per_round": done["ratio"],
+            "stored": done["entry"] is not None,
+            "candidates": len(done["outcomes"]),
+            "skipped": sum(1 for o in done["outcomes"] if o.skipped)}

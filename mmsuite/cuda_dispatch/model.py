@@ -68,6 +68,9 @@ SHARED_DEFAULTS: dict[str, float] = {
     "fuse_slice_s": 2e-8,  # and per slice: the arrivals on one counter, the slices re-read
     # A fused split-K tile's last block re-reads its tile's slices: bytes per second per thread.
     "fuse_bytes_per_thread_s": 1e9,
+    # One K tile of a split-K block when latency, not the FMAs, bounds it (a small tile, few
+    # blocks on an SM): its loads' round trip.
+    "tile_round_s": 3e-7,
     "gemv_round_s": 0.5e-6,  # one round of a rung 24 block's K loop: loads, then their FMAs
     "dot_latency_s": 1.5e-6,  # rung 30's launch, block sum and store beyond launch_s
     "dot_round_s": 1.0e-6,  # one round of rung 30's K loop (every thread's loads in flight)
@@ -174,9 +177,14 @@ def _splitk_seconds(c: Candidate, m: int, n: int, k: int, batch: int, device: De
     occupancy = config.blocks_per_sm
     full_waves, rest = divmod(blocks, device.sms * occupancy)
 
+    rounds_s = k_slice / config.bk * p["tile_round_s"]  # the blocks of a wave wait together
+
     def wave(per_sm: int) -> float:
         fill = _fill(per_sm, config.threads, p["fill_exponent"])
-        return per_sm * fma_per_block / (sm_rate * fill) + p.block_latency(c.variant.key)
+        compute_s = per_sm * fma_per_block / (sm_rate * fill)
+        compute_s = (compute_s ** _SOFT_MAX_POWER + rounds_s ** _SOFT_MAX_POWER) ** (
+            1 / _SOFT_MAX_POWER)
+        return compute_s + p.block_latency(c.variant.key)
 
     seconds = full_waves * wave(occupancy)
     if rest:
@@ -390,7 +398,7 @@ def _free_names(timings: Sequence[Timing]) -> list[tuple[str, str]]:
 #: The constants that only some families' timings inform.
 _SHARED_OF: dict[str, tuple[str, ...]] = {
     "gemv_round_s": ("gemv",), "gemv_fuse_s": ("gemv", "dot"), "fuse_slice_s": ("gemv", "dot"),
-    "fuse_bytes_per_thread_s": ("splitk",),
+    "fuse_bytes_per_thread_s": ("splitk",), "tile_round_s": ("splitk",),
     "dot_latency_s": ("dot",), "dot_round_s": ("dot",), "gemv_bandwidth": ("gemv",),
     "gemv_blocks_per_sm": ("gemv", "dot"), "gemv_latency_s": ("gemv",),
 }
@@ -402,7 +410,7 @@ BOUNDS: dict[str, tuple[float, float]] = {
     "reduce_bytes_per_s": (5e11, 1e13), "gemv_bandwidth": (0.3, 1.0), "store": (0.2, 5.0),
     "unaligned_store": (0.1, 1.0), "gemv_round_s": (1e-8, 1e-5), "dot_round_s": (1e-8, 1e-5),
     "dot_latency_s": (1e-9, 1e-5), "gemv_fuse_s": (1e-8, 2e-5), "fuse_slice_s": (1e-10, 1e-6),
-    "fuse_bytes_per_thread_s": (1e7, 1e11),
+    "fuse_bytes_per_thread_s": (1e7, 1e11), "tile_round_s": (1e-8, 2e-6),
 }
 COMPUTE_BOUND_FMAS = 2**28
 STORE_BOUND_K = 64
