@@ -4,11 +4,15 @@
 // plan is chosen per problem among every candidate of mmsuite/cuda_dispatch's
 // manifest: rung 21's tile variants (32x32 up to 256x128, 128x256 and 512x64,
 // 64 to 512 threads, one or two shared buffers) with each split factor that
-// leaves no K slice empty, rung 23's stream-K tile variants, and, where
+// leaves no K slice empty (four small tiles also FUSED, their slices added by
+// each tile's last block: skinny products with a long K, 10x75x5228 at 72% of
+// cuBLAS with the reduction's launch, 100% fused in slices of 8 K tiles), rung
+// 23's stream-K tile variants, and, where
 // min(M, N) <= 16, rung 24's bandwidth-bound kernels with their K splits,
 // where K is short rung 27's kernels, where C is a few 4 x 4 tiles rung 30. A
 // cost model of the GPU ranks them: waves of blocks on the SMs, how full the
-// last one leaves them, each block's K work at the tile's rate, scalar loads
+// last one leaves them, each block's K work at the tile's rate or, for small
+// blocks, a K tile's round trip, scalar loads
 // when M or K is not a multiple of 4, the stores of C and loads of the
 // panels, the reduction or fix-up pass, and for rung 24 the bytes over the
 // memory's bandwidth. Its parameters are fitted per GPU model to timings of
