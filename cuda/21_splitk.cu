@@ -17,9 +17,9 @@
 //   batch's slices; the last block of a tile to finish (cuda/slice_sum.cuh's
 //   last_slice) adds the slices in order and stores C. Skinny products with a
 //   long K (10x75x5228) want many short slices, and there the reduction's
-//   launch was a sixth of the time (H100, suite timer: 15.3 us in 24 slices
-//   with the reduction, 12.8 fused, 10.8 fused in 41 slices of 8 K tiles;
-//   cuBLAS 11.6). The last block adds each of its float4s' slices in order,
+//   launch was a sixth of the time (H100, suite timer, cuBLAS 11.2-11.6 us in
+//   the same runs: 15.3 us in 24 slices with the reduction, 12.8 fused, 11.1
+//   fused in 41 slices of 8 K tiles). The last block adds each of its float4s' slices in order,
 //   all its float4s' loads in flight together. On large tiles the one block
 //   that adds a tile is a serial tail (see rung 22), so only small tiles are
 //   compiled so;
