@@ -190,7 +190,7 @@ def _splitk_seconds(c: Candidate, m: int, n: int, k: int, batch: int, device: De
     if rest:
         seconds += wave(-(-rest // device.sms))
     seconds = _with_traffic(seconds, c, m, n, k, batch, split, p) + p["launch_s"]
-    if split > 1 and config.fused:
+    if split > 1 and isinstance(config, Config) and config.fused:
         seconds += _fused_tiles_seconds(config, tiles, split, p)
     elif split > 1:
         seconds += _reduce_seconds(4 * batch * m * n * split, 8 * batch * m * n,

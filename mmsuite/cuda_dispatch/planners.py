@@ -153,7 +153,7 @@ def plan_of(decision: Decision, m: int, n: int, k: int, batch: int,
                         args=GEMM_ARGS + ("work", candidate.split))
     steps = [main]
     workspace = 0
-    if candidate.split > 1 and candidate.family == "splitk" and config.fused:
+    if candidate.split > 1 and isinstance(config, Config) and config.fused:
         # The last block of each tile adds the slices: no second launch. The counters
         # follow the packed tiles; the workspace starts zeroed and each launch leaves them 0.
         workspace = splitk_workspace(config, m, n, batch, candidate.split)

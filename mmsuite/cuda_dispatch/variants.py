@@ -183,11 +183,13 @@ class Config:
         args = {"bm": int(params["BM"]), "bn": int(params["BN"]), "bk": int(params.get("BK", 16)),
                 "tm": int(params.get("TM", 8)), "tn": int(params.get("TN", 8)),
                 "lr": int(params.get("LR", 4)), "stages": int(params.get("STAGES", 1)),
-                "minb": int(params.get("MINB", 0)), "fused": bool(params.get("FUSED", 0))}
+                "minb": int(params.get("MINB", 0))}
+        fused = bool(params.get("FUSED", 0))
         for known in SEARCH + FUSED_CONFIGS:
-            if all(getattr(known, key) == value for key, value in args.items()):
+            if known.fused == fused and all(getattr(known, key) == value
+                                            for key, value in args.items()):
                 return known
-        return cls(**args)
+        return cls(**args, fused=fused)
 
 
 @dataclass(frozen=True)
