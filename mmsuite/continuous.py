@@ -61,7 +61,7 @@ from pathlib import Path
 import numpy as np
 
 from . import continuous_worker, identity, load
-from .backend_table import BACKENDS
+from .backend_table import BACKENDS, HOST_BACKEND
 from .builds import Build
 from .catalogue import Kernel
 from .load import DISTORTING_SHARE
@@ -314,9 +314,9 @@ def duet_cpus() -> tuple[int, int] | None:
 
 
 def runs_on_one_thread(kernel: Kernel, threads: int | None) -> bool:
-    """Whether a row keeps one host CPU busy: a CPU rung that is sequential, or run with
-    one thread."""
-    return kernel.backend == "cpu" and (not kernel.threaded or threads == 1)
+    """Whether a row keeps one host CPU busy: a rung of the host's own backend (the C
+    ladder) that is sequential, or run with one thread."""
+    return kernel.backend == HOST_BACKEND.name and (not kernel.threaded or threads == 1)
 
 
 class Gate:
