@@ -32,6 +32,25 @@
 // 920x2025x1 118.3 (158.9, 662.0); M a multiple of 4, 8192x8192x1 85.0 (105.0).
 // Edges: predicated float4 or scalar loads with zero fill, predicated stores;
 // any M, N, K >= 1 and any batch (blockIdx.z).
+//
+// Whole columns (mm_27_shortk_cols, ROWS 8, 16 or 32): where M is a few dozen or less,
+// a BM-row block is mostly padding (M = 9 kept 7% of the 128-row variant's lanes busy,
+// and batch 51 of 2697x9x73 ran at a third of cuBLAS's speed), and a tiny product is
+// its one block's critical path. Here a block owns ROWS rows of 256 columns of C, one
+// column a thread: each thread keeps its column's ROWS sums in registers, reads its B
+// value once per k and A's ROWS values as float4 broadcasts. With M <= ROWS a block's
+// part of C is one contiguous run of M x 256 floats whatever M's alignment, so the sums
+// go through shared memory (padded where M is even, so that a warp's columns fall in
+// distinct banks) and the block stores the run with consecutive lanes on consecutive
+// floats. B is read once in all (A, tiny, once per block), and a tiny product takes one
+// block with its loads unrolled: a round of loads per 32 of K, not one per loop pass.
+// Any M works (row blocks of ROWS, stored a column's run at a time); rung 22 offers it
+// where M <= ROWS and K <= 128.
+// Measured on the H100 (suite timer, L2 warm, cuBLAS in the same run; row-major shapes
+// as `mmsuite run` names them), us: batch 42 of 14726x31x8 60.4 (cuBLAS 46.6, the 128-row
+// variant 100 in an earlier run, rungs 20-23 136 or more), batch 23 of 8994x15x6 11.3
+// (13.7, 30.3), batch 64 of 12000x7x120 202 (204, 935), batch 30 of 2082x3x8 4.6 (5.6,
+// 11.7). Tiny products stay rung 30's: one block there took 2.7 us, here 3.2 to 6.7.
 #include "common.cuh"
 #include "vec4.cuh"
 
@@ -126,5 +145,102 @@ mm_27_shortk(int M, int N, int K, float alpha, const float* A, const float* B, f
             if (c < N && r < M) mm_store(C + (size_t)c * M + r, scratch[e], alpha, beta);
         }
         __syncwarp();
+    }
+}
+
+#ifndef ROWS
+#define ROWS 32
+#endif
+static_assert(ROWS == 8 || ROWS == 16 || ROWS == 32, "ROWS is 8, 16 or 32");
+#define CW SK_THREADS        // columns of C per whole-column block: one a thread
+#define CW_PAD (CW + 1)      // B's chunk row stride: a warp's staging writes spread banks
+#define C_RUN (ROWS * CW + ROWS * CW / 32)  // C's block with a word of padding every 32
+#define STAGE (KC * CW_PAD > C_RUN ? KC * CW_PAD : C_RUN)
+
+extern "C" __global__ void __launch_bounds__(SK_THREADS)
+mm_27_shortk_cols(int M, int N, int K, float alpha, const float* A, const float* B,
+                  float beta, float* C) {
+    __shared__ __align__(16) float Ac[KC][ROWS];
+    __shared__ float stage[STAGE];  // B's chunk, then C's block
+    MM_BATCH_OFFSET(M, N, K, A, B, C);
+    const int i0 = blockIdx.x * ROWS, j0 = blockIdx.y * CW;
+    const int rows = min(ROWS, M - i0), cols = min(CW, N - j0);
+    const int t = threadIdx.x;
+    // The staging loops walk flat indices 256 apart: a thread's (column, row) pair moves
+    // by a fixed step, so that no pass divides (a division per load was as many
+    // instructions as the FMAs it fed).
+    const int a_col = t / rows, a_row = t - a_col * rows;
+    const int a_col_step = SK_THREADS / rows, a_row_step = SK_THREADS - a_col_step * rows;
+    float acc[ROWS] = {};
+    for (int k0 = 0; k0 < K; k0 += KC) {
+        const int sub = min(KC, K - k0);
+        if (k0) __syncthreads();  // the previous chunk is read
+        // A's chunk: `sub` columns of `rows` floats (one run when rows == M).
+        {
+            int kk = a_col, r = a_row;
+#pragma unroll 4
+            for (int e = t; e < sub * rows; e += SK_THREADS) {
+                Ac[kk][r] = A[(size_t)(k0 + kk) * M + i0 + r];
+                kk += a_col_step;
+                r += a_row_step;
+                if (r >= rows) r -= rows, ++kk;
+            }
+        }
+        // B's chunk: `cols` columns of `sub` floats (one run when sub == K).
+        {
+            const int c_step = SK_THREADS / sub, kk_step = SK_THREADS - c_step * sub;
+            int c = t / sub, kk = t - c * sub;
+#pragma unroll 8
+            for (int e = t; e < sub * cols; e += SK_THREADS) {
+                stage[kk * CW_PAD + c] = B[(size_t)(j0 + c) * K + k0 + kk];
+                c += c_step;
+                kk += kk_step;
+                if (kk >= sub) kk -= sub, ++c;
+            }
+        }
+        __syncthreads();
+        if (t < cols) {
+#pragma unroll 4
+            for (int kk = 0; kk < sub; ++kk) {
+                const float b = stage[kk * CW_PAD + t];
+#pragma unroll
+                for (int r = 0; r < ROWS; r += 4) {  // rows past `rows` are never stored
+                    const float4 a = *reinterpret_cast<const float4*>(&Ac[kk][r]);
+                    acc[r] += a.x * b;
+                    acc[r + 1] += a.y * b;
+                    acc[r + 2] += a.z * b;
+                    acc[r + 3] += a.w * b;
+                }
+            }
+        }
+    }
+    __syncthreads();  // every thread is done with B's chunk: the stage holds C's block now
+    // A warp writes one row of 32 columns, `rows` words apart: distinct banks when `rows` is
+    // odd; when it is even, a word of padding every 32 spreads them (2 lanes a bank at
+    // most). The padding would put all 32 of M = 31 in one bank, so odd counts go without.
+    const int pad_shift = (rows & 1) ? 31 : 5;  // word f is stored at f + (f >> pad_shift)
+    if (t < cols) {
+#pragma unroll
+        for (int r = 0; r < ROWS; ++r) {
+            const int f = t * rows + r;
+            if (r < rows) stage[f + (f >> pad_shift)] = acc[r];
+        }
+    }
+    __syncthreads();
+    const int total = rows * cols;
+    if (rows == M) {  // one contiguous run of C
+        float* out = C + (size_t)j0 * M;
+#pragma unroll 4
+        for (int e = t; e < total; e += SK_THREADS)
+            mm_store(out + e, stage[e + (e >> pad_shift)], alpha, beta);
+        return;
+    }
+    int c = a_col, r = a_row;  // the same walk as A's staging: 256 apart over rows x cols
+#pragma unroll 4
+    for (int e = t; e < total; e += SK_THREADS) {
+        mm_store(C + (size_t)(j0 + c) * M + i0 + r, stage[e + (e >> pad_shift)], alpha, beta);
+        c += a_col_step;
+        r += a_row_step;
+        if (r >= rows) r -= rows, ++c;
     }
 }

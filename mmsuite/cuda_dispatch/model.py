@@ -78,6 +78,7 @@ SHARED_DEFAULTS: dict[str, float] = {
     "store_bytes_per_s": 2.0e12,  # C written by the tiles (small K: the stores dominate)
     "unaligned_store": 1.0,  # the tiles' share of it when M is not a multiple of 4 (scalars)
     "load_bytes_per_s": 6.0e12,  # A and B tiles loaded, mostly from L2, once per block
+    "shortk_round_s": 1e-8,  # rung 27: a round of a block's staging loads, per K chunk
 }
 #: The per-variant tables of :class:`Parameters`.
 PER_VARIANT = ("efficiency", "unaligned", "latency", "store")
@@ -290,19 +291,26 @@ def _fused_sum_seconds(outputs: int, split: int, p: Parameters) -> float:
 def _shortk_seconds(c: Candidate, m: int, n: int, k: int, batch: int, device: DeviceFacts,
                     p: Parameters) -> float:
     """Rung 27: each block loads, computes, then stores, and its blocks are short-lived, so
-    the FMAs and the stores of C add up rather than overlap."""
+    the FMAs and the stores of C add up rather than overlap. Each K chunk puts the
+    variant's rounds of staging loads on a block's path (:attr:`ShortKConfig.staging_rounds`).
+    A block computes all its rows, padding included (M = 7 in a 128-row block is 128 rows
+    of FMAs), and the tiles' threads all their columns (the whole-column variants' warps
+    past N skip theirs); a block alone on an SM runs at the SM's rate."""
     config = c.config
     assert isinstance(config, ShortKConfig)
-    blocks = -(-m // config.bm) * -(-n // config.bn) * batch
-    fill = min(1.0, blocks / (device.sms * config.blocks_per_sm))
+    row_blocks, col_blocks = -(-m // config.bm), -(-n // config.bn)
+    blocks = row_blocks * col_blocks * batch
+    fill = min(1.0, blocks / device.sms)
     rate = 128 * device.clock_mhz * 1e6 * device.sms * p.rate(c.variant.key, config) * fill
     if m % 4:
         rate *= p.misaligned(c.variant.key, config)
-    compute_s = batch * m * n * k / rate
+    columns = -(-n // 32) * 32 if config.cols else col_blocks * config.bn
+    compute_s = batch * row_blocks * config.bm * columns * k / rate
     stored = 4.0 * batch * m * n / (p["store_bytes_per_s"] * p.store_share(c.variant.key, config))
     loaded = 4.0 * batch * k * (m * -(-n // config.bn) + n * -(-m // config.bm))
+    rounds = -(-k // config.bk) * config.staging_rounds
     return (p["launch_s"] + p.block_latency(c.variant.key) + compute_s + stored
-            + loaded / p["load_bytes_per_s"])
+            + loaded / p["load_bytes_per_s"] + rounds * p["shortk_round_s"])
 
 
 def _dot_seconds(c: Candidate, m: int, n: int, k: int, batch: int, device: DeviceFacts,
@@ -401,6 +409,7 @@ _SHARED_OF: dict[str, tuple[str, ...]] = {
     "fuse_bytes_per_thread_s": ("splitk",), "tile_round_s": ("splitk",),
     "dot_latency_s": ("dot",), "dot_round_s": ("dot",), "gemv_bandwidth": ("gemv",),
     "gemv_blocks_per_sm": ("gemv", "dot"), "gemv_latency_s": ("gemv",),
+    "shortk_round_s": ("shortk",),
 }
 #: What the fit may not leave: no tile past the FP32 peak, no memory past what the H100's
 #: L2 and HBM move (the sample's small problems cannot tell those apart from latency).
@@ -411,6 +420,7 @@ BOUNDS: dict[str, tuple[float, float]] = {
     "unaligned_store": (0.1, 1.0), "gemv_round_s": (1e-8, 1e-5), "dot_round_s": (1e-8, 1e-5),
     "dot_latency_s": (1e-9, 1e-5), "gemv_fuse_s": (1e-8, 2e-5), "fuse_slice_s": (1e-10, 1e-6),
     "fuse_bytes_per_thread_s": (1e7, 1e11), "tile_round_s": (1e-8, 2e-6),
+    "shortk_round_s": (1e-9, 5e-6),
 }
 COMPUTE_BOUND_FMAS = 2**28
 STORE_BOUND_K = 64

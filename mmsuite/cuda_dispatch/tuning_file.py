@@ -137,7 +137,9 @@ def candidate_of(entry: dict, path: Path | str) -> Candidate:
         elif entry.get("dot"):
             config, family = DOT_CONFIG, "dot"
         elif entry.get("shortk"):
-            config = ShortKConfig(int(entry["params"]["BM"]), int(entry["params"]["TN"]))
+            params = entry["params"]
+            config = ShortKConfig(int(params["BM"]), int(params["TN"]),
+                                  cols=bool(params.get("COLS", 0)))
             family = "shortk"
         else:
             config = Config.from_params(entry["params"])

@@ -23,7 +23,8 @@ Families
                 the slices in the same launch (:class:`GemvConfig`).
     ``shortk``  cuda/27_shortk.cu: K short, C's stores the work; each block stages
                 its rows of A and columns of B once and stores whole columns
-                (:class:`ShortKConfig`).
+                (:class:`ShortKConfig`); its whole-column variants (``cols``) give
+                a thread one column of at most 32 rows, for small M and tiny products.
     ``dot``     cuda/30_dot.cu: a handful of outputs, K long; a block's 256 threads
                 walk K together for one 4 x 4 tile of C, K split over blocks whose
                 last adds the slices in the same launch (:class:`DotConfig`).
@@ -64,6 +65,10 @@ SHORTK_MAX_K_UNALIGNED = 64
 SHORTK_MAX_K_UNALIGNED_WIDE = 96
 SHORTK_THREADS = 256
 SHORTK_KC = 32  # K staged per chunk (KC in the source)
+SHORTK_COLS = 256  # columns of C per block of the whole-column variants (CW in the source)
+# Rung 22 offers the whole-column variants where M fits one block's rows and K is at most
+# this: past it each column's K loop is a GEMV's, which rung 24 streams.
+SHORTK_COLS_MAX_K = 128
 DOT_TILE = 4  # DT in cuda/30_dot.cu: a block's tile of C is DOT_TILE x DOT_TILE
 DOT_THREADS = 256
 DOT_MAX_TILES = 16  # rung 22 offers rung 30 where C has at most this many tiles (per matrix)
@@ -232,9 +237,11 @@ class GemvConfig:
 @dataclass(frozen=True)
 class ShortKConfig:
     """One variant of cuda/27_shortk.cu: BM rows of C per block (BM / 4 lanes down a
-    column) and TN columns per lane; 256 threads. ``efficiency`` (share of the FP32 peak
-    with K long enough for the FMAs to matter) and ``store`` (share of the model's store
-    rate, against the tiles' 1.0) are the figures the cost model starts from."""
+    column) and TN columns per lane; 256 threads. With ``cols`` (mm_27_shortk_cols) a block
+    is BM = ROWS rows (8, 16 or 32) of 256 columns, one column a thread (TN 1).
+    ``efficiency`` (share of the FP32 peak with K long enough for the FMAs to matter) and
+    ``store`` (share of the model's store rate, against the tiles' 1.0) are the figures the
+    cost model starts from."""
 
     bm: int
     tn: int
@@ -242,15 +249,20 @@ class ShortKConfig:
     efficiency: float = 0.5
     unaligned: float = 0.8
     store: float = 3.0
+    cols: bool = False
 
     def __post_init__(self) -> None:
-        if self.bm not in (32, 64, 128) or self.tn not in (4, 8, 16):
+        if self.cols:
+            if self.bm not in (8, 16, 32) or self.tn != 1:
+                raise ValueError(f"invalid whole-column short-K config {self.bm}/{self.tn}: "
+                                 "ROWS is 8, 16 or 32 and TN 1")
+        elif self.bm not in (32, 64, 128) or self.tn not in (4, 8, 16):
             raise ValueError(f"invalid short-K config {self.bm}/{self.tn}: BM is 32, 64 or "
                              "128 and TN 4, 8 or 16")
 
     @property
     def bn(self) -> int:
-        return 8 * (128 // self.bm) * self.tn
+        return SHORTK_COLS if self.cols else 8 * (128 // self.bm) * self.tn
 
     bk = SHORTK_KC
     threads = SHORTK_THREADS
@@ -258,14 +270,17 @@ class ShortKConfig:
 
     @property
     def name(self) -> str:
-        return f"shortk_{self.bm}x{self.bn}_t{self.tn}"
+        return f"shortk_cols{self.bm}" if self.cols else f"shortk_{self.bm}x{self.bn}_t{self.tn}"
 
     @property
     def defines(self) -> dict[str, int]:
-        return {"BM": self.bm, "TN": self.tn}
+        return {"ROWS": self.bm} if self.cols else {"BM": self.bm, "TN": self.tn}
 
     @property
     def smem_bytes(self) -> int:
+        if self.cols:  # A's chunk, and B's chunk (row stride 257) or C's block (padded)
+            stage = max(SHORTK_KC * (self.bn + 1), self.bm * self.bn * 33 // 32)
+            return 4 * (SHORTK_KC * self.bm + stage)
         return 4 * SHORTK_KC * (self.bm + self.bn)
 
     @property
@@ -275,8 +290,15 @@ class ShortKConfig:
         by_smem = _SMEM_PER_SM // (self.smem_bytes + 1024)
         return max(1, min(by_regs, _THREADS_PER_SM // self.threads, by_smem, 32))
 
+    @property
+    def staging_rounds(self) -> int:
+        """Rounds of dependent loads a block waits for per K chunk: the tiles' staging loops
+        run one pass after another (BM / 4 x 32 floats of A, then BN x 32 of B, 256 a
+        pass); the whole-column variant's loops are unrolled, a round for A and one for B."""
+        return 2 if self.cols else self.bm // 32 + self.bn // 8
+
     def params(self) -> dict:
-        return {"BM": self.bm, "TN": self.tn}
+        return {"BM": self.bm, "TN": self.tn, **({"COLS": 1} if self.cols else {})}
 
 
 # The split-K variants the dispatcher offered before the model was fitted. Registers from
@@ -354,6 +376,11 @@ SHORTK_CONFIGS: tuple[ShortKConfig, ...] = (
     ShortKConfig(128, 8, regs=94, efficiency=0.5, store=3.0),
     ShortKConfig(128, 4, regs=48, efficiency=0.4, store=3.0),
     ShortKConfig(64, 8, regs=94, efficiency=0.5, store=3.0),
+    # Whole columns: efficiency counts the padded rows' FMAs too; stores coalesced for
+    # any M, so no unaligned penalty.
+    ShortKConfig(8, 1, regs=40, efficiency=0.5, unaligned=1.0, store=1.5, cols=True),
+    ShortKConfig(16, 1, regs=59, efficiency=0.5, unaligned=1.0, store=1.5, cols=True),
+    ShortKConfig(32, 1, regs=80, efficiency=0.5, unaligned=1.0, store=1.5, cols=True),
 )
 
 
@@ -409,7 +436,9 @@ VARIANTS: tuple[Variant, ...] = (
             for c in STREAMK_CONFIGS)
     + tuple(Variant("gemv", c, GEMV_SOURCE, f"mm_24_gemv_{c.side}",
                     "" if c.fused else "mm_24_reduce") for c in GEMV_CONFIGS)
-    + tuple(Variant("shortk", c, SHORTK_SOURCE, "mm_27_shortk", "") for c in SHORTK_CONFIGS)
+    + tuple(Variant("shortk", c, SHORTK_SOURCE,
+                    "mm_27_shortk_cols" if c.cols else "mm_27_shortk", "")
+            for c in SHORTK_CONFIGS)
     + (Variant("dot", DOT_CONFIG, DOT_SOURCE, "mm_30_dot", ""),))
 BY_KEY = {v.key: v for v in VARIANTS}
 #: Every family of the manifest: what rung 22 chooses among.
@@ -699,9 +728,10 @@ def candidates(m: int, n: int, k: int, batch: int = 1, device: DeviceFacts = H10
     """Every candidate of the manifest that can run the problem: each split-K variant with
     each split factor (a fused one with each past 1), each stream-K variant, rung 24's
     variant with each of its splits (and its fused variant with each split past 1), rung
-    27's variants where K is at most :func:`shortk_max_k`, rung 30 with each of its splits
-    where C has at most :data:`DOT_MAX_TILES` tiles. ``configs`` keeps only those tile
-    shapes (rung 21 keeps its own)."""
+    27's variants where K is at most :func:`shortk_max_k` (its whole-column variants where
+    M fits their rows and K is at most :data:`SHORTK_COLS_MAX_K`), rung 30 with each of its
+    splits where C has at most :data:`DOT_MAX_TILES` tiles. ``configs`` keeps only those
+    tile shapes (rung 21 keeps its own)."""
     families = FAMILIES if families is None else families
     out = []
     for row in VARIANTS:
@@ -722,7 +752,11 @@ def candidates(m: int, n: int, k: int, batch: int = 1, device: DeviceFacts = H10
                 continue
             splits = [s for s in gemv_splits(k) if s > 1 or not fused]
         elif row.family == "shortk":
-            if k > shortk_max_k(m, n):
+            assert isinstance(row.config, ShortKConfig)
+            if row.config.cols:
+                if m > row.config.bm or k > SHORTK_COLS_MAX_K:
+                    continue
+            elif k > shortk_max_k(m, n):
                 continue
             splits = [1]
         elif row.family == "dot":

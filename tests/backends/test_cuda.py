@@ -539,6 +539,12 @@ def _agreeing(variant) -> list[tuple[Problem, int]]:
     if variant.family == "dot":  # few outputs, long K, split up to 16 ways
         problems += [Problem(1, 2, 2273), Problem(22, 1, 4378 + 4096, batch=2, layout="col",
                                                   alpha=0.5, beta=2.0)]
+    if variant.family == "shortk":  # M within one whole-column block, N past 256, K chunks
+        problems += [Problem(513, 3, 56, batch=3),  # the kernel sees 3 x 513
+                     Problem(7, 263, 73, batch=2, layout="col", alpha=0.5, beta=2.0),
+                     Problem(700, 31, 8, beta=1.0), Problem(16, 257, 32, layout="col"),
+                     Problem(600, 12, 40, batch=2, beta=0.5),
+                     Problem(5, 3, 1, batch=4)]
     out = []
     for problem in problems:
         m, n = (problem.n, problem.m) if problem.layout == "row" else (problem.m, problem.n)

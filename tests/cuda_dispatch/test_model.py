@@ -172,3 +172,21 @@ def test_the_shipped_h100_model_stores_c_at_the_rate_the_tiles_reached(
     tile = next(c for c in variants.SEARCH if c.name == config)
     modelled = estimate_seconds(Candidate(variant("splitk", tile)), *dims, 1, H100, params)
     assert 1 / 1.4 < modelled * 1e6 / measured_us < 1.4
+
+
+def test_rung_27s_blocks_compute_their_padding_and_wait_for_their_staging_rounds() -> None:
+    """M = 7 in a 128-row block is 128 rows of FMAs: the 8-row whole-column variant is
+    modelled several times faster (on the H100, 202 us against 935 at batch 64 of
+    7x12000x120); and each K chunk adds the variant's rounds of staging loads, more for the
+    tiles (passes one after another) than for the whole-column variant (unrolled)."""
+    tile = Candidate(variant("shortk", variants.SHORTK_CONFIGS[1]))  # 128 x 32
+    cols = Candidate(variant("shortk", next(c for c in variants.SHORTK_CONFIGS
+                                            if c.cols and c.bm == 8)))
+    assert estimate_seconds(tile, 7, 12000, 120, 64) > 3 * estimate_seconds(
+        cols, 7, 12000, 120, 64)
+    params = Parameters(shared={**model.SHARED_DEFAULTS, "shortk_round_s": 1e-6})
+    for candidate in (tile, cols):
+        extra = (estimate_seconds(candidate, 3, 5, 33, 1, params=params)
+                 - estimate_seconds(candidate, 3, 5, 32, 1, params=params))
+        assert extra == pytest.approx(candidate.config.staging_rounds * 1e-6, rel=0.05)
+    assert tile.config.staging_rounds == 8 and cols.config.staging_rounds == 2

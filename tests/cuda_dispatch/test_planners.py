@@ -227,3 +227,22 @@ def test_with_the_shipped_h100_model_k_past_64_stays_off_rung_27_with_a_skinny_s
     monkeypatch.setattr(tuning_file, "BUNDLED_DIR", _SHIPPED)
     assert variants.shortk_max_k(9, 2697) == variants.SHORTK_MAX_K_UNALIGNED < 73
     assert planners.decide(9, 2697, 73, 51, H100).candidate.family != "shortk"
+
+
+@pytest.mark.parametrize("m,n,k,batch,config", [
+    (13, 1, 39, 1, "dot_4x4"),  # tiny: rung 30's one block, 2.7 us
+    (1, 2, 68, 3, "dot_4x4"),
+    (15, 8994, 6, 23, "shortk_cols16"),  # M of 15, C wide and batched
+    (7, 12000, 120, 64, None),
+])
+def test_with_the_shipped_h100_model_tiny_and_small_m_products_leave_rung_27s_tiles(
+        m: int, n: int, k: int, batch: int, config: str | None,
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Column-major sizes of calibration shapes timed on the H100: a tiny product took 2.7
+    us with rung 30 (cuBLAS 3.0) and 5.7 to 7.9 with rung 27's 128-row tiles, whose staging
+    passes lie on the one block's path; with M of 15 or 7 and N wide, the whole-column
+    variants took 11.3 and 202 us (cuBLAS 13.7 and 204, the 128-row tiles 30 and 935)."""
+    monkeypatch.setattr(tuning_file, "BUNDLED_DIR", _SHIPPED)
+    chosen = planners.decide(m, n, k, batch, H100).candidate.config
+    assert not (isinstance(chosen, variants.ShortKConfig) and not chosen.cols)
+    assert config is None or chosen.name == config

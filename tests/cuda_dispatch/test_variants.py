@@ -105,15 +105,44 @@ def test_every_family_is_a_candidate_where_it_applies() -> None:
                         (4097, 9, variants.SHORTK_MAX_K_UNALIGNED)):
         assert variants.shortk_max_k(m, n) == k_max
         short = variants.candidates(m, n, k_max, 1, H100)
-        assert {c.config for c in short if c.family == "shortk"} == set(SHORTK_CONFIGS)
+        tiles = {c for c in SHORTK_CONFIGS if not c.cols}
+        assert {c.config for c in short if c.family == "shortk"} == tiles
         assert not [c for c in variants.candidates(m, n, k_max + 1, 1, H100)
                     if c.family == "shortk"]
 
 
+@pytest.mark.parametrize("m,k,offered", [
+    (1, 1, {"shortk_cols8", "shortk_cols16", "shortk_cols32"}),
+    (9, 73, {"shortk_cols16", "shortk_cols32"}),  # past the tiles' K, not past 128
+    (31, 128, {"shortk_cols32"}),
+    (33, 8, set()),  # M fits no whole-column block
+    (3, 129, set()),  # K past 128: rung 24's GEMV streams it
+])
+def test_whole_column_variants_are_offered_where_m_fits_their_rows_and_k_is_short(
+        m: int, k: int, offered: set[str]) -> None:
+    found = variants.candidates(m, 2697, k, 51, H100)
+    assert {c.config.name for c in found if c.family == "shortk"
+            and c.config.cols} == offered
+
+
+def test_whole_column_variants_name_their_own_entry_and_rows() -> None:
+    cols = [c for c in SHORTK_CONFIGS if c.cols]
+    assert [(c.bm, c.bn, c.name) for c in cols] == [
+        (8, 256, "shortk_cols8"), (16, 256, "shortk_cols16"), (32, 256, "shortk_cols32")]
+    for config in cols:
+        row = variant("shortk", config)
+        assert row.entry == "mm_27_shortk_cols" and config.defines == {"ROWS": config.bm}
+        # A's chunk and the larger of B's chunk (stride 257) and C's padded block.
+        assert config.smem_bytes == 4 * (32 * config.bm + max(32 * 257, config.bm * 264))
+        assert variants.shortk_grid(config, 40, 513, 3) == (-(-40 // config.bm), 3, 3)
+    with pytest.raises(ValueError, match="ROWS is 8, 16 or 32"):
+        ShortKConfig(64, 1, cols=True)
+
+
 def test_short_k_configs_tile_c_with_256_threads_and_refuse_what_the_source_does() -> None:
-    assert [(c.bm, c.bn) for c in SHORTK_CONFIGS] == [(128, 64), (128, 32), (64, 128)]
-    assert all(c.threads == 256 and c.smem_bytes == 4 * 32 * (c.bm + c.bn)
-               for c in SHORTK_CONFIGS)
+    tiles = [c for c in SHORTK_CONFIGS if not c.cols]
+    assert [(c.bm, c.bn) for c in tiles] == [(128, 64), (128, 32), (64, 128)]
+    assert all(c.threads == 256 and c.smem_bytes == 4 * 32 * (c.bm + c.bn) for c in tiles)
     with pytest.raises(ValueError, match="BM is 32, 64 or 128"):
         ShortKConfig(48, 8)
     row = variant("shortk", SHORTK_CONFIGS[0])
