@@ -55,6 +55,7 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
@@ -375,23 +376,33 @@ class Gate:
         # Both sides read their code's identity the way this mmsuite does (its readers).
         message = {"op": "open", "kernel": pair.kernel.id, "problem": pair.problem.to_dict(),
                    "options": self.options, "code": asdict(BACKENDS[pair.kernel.backend].code)}
+        self._ask_both(pair, message, timeout, self._order(0), self._opened)
+        pair.worker_pairs += 1
+
+    def _ask_both(self, pair: Pair, message: dict, timeout: float, order: tuple[str, str],
+                  handle: Callable[[Side, dict], None],
+                  cpus: tuple[int, int] | None = None) -> None:
+        """Send ``message`` to both sides, in ``order`` (each pinned to its CPU of ``cpus``
+        where given), before awaiting either answer; ``handle`` takes each side's answer. A
+        side whose worker is lost becomes an error."""
         sent = []
-        for side in self._order(0):
+        for index, side in enumerate(order):
             try:
+                if cpus is not None:
+                    self._worker(side).pin({cpus[index]})
                 self._send(side, message)
                 sent.append(side)
             except WorkerLost as exc:
-                target: Side = getattr(pair, side)
-                target.status, target.reason = "error", str(exc)
+                self._lost(getattr(pair, side), exc)
         for side in sent:
-            target = getattr(pair, side)
             try:
-                answer = self._receive(side, timeout)
+                handle(getattr(pair, side), self._receive(side, timeout))
             except WorkerLost as exc:
-                target.status, target.reason = "error", str(exc)
-                continue
-            self._opened(target, answer)
-        pair.worker_pairs += 1
+                self._lost(getattr(pair, side), exc)
+
+    @staticmethod
+    def _lost(target: Side, exc: WorkerLost) -> None:
+        target.status, target.reason = "error", str(exc)
 
     @staticmethod
     def _opened(target: Side, answer: dict) -> None:
@@ -410,22 +421,8 @@ class Gate:
                 self._turn(pair, side, timeout)
             return
         assert self.duet_cpus is not None  # pair.duet is set only where there are two
-        message = {"op": "turn", "seconds": self.settings.round_seconds}
-        sent = []
-        for side, cpu in zip(order, self.duet_cpus):
-            try:
-                self._worker(side).pin({cpu})
-                self._send(side, message)
-                sent.append(side)
-            except WorkerLost as exc:
-                target: Side = getattr(pair, side)
-                target.status, target.reason = "error", str(exc)
-        for side in sent:
-            try:
-                self._turned(getattr(pair, side), self._receive(side, timeout))
-            except WorkerLost as exc:
-                target = getattr(pair, side)
-                target.status, target.reason = "error", str(exc)
+        self._ask_both(pair, {"op": "turn", "seconds": self.settings.round_seconds}, timeout,
+                       order, self._turned, cpus=self.duet_cpus)
 
     def _unpin(self) -> None:
         """Let both workers run anywhere again, as the next row may not be in duet."""
@@ -440,7 +437,7 @@ class Gate:
             answer = self._request(side, {"op": "turn",
                                           "seconds": self.settings.round_seconds}, timeout)
         except WorkerLost as exc:
-            target.status, target.reason = "error", str(exc)
+            self._lost(target, exc)
             return
         self._turned(target, answer)
 

@@ -95,6 +95,7 @@ class FakeWorker:
     """A side whose kernel takes ``ms`` per sample, scaled by a drift both sides share."""
 
     log: list[str] = []
+    messages: list[str] = []  # "send OP" and "receive OP", in the order they happened
     drift = [1.0]
 
     def __init__(self, build, log_path) -> None:
@@ -110,12 +111,14 @@ class FakeWorker:
         return {"status": "closed"}
 
     def send(self, message: dict) -> None:
+        FakeWorker.messages.append(f"send {message['op']}")
         self.sent = message
 
     def pin(self, cpus: set[int]) -> None:
         FakeWorker.log.append(f"pin {self.name} {sorted(cpus)}")
 
     def receive(self, timeout: float) -> dict:
+        FakeWorker.messages.append(f"receive {self.sent['op']}")
         return self.request(self.sent, timeout)
 
     def close(self) -> None:
@@ -129,7 +132,7 @@ class FakeBuild:
 
 @pytest.fixture
 def fake_workers(monkeypatch: pytest.MonkeyPatch) -> type[FakeWorker]:
-    FakeWorker.log, FakeWorker.drift = [], [1.0]
+    FakeWorker.log, FakeWorker.messages, FakeWorker.drift = [], [], [1.0]
     monkeypatch.setattr(continuous, "SideWorker", FakeWorker)
     return FakeWorker
 
@@ -270,25 +273,12 @@ def test_a_row_whose_rounds_show_it_too_slow_stops_early(fake_workers, tmp_path,
     assert len(near.base.rounds) > 3 and near.needs_seconds is None  # 36 s is within 2x
 
 
-def test_both_sides_open_at_once(fake_workers, tmp_path, monkeypatch) -> None:
+def test_both_sides_open_at_once(fake_workers, tmp_path) -> None:
     """Opening (preparing and verifying against float64) is untimed and most of a row's
     fixed cost, so both sides are asked before either answer is awaited."""
-    calls: list[str] = []
-    send, receive = FakeWorker.send, FakeWorker.receive
-
-    def logged_send(self, message):
-        calls.append(f"send {message['op']} {self.name}")
-        send(self, message)
-
-    def logged_receive(self, timeout):
-        calls.append(f"receive {self.sent['op']} {self.name}")
-        return receive(self, timeout)
-
-    monkeypatch.setattr(FakeWorker, "send", logged_send)
-    monkeypatch.setattr(FakeWorker, "receive", logged_receive)
     gate(1.0, 1.0, tmp_path, max_seconds=60, max_rounds=4).measure(Pair(KERNEL, PROBLEM))
-    opens = [c for c in calls if " open " in c]
-    assert [c.split()[0] for c in opens[:4]] == ["send", "send", "receive", "receive"]
+    opens = [c for c in fake_workers.messages if c.endswith(" open")]
+    assert opens[:4] == ["send open", "send open", "receive open", "receive open"]
 
 
 def test_rows_on_one_thread_are_the_sequential_cpu_rungs_or_any_cpu_rung_on_one_thread(
@@ -308,23 +298,10 @@ def test_duet_measures_both_sides_at_once_on_cpus_drawn_per_round(fake_workers, 
     to a CPU of its own; which side gets which CPU is drawn every round; afterwards both
     workers may run anywhere again."""
     monkeypatch.setattr(continuous, "duet_cpus", lambda: (4, 7))
-    calls: list[str] = []
-    send, receive = FakeWorker.send, FakeWorker.receive
-
-    def logged_send(self, message):
-        calls.append(f"send {message['op']}")
-        send(self, message)
-
-    def logged_receive(self, timeout):
-        calls.append(f"receive {self.sent['op']}")
-        return receive(self, timeout)
-
-    monkeypatch.setattr(FakeWorker, "send", logged_send)
-    monkeypatch.setattr(FakeWorker, "receive", logged_receive)
     pair = gate(1.0, 1.0, tmp_path, duet=True, max_seconds=60, max_rounds=20).measure(
         Pair(KERNEL, PROBLEM))
     assert pair.duet and pair.verdict == "same"
-    turns = [c for c in calls if c.endswith(" turn")]
+    turns = [c for c in fake_workers.messages if c.endswith(" turn")]
     assert turns[:4] == ["send turn", "send turn", "receive turn", "receive turn"]
     pins = [entry.split(" ", 1)[1] for entry in fake_workers.log if entry.startswith("pin")]
     rounds = list(zip(pins[0:-2:2], pins[1:-2:2]))
