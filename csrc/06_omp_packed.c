@@ -20,7 +20,6 @@
  * place in every process. */
 #define _GNU_SOURCE /* mmap's anonymous mappings and madvise */
 #include <errno.h>
-#include <stdlib.h>
 #include <string.h>
 
 #ifdef _OPENMP

@@ -38,11 +38,9 @@
  * thread count, so results do not depend on --threads. When the packing
  * buffer cannot be allocated the rung fails: C becomes NaN and errno ENOMEM,
  * as omp_packed does; it never runs another algorithm under its name. */
-#define _GNU_SOURCE /* sysconf's cache queries */
+#define _GNU_SOURCE /* sysconf's cache queries; work_buffer.h's mmap and madvise */
 #include <errno.h>
-#include <stdatomic.h>
 #include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 

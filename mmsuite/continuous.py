@@ -421,8 +421,12 @@ class Gate:
                 self._turn(pair, side, timeout)
             return
         assert self.duet_cpus is not None  # pair.duet is set only where there are two
-        self._ask_both(pair, {"op": "turn", "seconds": self.settings.round_seconds}, timeout,
-                       order, self._turned, cpus=self.duet_cpus)
+        self._ask_both(pair, self._turn_message, timeout, order, self._turned,
+                       cpus=self.duet_cpus)
+
+    @property
+    def _turn_message(self) -> dict:
+        return {"op": "turn", "seconds": self.settings.round_seconds}
 
     def _unpin(self) -> None:
         """Let both workers run anywhere again, as the next row may not be in duet."""
@@ -434,8 +438,7 @@ class Gate:
     def _turn(self, pair: Pair, side: str, timeout: float) -> None:
         target: Side = getattr(pair, side)
         try:
-            answer = self._request(side, {"op": "turn",
-                                          "seconds": self.settings.round_seconds}, timeout)
+            answer = self._request(side, self._turn_message, timeout)
         except WorkerLost as exc:
             self._lost(target, exc)
             return

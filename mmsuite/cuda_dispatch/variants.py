@@ -707,10 +707,15 @@ def why_not(candidate: Candidate, m: int, n: int, k: int, batch: int,
     packed = 4 * splitk_workspace(config, m, n, batch, split)
     if config.fused and packed > MAX_WORKSPACE_BYTES:
         return f"{packed} bytes of packed partial tiles (at most {MAX_WORKSPACE_BYTES})"
-    if split not in (fused_split_factors(k, config.bk) if config.fused
-                     else split_factors(k, config.bk)):
+    if split not in tile_split_factors(config, k):
         return f"split {split} leaves a K slice empty"
     return ""
+
+
+def tile_split_factors(config: Config, k: int) -> list[int]:
+    """The split factors a split-K tile is offered with: :func:`fused_split_factors` for a
+    fused one, else :func:`split_factors`."""
+    return fused_split_factors(k, config.bk) if config.fused else split_factors(k, config.bk)
 
 
 def shortk_max_k(m: int, n: int) -> int:
@@ -743,8 +748,7 @@ def candidates(m: int, n: int, k: int, batch: int = 1, device: DeviceFacts = H10
             assert isinstance(row.config, Config)
             if row.config.bm == 32 and row.config.bn > 32 and m > 32:
                 continue  # taller C: taller tiles (this one is for C of at most 32 rows)
-            splits = (fused_split_factors(k, row.config.bk) if row.config.fused
-                      else split_factors(k, row.config.bk))
+            splits = tile_split_factors(row.config, k)
         elif row.family == "gemv":  # only where a side is skinny: elsewhere tiles win
             assert isinstance(row.config, GemvConfig)
             fused = row.config.fused
