@@ -28,9 +28,11 @@ two processes of identical code, measured in turns, differed by up to ±11% for 
 on a 2-core machine with a busy neighbour. Most of it was where the heap put the
 operands (the CPU backend now places them on huge-page boundaries), but a row is still
 decided only on rounds from at least ``min_worker_pairs`` pairs of worker processes: a
-look that leaves it undecided with fewer opens a fresh pair. The workers' OpenMP threads
-are bound one to a CPU (unless the environment says otherwise), which halved the
-rounds' spread there.
+look that leaves it undecided with fewer opens a fresh pair. And a row is ``slower`` or
+``faster`` only where each pair's own rounds say so too (once it has a few): a pair's bias
+can carry the pooled interval past the threshold, but not the other pair's rounds. The
+workers' OpenMP threads are bound one to a CPU (unless the environment says otherwise),
+which halved the rounds' spread there.
 
 Duet mode (``Settings.duet``, after Bulej et al., ICPE 2020) measures both sides at
 once, each pinned to a CPU of its own, where a row runs on one thread (a sequential CPU
@@ -77,6 +79,8 @@ MAX_LOOKS = 10
 ORDERS = ("random", "abba")
 #: Rounds taken before a row's pace may show it cannot be decided within its budget.
 HOPELESS_AFTER_ROUNDS = 3
+#: Rounds a worker pair needs before its own ratio must agree with a slower or faster call.
+AGREEING_PAIR_ROUNDS = 8
 
 
 @dataclass(frozen=True)
@@ -239,7 +243,8 @@ class Pair:
     reason: str = ""
     seconds: float = 0.0
     interrupted: bool = False
-    worker_pairs: int = 0  # pairs of worker processes its rounds came from
+    #: the round each pair of worker processes began at, one entry per pair opened
+    worker_pair_starts: list[int] = field(default_factory=list)
     needs_seconds: float | None = None  # of rounds, for a verdict, where more than allowed
     duet: bool = False  # both sides measured at once, each on a CPU of its own
 
@@ -247,6 +252,24 @@ class Pair:
     def identical(self) -> bool:
         base, head = self.base.code.get("hash"), self.head.code.get("hash")
         return base is not None and base == head
+
+    @property
+    def worker_pairs(self) -> int:
+        """How many pairs of worker processes its rounds came from."""
+        return len(self.worker_pair_starts)
+
+    def worker_pair_ratios(self) -> list[float]:
+        """HEAD / BASE from each worker pair's own rounds alone (the median of its
+        per-round ratios), for pairs with at least ``AGREEING_PAIR_ROUNDS`` rounds."""
+        rounds = min(len(self.base.rounds), len(self.head.rounds))
+        ends = [*self.worker_pair_starts[1:], rounds]
+        ratios = []
+        for start, end in zip(self.worker_pair_starts, ends):
+            if end - start >= AGREEING_PAIR_ROUNDS:
+                logs = (np.log(self.head.rounds[start:end]) -
+                        np.log(self.base.rounds[start:end]))
+                ratios.append(float(np.exp(np.median(logs))))
+        return ratios
 
     @property
     def busy_share(self) -> float | None:
@@ -289,6 +312,11 @@ def decide(pair: Pair, settings: Settings) -> tuple[str, str]:
                           f"processes; a verdict needs {settings.min_worker_pairs}: raise "
                           "--max-time")
     up, down = 1.0 + settings.threshold, 1.0 / (1.0 + settings.threshold)
+    dissent = dissenting_pairs(pair, settings)
+    if dissent:
+        return "unsure", (f"whole interval beyond ±{settings.threshold:.0%}, but not each "
+                          f"worker pair's own rounds ({', '.join(f'{r:.2f}' for r in dissent)}"
+                          "): more --max-time, or a quieter machine")
     if estimate.low > up:
         return "slower", f"whole interval above +{settings.threshold:.0%}"
     if estimate.high < down:
@@ -303,6 +331,25 @@ def decide(pair: Pair, settings: Settings) -> tuple[str, str]:
         return "unsure", (f"{why} on a busy machine (other processes used {share:.0%} of "
                           f"the CPU): more --max-time, or a quieter machine")
     return "unsure", f"{why}: more --max-time, or a quieter machine"
+
+
+def dissenting_pairs(pair: Pair, settings: Settings) -> list[float]:
+    """Where the whole interval lies beyond the threshold, every worker pair's own ratio
+    when one of them does not lie beyond it on the same side; else nothing.
+
+    The interval treats rounds as independent, but the rounds of one pair of processes
+    share that pair's bias (module docstring), which can carry the pooled interval past
+    the threshold on its own; a change of the code shows in every pair."""
+    estimate = pair.estimate
+    if estimate is None or not estimate.bounded:
+        return []
+    up, down = 1.0 + settings.threshold, 1.0 / (1.0 + settings.threshold)
+    ratios = pair.worker_pair_ratios()
+    if estimate.low > up and not all(r > up for r in ratios):
+        return ratios
+    if estimate.high < down and not all(r < down for r in ratios):
+        return ratios
+    return []
 
 
 def duet_cpus() -> tuple[int, int] | None:
@@ -376,8 +423,8 @@ class Gate:
         # Both sides read their code's identity the way this mmsuite does (its readers).
         message = {"op": "open", "kernel": pair.kernel.id, "problem": pair.problem.to_dict(),
                    "options": self.options, "code": asdict(BACKENDS[pair.kernel.backend].code)}
+        pair.worker_pair_starts.append(len(pair.base.rounds))
         self._ask_both(pair, message, timeout, self._order(0), self._opened)
-        pair.worker_pairs += 1
 
     def _ask_both(self, pair: Pair, message: dict, timeout: float, order: tuple[str, str],
                   handle: Callable[[Side, dict], None],
@@ -597,6 +644,7 @@ def side_record(pair: Pair, side: str, build: Build) -> dict:
             "low": est.low if est.bounded else None, "high": est.high if est.bounded else None,
             "p_value": est.p_value, "rounds": est.rounds, "confidence": est.confidence,
             "identical_code": pair.identical, "duet": pair.duet,
+            "worker_pair_starts": pair.worker_pair_starts,
         }
     return record
 

@@ -83,12 +83,14 @@ def plant(repo: Path, where: Path, kind: str) -> str:
 
 
 def trial(repo: Path, base: str, head: str, args: argparse.Namespace, cache: Path,
-          extra: list[str]) -> dict:
+          extra: list[str], keep_as: Path | None = None) -> dict:
     with tempfile.TemporaryDirectory() as tmp:
         verdict_file = Path(tmp) / "verdicts.json"
         command = [sys.executable, "-m", "mmsuite.cli", "continuous", base, head,
                    "--repo", str(repo), "--cache-dir", str(cache), "--threshold",
                    str(args.threshold), "--verdict-json", str(verdict_file), *extra]
+        if keep_as is not None:
+            command += ["--json", str(keep_as)]
         if args.max_time is not None:
             command += ["--max-time", str(args.max_time)]
         for glob in args.kernel:
@@ -133,6 +135,9 @@ def main() -> None:
     parser.add_argument("--time-run", action="store_true",
                         help="also time one `mmsuite run` of the selection, for the ratio of "
                         "wall times")
+    parser.add_argument("--keep", type=Path, default=None, metavar="DIR",
+                        help="keep each trial's results file (every round, and where each "
+                        "worker pair began) in DIR")
     parser.add_argument("--busy-neighbour", action="store_true",
                         help="keep one core busy with another process meanwhile")
     parser.add_argument("--cache-dir", type=Path,
@@ -165,7 +170,12 @@ def main() -> None:
             try:
                 for index in range(args.trials):
                     for name, where, base, extra, slowed in kinds:
-                        outcome = trial(where, base, "HEAD", args, args.cache_dir, extra)
+                        keep_as = None
+                        if args.keep is not None:
+                            args.keep.mkdir(parents=True, exist_ok=True)
+                            keep_as = args.keep / f"{name.replace(' ', '-')}-{index + 1}.json"
+                        outcome = trial(where, base, "HEAD", args, args.cache_dir, extra,
+                                        keep_as)
                         outcomes[name].append(outcome)
                         rows = ", ".join(f"{r['kernel']} @ {r['problem']} {r['verdict']} "
                                          f"{r['ratio'] or 0:.3f}" for r in outcome["rows"])

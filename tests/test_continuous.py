@@ -32,10 +32,15 @@ def judged(base_ms: list[float], head_ms: list[float], settings: Settings = DEFA
            code: tuple[str, str] = ("a", "b")) -> Pair:
     pair = Pair(KERNEL, PROBLEM, Side("ok", rounds=base_ms, code={"hash": code[0]}),
                 Side("ok", rounds=head_ms, code={"hash": code[1]}),
-                worker_pairs=settings.min_worker_pairs)
+                worker_pair_starts=halves(len(base_ms), settings.min_worker_pairs))
     pair.estimate = paired_ratio(base_ms, head_ms, settings.confidence)
     pair.verdict, pair.reason = decide(pair, settings)
     return pair
+
+
+def halves(n: int, pairs: int) -> list[int]:
+    """Where each of ``pairs`` worker pairs began, sharing ``n`` rounds equally."""
+    return [n * i // pairs for i in range(pairs)]
 
 
 def rounds(ms: float, n: int = 20, noise: float = 0.01, seed: int = 0) -> list[float]:
@@ -174,7 +179,7 @@ def test_the_last_look_may_decide_what_the_early_ones_could_not(tmp_path) -> Non
     rng = np.random.default_rng(2)  # 20 rounds, HEAD 12% slower, 6% noise a side
     base, head = list(rng.lognormal(0, 0.06, 20)), list(1.12 * rng.lognormal(0, 0.06, 20))
     pair = Pair(KERNEL, PROBLEM, Side("ok", rounds=base, code={"hash": "a"}),
-                Side("ok", rounds=head, code={"hash": "b"}), worker_pairs=2)
+                Side("ok", rounds=head, code={"hash": "b"}), worker_pair_starts=[0, 10])
     judge = gate(1.0, 1.0, tmp_path)
     judge._judge(pair)
     assert pair.verdict == "unsure" and pair.estimate.low < 1.05
@@ -344,9 +349,60 @@ def test_duet_needs_two_cpus(monkeypatch, capsys) -> None:
 
 def test_one_worker_pair_is_never_enough_for_a_verdict() -> None:
     pair = judged(rounds(1.0, seed=1), rounds(1.5, seed=2))
-    pair.worker_pairs = 1
+    pair.worker_pair_starts = [0]
     verdict, reason = decide(pair, DEFAULTS)
     assert verdict == "unsure" and "1 pair of worker processes" in reason
+
+
+def test_a_slowdown_must_show_in_each_worker_pairs_own_rounds() -> None:
+    """One pair of processes may carry a bias through all its rounds; pooled with an
+    unbiased pair it can put the whole interval past the threshold. Such a row is unsure,
+    naming each pair's own ratio; a slowdown that every pair sees is slower."""
+    base = rounds(1.0, n=40, seed=1)
+    biased = rounds(1.0, n=20, seed=2) + rounds(1.30, n=20, seed=3)
+    pair = judged(base, biased)
+    assert pair.estimate.low > 1.05  # the pooled interval alone would call it slower
+    assert pair.verdict == "unsure" and "not each worker pair" in pair.reason
+    assert "1.00" in pair.reason and "1.30" in pair.reason
+    assert judged(base, rounds(1.15, n=40, seed=4)).verdict == "slower"
+    faster = judged(base, rounds(1.0, n=20, seed=2) + rounds(0.7, n=20, seed=3))
+    assert faster.estimate.high < 1 / 1.05 and faster.verdict == "unsure"
+
+
+def test_a_pair_with_too_few_rounds_has_no_say() -> None:
+    base, head = rounds(1.0, n=40, seed=1), rounds(1.15, n=40, seed=4)
+    few = continuous.AGREEING_PAIR_ROUNDS - 1
+    pair = Pair(KERNEL, PROBLEM, Side("ok", rounds=base, code={"hash": "a"}),
+                Side("ok", rounds=head[:40 - few] + base[40 - few:], code={"hash": "b"}),
+                worker_pair_starts=[0, 16, 40 - few])
+    assert len(pair.worker_pair_ratios()) == 2
+    pair.estimate = paired_ratio(pair.base.rounds, pair.head.rounds, DEFAULTS.confidence)
+    assert decide(pair, DEFAULTS)[0] == "slower"
+
+
+def test_a_biased_worker_pair_cannot_call_a_row_slower(fake_workers, tmp_path,
+                                                      monkeypatch) -> None:
+    """HEAD's first worker runs at BASE's speed, the second 30% slow: once the second
+    pair's rounds carry the pooled interval past +5%, the first pair still disagrees, so
+    the row stays unsure to the end of its time."""
+    answer = FakeWorker.request
+    heads = []
+
+    def biased(self, message, timeout):
+        reply = answer(self, message, timeout)
+        if message["op"] == "open" and self.name == "head":
+            heads.append(self)
+        if self.name == "head" and message["op"] == "turn" and self is not heads[0]:
+            reply["samples"] = [ms * 1.3 for ms in reply["samples"]]
+        return reply
+
+    monkeypatch.setattr(FakeWorker, "request", biased)
+    pair = gate(1.0, 1.0, tmp_path, max_seconds=60, max_rounds=80).measure(
+        Pair(KERNEL, PROBLEM))
+    assert pair.estimate.low > 1.05  # the pooled interval alone would call it slower
+    assert pair.verdict == "unsure" and "not each worker pair" in pair.reason
+    first, second = pair.worker_pair_ratios()
+    assert first < 1.05 < 1.25 < second and len(pair.base.rounds) == 80
 
 
 def test_a_worker_that_dies_makes_an_error_row(fake_workers, tmp_path, monkeypatch) -> None:
