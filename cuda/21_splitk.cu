@@ -23,6 +23,13 @@
 //   all its float4s' loads in flight together. On large tiles the one block
 //   that adds a tile is a serial tail (see rung 22), so only small tiles are
 //   compiled so;
+// - M not a multiple of 4 (scalar loads of A, scalar stores of C): the tile's
+//   outputs go out through shared memory (store_tile_rows), consecutive lanes
+//   on consecutive rows, where four rows a lane wrote a quarter of every sector
+//   a store touched; tiles of 128 rows or more stage A in rows a quarter tile
+//   apart (cuda/mac_staging.inc). With K moderate and C large the stores were
+//   most of the time (H100, suite timer: 234x13780x79 from 35 us at best to
+//   21.9, cuBLAS 21.1);
 // - the tile shape comes from -D defines (BM x BN x BK, TM x TN outputs per
 //   thread, LR lanes along a warp tile's rows, STAGES shared buffers, MINB
 //   blocks per SM, SMEM_DYNAMIC for buffers over the 48 KB a kernel may
@@ -85,6 +92,7 @@
 #define MINB ((512 / THREADS) > 0 ? (512 / THREADS) : 1)
 #endif
 #define LDB (BN + 4)             // sb[k * LDB + j]
+#define SPREAD_A (BM >= 128)     // see cuda/mac_staging.inc
 // One pass of the block stages A_KSTEP rows of the A tile and B_JSTEP columns
 // of the B tile; a pass larger than the tile (512 threads, BK 8) leaves the
 // surplus threads out of the staging.
@@ -121,6 +129,69 @@ __device__ __forceinline__ void store_tile(float* out, const float (&acc)[TM][TN
     }
 }
 
+// With M not a multiple of 4, store_tile's stores are scalar, and a warp's store put its
+// lanes 16 bytes apart (four rows a lane): each one wrote a quarter of every sector it
+// touched, and with K short C's stores are most of the time. store_tile_rows moves the tile
+// through shared memory instead, one column of each thread's outputs at a time: each warp
+// writes its WM x (32 / LR) outputs, then stores them with consecutive lanes on consecutive
+// rows. In the warp's part, column q's rows 4 b + s lie at q EPI_P + s EPI_R4 + b: the
+// lanes' writes (one s and g at a time) and reads (32 rows) fall on distinct banks, and the
+// writes stay scalar (float4 writes of the accumulators bound their registers in quads, and
+// the 256x64 tiles spilled). Warps take turns (EPI_ROUNDS) where the block's buffers hold too
+// few warps' parts.
+#define EPI_R4 (WM / 4 + ((8 - WM / 4) % 32 + 32) % 32)          // = 8 (mod 32)
+#define EPI_P (4 * EPI_R4 + ((LR - 4 * EPI_R4) % 32 + 32) % 32)  // = LR (mod 32)
+#define EPI_WARP (EPI_P * (32 / LR))                             // floats of a warp's part
+#define EPI_FLOATS (STAGES * BK * (BM + LDB))                    // the block's buffers
+#define EPI_WARPS (THREADS / 32)
+#define EPI_SLOTS (EPI_FLOATS / EPI_WARP)  // warps' parts the buffers hold at once
+#define EPI_ROUNDS ((EPI_WARPS + EPI_SLOTS - 1) / EPI_SLOTS)
+static_assert(EPI_SLOTS >= 1, "a warp's part must fit the shared buffers");
+
+// threadIdx.x read anew: what derives from it here is not kept in registers across the
+// MAC loop (as the loop's own tr and tc are), which spilled the 256x64 tiles.
+__device__ __forceinline__ int thread_index() {
+    int tid;
+    asm volatile("mov.u32 %0, %%tid.x;" : "=r"(tid));
+    return tid;
+}
+
+// store_tile (the same arguments) through `smem`, which every warp is done with.
+__device__ __forceinline__ void store_tile_rows(float* out, const float (&acc)[TM][TN], int M,
+                                                int N, int r, int c, float* smem,
+                                                float alpha, float beta) {
+    const int tid = thread_index(), warp = tid >> 5, lane = tid & 31;
+    // The warp tile's first row and column (r and c less the lane's offsets in it).
+    const int wr = r - (lane % LR) * 4, wc = c - (lane / LR) * 4;
+    float* const part = smem + (warp / EPI_ROUNDS) * EPI_WARP;
+    float* const mine = part + (lane / LR) * EPI_P + lane % LR;  // row 4 (lane % LR)
+#pragma unroll
+    for (int y = 0; y < TN; ++y) {
+        // Column q of the warp's part is column wc + 4 q + col0 of the tile.
+        const int col0 = 4 * (32 / LR) * (y / 4) + y % 4;
+#pragma unroll
+        for (int round = 0; round < EPI_ROUNDS; ++round) {
+            if (warp % EPI_ROUNDS == round) {
+#pragma unroll
+                for (int g = 0; g < TM / 4; ++g)
+#pragma unroll
+                    for (int s = 0; s < 4; ++s) mine[s * EPI_R4 + LR * g] = acc[4 * g + s][y];
+                __syncwarp();
+#pragma unroll
+                for (int t = 0; t < TM; ++t) {
+                    const int e = lane + 32 * t, row = e % WM, q = e / WM;
+                    const int i = wr + row, j = wc + 4 * q + col0;
+                    if (i < M && j < N)
+                        mm_store(out + i + (size_t)j * M,
+                                 part[q * EPI_P + row % 4 * EPI_R4 + row / 4], alpha, beta);
+                }
+                __syncwarp();
+            }
+            if (EPI_ROUNDS > 1) __syncthreads();
+        }
+    }
+}
+
 // C (SPLITS == 1) or workspace slice (SPLITS > 1) of matrix blockIdx.z / SPLITS
 // gets the block's tile; W holds batch * SPLITS * M * N floats (unused when 1).
 // FUSED: W holds batch * SPLITS packed tiles per tile of C, then one arrival
@@ -147,9 +218,10 @@ mm_21_splitk(int M, int N, int K, float alpha, const float* A, const float* B, f
     extern __shared__ __align__(16) float smem_dynamic[];
     float* const sa_all = smem_dynamic;                     // sa[k * BM + i] per stage
     float* const sb_all = smem_dynamic + STAGES * BK * BM;  // sb[k * LDB + j] per stage
-#else
-    __shared__ __align__(16) float sa_all[STAGES * BK * BM];   // sa[k * BM + i] per stage
-    __shared__ __align__(16) float sb_all[STAGES * BK * LDB];  // sb[k * LDB + j] per stage
+#else  // one array: store_tile_rows reuses all of it
+    __shared__ __align__(16) float smem_static[STAGES * BK * (BM + LDB)];
+    float* const sa_all = smem_static;                     // sa[k * BM + i] per stage
+    float* const sb_all = smem_static + STAGES * BK * BM;  // sb[k * LDB + j] per stage
 #endif
     const int tid = threadIdx.x;
     const int i0 = blockIdx.x * BM, j0 = blockIdx.y * BN;
@@ -205,7 +277,16 @@ mm_21_splitk(int M, int N, int K, float alpha, const float* A, const float* B, f
         alpha = 1.0f;
         beta = 0.0f;
     }
+#if FUSED  // split 1 is never launched fused; the plain store keeps its registers unspilled
     store_tile(out, acc, M, N, i0 + tr, j0 + tc, vec_m, alpha, beta);
+#else
+    if (vec_m) {
+        store_tile(out, acc, M, N, i0 + tr, j0 + tc, true, alpha, beta);
+    } else {
+        __syncthreads();  // every warp is done reading the buffers
+        store_tile_rows(out, acc, M, N, i0 + tr, j0 + tc, sa_all, alpha, beta);
+    }
+#endif
 }
 
 // C = alpha * (W[0] + ... + W[splits - 1]) + beta * C for every matrix of the

@@ -81,11 +81,6 @@ __device__ __forceinline__ int sk_owner(int it, int total, int ctas) {
 // This thread's index, read anew where it is used: a value the compiler may not
 // hoist out of the loop over tiles, so nothing derived from it stays live across
 // the MAC loop.
-__device__ __forceinline__ int thread_index() {
-    int tid;
-    asm volatile("mov.u32 %0, %%tid.x;" : "=r"(tid));
-    return tid;
-}
 
 extern "C" __global__ void __launch_bounds__(THREADS, MINB)
 mm_23_streamk(int M, int N, int K, float alpha, const float* A_all, const float* B_all,

@@ -21,6 +21,33 @@ __device__ __forceinline__ float4 load4(const float* p, int left, bool vec) {
     return v;
 }
 
+// load4 for a staging thread's four rows of A: with `vec` (or not SPREAD) rows 0..3 of p
+// (load4), else the scalar rows 0, Q, 2Q and 3Q, `left` rows from p inside the matrix.
+// Spread so, a warp's scalar loads of one A column are consecutive floats.
+template <int Q, bool SPREAD>
+__device__ __forceinline__ float4 load4_rows(const float* p, int left, bool vec) {
+    if (vec || !SPREAD) return load4(p, left, vec);
+    float4 v;
+    v.x = left > 0 ? p[0] : 0.0f;
+    v.y = left > Q ? p[Q] : 0.0f;
+    v.z = left > 2 * Q ? p[2 * Q] : 0.0f;
+    v.w = left > 3 * Q ? p[3 * Q] : 0.0f;
+    return v;
+}
+
+// s[0..3] = v (one 16-byte store: s aligned) or, rows spread as load4_rows' are, s[qQ] = v.q.
+template <int Q, bool SPREAD>
+__device__ __forceinline__ void store4_rows(float* s, float4 v, bool vec) {
+    if (vec || !SPREAD) {
+        *reinterpret_cast<float4*>(s) = v;
+        return;
+    }
+    s[0] = v.x;
+    s[Q] = v.y;
+    s[2 * Q] = v.z;
+    s[3 * Q] = v.w;
+}
+
 // load4 for rows whose alignment is known only at run time (rung 18): one
 // 16-byte load when all four floats are inside and p is 16-byte aligned.
 __device__ __forceinline__ float4 load4_aligned(const float* p, int left) {

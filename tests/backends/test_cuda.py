@@ -513,7 +513,10 @@ def test_environment_names_the_device() -> None:
 # the dispatcher's manifest, forced as rung 22's plan, must get right.
 NO_TILE_DIVIDES = (Problem(1, 1, 1), Problem(35, 79, 19, batch=3),
                    Problem(131, 257, 139, batch=2, layout="col", alpha=0.5, beta=2.0),
-                   Problem(600, 520, 1031, beta=1.0))
+                   Problem(600, 520, 1031, beta=1.0),
+                   # M not a multiple of 4 over several row tiles (the kernels see 518 x 263):
+                   # the staging's spread rows and the tiles' stores through shared memory.
+                   Problem(263, 518, 45, alpha=0.5, beta=0.5))
 
 
 def _gemv_problems(config) -> list[Problem]:

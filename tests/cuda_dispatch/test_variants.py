@@ -76,6 +76,18 @@ def test_occupancy_follows_registers_and_threads() -> None:
     assert CONFIGS["64x128x16_b3"].blocks_per_sm == 3
 
 
+def test_tiles_store_a_misaligned_c_in_turns_where_their_buffers_hold_too_few_warps() -> None:
+    """store_rounds mirrors EPI_ROUNDS of cuda/21_splitk.cu: a warp's part of the tile
+    (WM rows padded to 8 mod 32 a quarter, times 32 / LR columns at a pitch of LR mod 32)
+    against the STAGES x BK x (BM + BN + 4) floats of the block's shared buffers."""
+    assert CONFIGS["128x128x16"].store_rounds == 1  # 8 parts of 36 x 8 floats in 4160
+    assert CONFIGS["128x128x8"].store_rounds == 2  # ... in 2080: 7 at a time
+    assert CONFIGS["256x128x16_t8x8_lr2_s2"].store_rounds == 1
+    assert CONFIGS["256x128x16_t8x8_lr2"].store_rounds == 2  # 16 parts of 34 x 16 in 6208
+    for config in variants.SEARCH:
+        assert 1 <= config.store_rounds <= config.threads // 32
+
+
 # ----------------------------------------------------------------- manifest
 def test_the_manifest_names_each_variant_once_with_its_source_and_entries() -> None:
     keys = [v.key for v in VARIANTS]
