@@ -5,7 +5,10 @@ The model's form counts what the hardware does: waves of blocks on the SMs
 wave leaves them (an SM with a share f of 16 warps runs at f ** fill_exponent
 of its rate), each block's K work at a tile's FMA rate (its ``efficiency``
 of the FP32 peak, times ``unaligned`` when M or K is not a multiple of 4 and
-loads go scalar), a block's prologue and epilogue, and the second kernel of
+loads go scalar), C's stores (where M is not a multiple of 4, rung 21's plain
+tiles store through shared memory at ``staged_store`` over the turns their
+warps take, the other tiles scalars at ``unaligned_store``), a block's prologue
+and epilogue, and the second kernel of
 split-K (the reduction) and stream-K (the fix-up) as bytes over a bandwidth
 that few blocks reach only in part. Rung 24 (GEMV) is the bytes it moves over
 a share of the memory's bandwidth, which a grid of few blocks does not reach;
@@ -77,6 +80,9 @@ SHARED_DEFAULTS: dict[str, float] = {
     "launch_s": 2e-6,  # a kernel's start and end, however small (the timer's floor included)
     "store_bytes_per_s": 2.0e12,  # C written by the tiles (small K: the stores dominate)
     "unaligned_store": 1.0,  # the tiles' share of it when M is not a multiple of 4 (scalars)
+    # ... and rung 21's plain tiles' share then: C goes out through shared memory, with
+    # consecutive lanes on consecutive rows (cuda/21_splitk.cu's store_tile_rows).
+    "staged_store": 1.0,
     "load_bytes_per_s": 6.0e12,  # A and B tiles loaded, mostly from L2, once per block
     "shortk_round_s": 1e-8,  # rung 27: a round of a block's staging loads, per K chunk
 }
@@ -217,11 +223,20 @@ def _with_traffic(compute_s: float, c: Candidate, m: int, n: int, k: int, batch:
     stored = 4.0 * batch * m * n * split
     loaded = 4.0 * batch * k * (m * -(-n // config.bn) + n * -(-m // config.bm))
     store_rate = p["store_bytes_per_s"] * p.store_share(c.variant.key, config)
-    if m % 4:
+    if m % 4 and _staged(c):  # the warps take turns at the shared buffers
+        assert isinstance(config, Config)
+        store_rate *= p["staged_store"] / config.store_rounds
+    elif m % 4:
         store_rate *= p["unaligned_store"]
     memory_s = stored / store_rate + loaded / p["load_bytes_per_s"]
     power = _SOFT_MAX_POWER
     return (compute_s ** power + memory_s ** power) ** (1 / power)
+
+
+def _staged(c: Candidate) -> bool:
+    """Whether a tile stores C of a misaligned M through shared memory: rung 21's plain
+    tiles (rung 23's tiles, its fix-up and the fused tiles' last blocks store scalars)."""
+    return c.family == "splitk" and isinstance(c.config, Config) and not c.config.fused
 
 
 def _streamk_seconds(c: Candidate, m: int, n: int, k: int, batch: int, device: DeviceFacts,
@@ -370,12 +385,14 @@ def _free_names(timings: Sequence[Timing]) -> list[tuple[str, str]]:
     its unaligned share where some timed problem is misaligned."""
     families = {t.candidate.family for t in timings}
     # A constant of rungs 24, 27 and 30 alone is free only where they were timed; the tiles'
-    # unaligned store share only where a tile stored C of a misaligned M with K short.
-    unaligned_stores = any(t.m % 4 and t.k <= STORE_BOUND_K and t.candidate.family in (
-        "splitk", "streamk") for t in timings)
+    # store shares for a misaligned M only where such a tile (scalar or staged) stored C with
+    # K short.
+    misaligned_stores = [t for t in timings if t.m % 4 and t.k <= STORE_BOUND_K
+                         and t.candidate.family in ("splitk", "streamk")]
+    told = {"unaligned_store": any(not _staged(t.candidate) for t in misaligned_stores),
+            "staged_store": any(_staged(t.candidate) for t in misaligned_stores)}
     names = [("shared", name) for name in SHARED_DEFAULTS
-             if families & set(_SHARED_OF.get(name, families))
-             and (name != "unaligned_store" or unaligned_stores)]
+             if families & set(_SHARED_OF.get(name, families)) and told.get(name, True)]
     seen: dict[str, bool] = {}
     # A rate is only told by problems big enough for the FMAs to matter.
     compute_bound = {t.candidate.variant.key for t in timings
@@ -409,7 +426,7 @@ _SHARED_OF: dict[str, tuple[str, ...]] = {
     "fuse_bytes_per_thread_s": ("splitk",), "tile_round_s": ("splitk",),
     "dot_latency_s": ("dot",), "dot_round_s": ("dot",), "gemv_bandwidth": ("gemv",),
     "gemv_blocks_per_sm": ("gemv", "dot"), "gemv_latency_s": ("gemv",),
-    "shortk_round_s": ("shortk",),
+    "shortk_round_s": ("shortk",), "staged_store": ("splitk",),
 }
 #: What the fit may not leave: no tile past the FP32 peak, no memory past what the H100's
 #: L2 and HBM move (the sample's small problems cannot tell those apart from latency).
@@ -417,7 +434,8 @@ BOUNDS: dict[str, tuple[float, float]] = {
     "efficiency": (0.05, 0.8), "unaligned": (0.3, 1.0), "latency": (1e-8, 2e-5),
     "store_bytes_per_s": (2e11, 4e12), "load_bytes_per_s": (1e12, 2e13),
     "reduce_bytes_per_s": (5e11, 1e13), "gemv_bandwidth": (0.3, 1.0), "store": (0.2, 5.0),
-    "unaligned_store": (0.1, 1.0), "gemv_round_s": (1e-8, 1e-5), "dot_round_s": (1e-8, 1e-5),
+    "unaligned_store": (0.1, 1.0), "staged_store": (0.1, 1.5), "gemv_round_s": (1e-8, 1e-5),
+    "dot_round_s": (1e-8, 1e-5),
     "dot_latency_s": (1e-9, 1e-5), "gemv_fuse_s": (1e-8, 2e-5), "fuse_slice_s": (1e-10, 1e-6),
     "fuse_bytes_per_thread_s": (1e7, 1e11), "tile_round_s": (1e-8, 2e-6),
     "shortk_round_s": (1e-9, 5e-6),

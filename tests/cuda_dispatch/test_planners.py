@@ -194,17 +194,28 @@ def test_rung_22_ranks_every_family_of_the_manifest(m: int, n: int, k: int,
 _SHIPPED = Path(planners.__file__).resolve().parent.parent / "tuning"
 
 
-@pytest.mark.parametrize("m,n,k", [(4051, 2049, 1), (10467, 6132, 5), (65, 3244, 2),
-                                   (4072, 711, 3), (1293, 3602, 74)])
+@pytest.mark.parametrize("m,n,k", [(4051, 2049, 1), (10467, 6132, 5), (4072, 711, 3)])
 def test_with_the_shipped_h100_model_rung_22_sends_short_k_to_rung_27(
         m: int, n: int, k: int, monkeypatch: pytest.MonkeyPatch) -> None:
     """Column-major sizes of row-major problems drawn by a judge, where C's stores were the
     work, M was not a multiple of 4 and every tile of rungs 20-23 ran at 23% to 76% of
-    cuBLAS on the H100 (2049x4051x1: 53 to 75 us, cuBLAS 17): rung 27 stores whole
-    columns."""
+    cuBLAS on the H100 (2049x4051x1: 53 to 75 us, cuBLAS 17) while they stored scalars:
+    with K this short rung 27, which stores whole columns, still leads."""
     monkeypatch.setattr(tuning_file, "BUNDLED_DIR", _SHIPPED)
     decision = planners.decide(m, n, k, 1, H100)
     assert decision.source == "model" and decision.candidate.family == "shortk"
+
+
+@pytest.mark.parametrize("m,n,k", [(1293, 3602, 74), (234, 13780, 79), (445, 15002, 221)])
+def test_with_the_shipped_h100_model_a_misaligned_c_with_k_moderate_takes_a_tile(
+        m: int, n: int, k: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    """M not a multiple of 4, K moderate, C large: rung 21's tiles store C through shared
+    memory, and one of them leads (H100, suite timer, cuBLAS in the same run: 1293x3602x74
+    128x64x16_s2_b3 30.9 us against rung 27's 37.7, cuBLAS 28.4; 234x13780x79 128x128x16
+    21.9 us, cuBLAS 21.1, where the tiles' scalar stores took 35 to 51)."""
+    monkeypatch.setattr(tuning_file, "BUNDLED_DIR", _SHIPPED)
+    decision = planners.decide(m, n, k, 1, H100)
+    assert decision.source == "model" and decision.candidate.family == "splitk"
 
 
 def test_with_the_shipped_h100_model_a_short_k_tile_grid_covers_the_sms(

@@ -1,0 +1,223 @@
+"""Time the tiles of rungs 21, 23 and 27 on products whose M is not a multiple of 4, and fit
+the cost model's store share for rung 21's tiles there.
+
+    python scripts/tile_calibration.py measure --out timings.json [--set moderate] [--seed N]
+    python scripts/tile_calibration.py measure --out timings.json --shapes 13780x234x79 ...
+    python scripts/tile_calibration.py fit timings.json ... [--check held.json ...]
+
+``measure`` (on a GPU) verifies and times, per problem, the model's eight best plans and
+every split-K, stream-K and short-K variant at the split the model likes best for it, then
+rung 22's own plan and cuBLAS, by the suite's timer. The problems are drawn from
+``--seed`` (``--set``: ``moderate``, M and N log-uniform in [200, 16384] with M x N at least
+2^20 and K log-uniform in [24, 320]; ``short``, the same with K in [4, 64]; ``long``, M x N
+in [2^16, 2^22] and K in [1000, 8000]; three in four with the kernel's M not a multiple of
+4), or given as row-major ``MxNxK`` with ``--shapes``. The fitted seeds are 2323
+(moderate), 2325 (short) and 2327 (long); none of their shapes is in a judge seed's draw.
+Other seeds give shapes to check a fit on.
+
+``fit`` refits, on those timings, the share of the store rate that rung 21's tiles reach
+where M is not a multiple of 4 (``staged_store``: C through shared memory), every other
+figure held at the device's model file, and writes it there; it prints the error of the
+times and how the model ranks the measured plans, before and after, on the fitted
+timings and on those given with ``--check``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import statistics
+import sys
+from pathlib import Path
+
+import numpy as np
+
+from mmsuite.cuda_dispatch import model
+from mmsuite.cuda_dispatch.device import H100_SXM
+from mmsuite.cuda_dispatch.variants import BY_KEY, VARIANTS, Candidate, Config, candidates
+
+SEEDS = {"moderate": 2323, "short": 2325, "long": 2327}
+#: The model's terms these timings inform: rung 21's staged store share and its plain tiles'
+#: unaligned shares (fitted before with C's scalar stores beside them; rung 23's tiles store
+#: scalars still, and these timings would charge that to their loads; the fused tiles'
+#: stores of C are scalar too).
+FREE = [("shared", "staged_store")] + [
+    ("unaligned", v.key) for v in VARIANTS
+    if v.family == "splitk" and isinstance(v.config, Config) and not v.config.fused]
+
+
+def _log_uniform(rng: np.random.Generator, low: float, high: float) -> int:
+    return int(round(math.exp(rng.uniform(math.log(low), math.log(high)))))
+
+
+def calibration_shapes(kind: str, seed: int, count: int) -> list[tuple[int, int, int, int]]:
+    """(m, n, k, batch), column-major, of the set ``kind`` (module docstring); three in four
+    with M not a multiple of 4 (odd or 2 mod 4, in turn)."""
+    rng = np.random.default_rng(seed)
+    out: list[tuple[int, int, int, int]] = []
+    while len(out) < count:
+        if kind == "long":
+            m, n = _log_uniform(rng, 16, 8192), _log_uniform(rng, 16, 8192)
+            k = _log_uniform(rng, 1000, 8000)
+            fits = 2**16 <= m * n <= 2**22 and m * n * k <= 2**33
+        else:
+            m, n = _log_uniform(rng, 200, 16384), _log_uniform(rng, 200, 16384)
+            k = _log_uniform(rng, 24, 320) if kind == "moderate" else _log_uniform(rng, 4, 64)
+            fits = m * n >= 2**20 and m * n * k <= 2**32
+        if not fits:
+            continue
+        if len(out) % 4 != 3:
+            m += (1, 2, 3, 0)[m % 4] if len(out) % 2 else (2, 1, 0, 3)[m % 4]
+        out.append((m, n, k, 1))
+    return out
+
+
+def _shape(text: str) -> tuple[int, int, int, int]:
+    """Row-major ``MxNxK`` or ``BxMxNxK`` (a batch of B): the kernels see N x M."""
+    sizes = [int(x) for x in text.lower().split("x")]
+    batch, (m, n, k) = (sizes[0], sizes[1:]) if len(sizes) == 4 else (1, sizes)
+    return n, m, k, batch
+
+
+def plans(m: int, n: int, k: int, batch: int, device, params) -> list[Candidate]:
+    """The model's eight best, then each split-K, stream-K and short-K variant at the split
+    the model ranks best for it, once each."""
+    ranked = model.ranked(candidates(m, n, k, batch, device), m, n, k, batch, device, params)
+    best = [c for _, c in ranked[:8]]
+    per_variant: dict[str, Candidate] = {}
+    for _, c in ranked:
+        if c.family in ("splitk", "streamk", "shortk"):
+            per_variant.setdefault(c.variant.key, c)
+    return list(dict.fromkeys(best + list(per_variant.values())))
+
+
+def measure(shapes: list[tuple[int, int, int, int]], max_seconds: float,
+            out: Path | None = None) -> list[dict]:
+    from mmsuite import catalogue
+    from mmsuite.backends.cuda import launch_of
+    from mmsuite.cuda_dispatch.search import PlanTimer
+    from mmsuite.measure import Sampling
+    from mmsuite.problem import Problem
+
+    sampling = Sampling(min_samples=5, min_seconds=0.0, noise_target=0.01,
+                        max_seconds=max_seconds, name="tiles")
+    rows = []
+    for index, (m, n, k, batch) in enumerate(shapes, 1):
+        problem = Problem(n, m, k, batch)  # row-major: the kernels see m x n
+        row: dict = {"dims": [m, n, k, batch], "timings": [], "rungs_ms": {}}
+        with PlanTimer(problem) as timer:
+            device = timer.device
+            params = model.parameters_for(device.name)
+            for candidate in plans(m, n, k, batch, device, params):
+                try:
+                    timer.use(timer.decision(candidate))
+                    ms = statistics.median(timer.time(sampling))
+                except RuntimeError as exc:
+                    print(f"  {candidate.label}: {exc}", file=sys.stderr)
+                    row.setdefault("failed", []).append(candidate.variant.key)
+                    continue
+                row["timings"].append({"key": candidate.variant.key,
+                                       "split": candidate.split, "ms": ms})
+            decision = timer.decision()
+            row["rung22"] = f"{decision.candidate.variant.key}/{decision.candidate.split}"
+            launch = launch_of(catalogue.get("cuda.22_adaptive"))
+            assert callable(launch.planner)
+            timer.use_plan(launch.planner(timer.call, device, None))
+            timer.check("cuda.22_adaptive")
+            row["rungs_ms"]["cuda.22_adaptive"] = statistics.median(timer.time(sampling))
+            row["rungs_ms"]["cuda.cublas"] = statistics.median(timer.cublas(sampling))
+        best = min(row["timings"], key=lambda t: t["ms"])
+        cublas, own = row["rungs_ms"]["cuda.cublas"], row["rungs_ms"]["cuda.22_adaptive"]
+        print(f"[{index}/{len(shapes)}] {n}x{m}x{k} (kernel {m}x{n}): cuBLAS "
+              f"{cublas * 1e3:.1f} us, rung 22 {own * 1e3:.1f} us ({row['rung22']}, "
+              f"{100 * cublas / own:.1f}% of cuBLAS), fastest {best['key']}/{best['split']} "
+              f"{best['ms'] * 1e3:.1f} us", flush=True)
+        rows.append(row)
+        if out is not None:  # as it goes: a run cut short keeps its rows
+            out.write_text(json.dumps({"rows": rows}, indent=1))
+    return rows
+
+
+def timings_of(rows: list[dict]) -> list[model.Timing]:
+    """The timed plans that rung 22 offers for their problem."""
+    out = []
+    for row in rows:
+        m, n, k, batch = row["dims"]
+        offered = set(candidates(m, n, k, batch, H100_SXM))
+        for t in row["timings"]:
+            candidate = Candidate(BY_KEY[t["key"]], t["split"])
+            if candidate in offered:
+                out.append(model.Timing(m, n, k, batch, candidate, t["ms"] * 1e-3))
+    return out
+
+
+def report(label: str, rows: list[dict], params: model.Parameters) -> dict:
+    timings = timings_of(rows)
+    accuracy = model.ranking_accuracy(timings, H100_SXM, params)
+    error = model.log_error(timings, H100_SXM, params)
+    print(f"{label}: log error {error:.3f}; ranking {accuracy.to_dict()}")
+    return {"log_error": round(error, 3), **accuracy.to_dict()}
+
+
+def fit(paths: list[Path], check: list[Path]) -> None:
+    from mmsuite.cuda_dispatch.tuning_file import bundled_model_path, load_model, store_model
+
+    rows = [row for path in paths for row in json.loads(path.read_text())["rows"]]
+    held = [row for path in check for row in json.loads(path.read_text())["rows"]]
+    path = bundled_model_path(H100_SXM.name)
+    assert path is not None
+    data = load_model(path)
+    start = model.Parameters.from_dict(data["parameters"], str(path))
+    fitted = model.fit(timings_of(rows), H100_SXM, start, only=FREE)
+    summary: dict = {}
+    for label, params in (("before", start), ("after", fitted)):
+        summary[label] = {"fitted": report(f"{label}, fitted shapes", rows, params)}
+        if held:
+            summary[label]["held_back"] = report(f"{label}, held-back shapes", held, params)
+    merged = start.to_dict()
+    for table, name in FREE:
+        value = fitted.to_dict()[table].get(name)
+        if value is not None:
+            merged[table][name] = round(value, 6)
+    # A fused tile without a share of its own took its plain tile's: it keeps the one it had.
+    for v in VARIANTS:
+        if isinstance(v.config, Config) and v.config.fused and v.key not in merged["unaligned"]:
+            merged["unaligned"][v.key] = round(start.misaligned(v.key, v.config), 6)
+    print(f"staged_store: {start['staged_store']} -> {merged['shared']['staged_store']}")
+    extra = {k: v for k, v in data.items() if k not in ("format", "device", "parameters")}
+    store_model(path, data["device"], merged, **extra)
+    print(f"wrote the staged store share and the plain tiles' unaligned shares to {path}")
+    print(json.dumps(summary))
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    sub = parser.add_subparsers(dest="command", required=True)
+    run = sub.add_parser("measure")
+    run.add_argument("--set", choices=sorted(SEEDS), default="moderate")
+    run.add_argument("--seed", type=int, default=None, help="default: the set's fitted seed")
+    run.add_argument("--count", type=int, default=16)
+    run.add_argument("--shapes", nargs="*", default=None,
+                     help="row-major MxNxK (or BxMxNxK) instead")
+    run.add_argument("--out", type=Path, required=True)
+    run.add_argument("--max-seconds", type=float, default=0.1)
+    refit = sub.add_parser("fit")
+    refit.add_argument("timings", type=Path, nargs="+")
+    refit.add_argument("--check", type=Path, nargs="*", default=[],
+                       help="timings of shapes not fitted on, to report the ranking on")
+    args = parser.parse_args()
+    if args.command == "fit":
+        fit(args.timings, args.check)
+        return
+    seed = SEEDS[args.set] if args.seed is None else args.seed
+    shapes = ([_shape(s) for s in args.shapes] if args.shapes
+              else calibration_shapes(args.set, seed, args.count))
+    rows = measure(shapes, args.max_seconds, args.out)
+    args.out.write_text(json.dumps({"set": None if args.shapes else args.set,
+                                    "seed": None if args.shapes else seed, "rows": rows},
+                                   indent=1))
+
+
+if __name__ == "__main__":
+    main()
