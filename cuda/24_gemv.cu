@@ -35,7 +35,8 @@
 // SKINNY (1, 2, 4, 8 or 16) sizes the registers and shared panels: the planner
 // (mmsuite/cuda_dispatch) compiles the least one that holds the skinny side.
 // Edges: predicated 16-byte or scalar loads with zero fill (M or K not a
-// multiple of 4 take scalar loads), any M, N, K >= 1 and any batch
+// multiple of 4 take scalar loads; in mm_24_gemv_n a lane's four scalar rows are
+// 32 apart, so that a warp's loads stay coalesced), any M, N, K >= 1 and any batch
 // (blockIdx.z). Row-major problems reach these kernels with M and N swapped,
 // so both skinny sides of either layout meet one of the two.
 #include "common.cuh"
@@ -85,9 +86,13 @@ mm_24_gemv_n(int M, int N, int K, float alpha, const float* A, const float* B, f
     C += mat * (size_t)M * N_all + (size_t)SKINNY * group * M;
     W += (size_t)SKINNY * group * M;
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
-    const int i = blockIdx.x * N_ROWS + 4 * lane;
-    const int rows_left = M - i;
+    // M a multiple of 4: a lane's rows are 4 lane .. +3 (one 16-byte load). Else its
+    // rows are lane, +32, +64, +96, so that each scalar load of the warp reads 32
+    // consecutive floats (128 bytes) rather than 512 bytes at a stride of 16.
     const bool vec_m = (M & 3) == 0;
+    const int lane_row = vec_m ? 4 * lane : lane;
+    const int i = blockIdx.x * N_ROWS + lane_row;
+    const int rows_left = M - i;
     const int kb = min(K, slice * kchunk), ke = min(K, kb + kchunk);
     float acc[4][SKINNY] = {};
     for (int kc = kb; kc < ke; kc += N_SUB) {
@@ -102,8 +107,8 @@ mm_24_gemv_n(int M, int N, int K, float alpha, const float* A, const float* B, f
             float4 a[UNROLL];
 #pragma unroll
             for (int u = 0; u < UNROLL; ++u)
-                a[u] = load4(A + (size_t)(kc + k + u) * M + i, k + u < sub ? rows_left : 0,
-                             vec_m);
+                a[u] = load4_rows<32, true>(A + (size_t)(kc + k + u) * M + i,
+                                            k + u < sub ? rows_left : 0, vec_m);
 #pragma unroll
             for (int u = 0; u < UNROLL; ++u) {
                 if (k + u >= sub) break;
@@ -122,8 +127,8 @@ mm_24_gemv_n(int M, int N, int K, float alpha, const float* A, const float* B, f
     __syncthreads();  // the panel now holds each warp's sums: [warp][j][row]
 #pragma unroll
     for (int j = 0; j < SKINNY; ++j)
-        *reinterpret_cast<float4*>(panel + (warp * SKINNY + j) * N_ROWS + 4 * lane) =
-            make_float4(acc[0][j], acc[1][j], acc[2][j], acc[3][j]);
+        store4_rows<32, true>(panel + (warp * SKINNY + j) * N_ROWS + lane_row,
+                              make_float4(acc[0][j], acc[1][j], acc[2][j], acc[3][j]), vec_m);
     __syncthreads();
     float* out = splits == 1 ? C : W + (mat * splits + slice) * (size_t)M * N_all;
     const float alpha_c = alpha, beta_c = beta;  // C's, for a fused sum

@@ -4,20 +4,25 @@ the cost model's store share for rung 21's tiles there.
     python scripts/tile_calibration.py measure --out timings.json [--set moderate] [--seed N]
     python scripts/tile_calibration.py measure --out timings.json --shapes 13780x234x79 ...
     python scripts/tile_calibration.py fit timings.json ... [--check held.json ...] [--latency]
+    python scripts/tile_calibration.py fit timings.json ... --gemv
 
 ``measure`` (on a GPU) verifies and times, per problem, the model's eight best plans and
-every split-K, stream-K and short-K variant at the split the model likes best for it, then
+every split-K, stream-K, short-K and GEMV variant at the split the model likes best for it, then
 rung 22's own plan and cuBLAS, by the suite's timer. The problems are drawn from
 ``--seed`` (``--set``: ``moderate``, M and N log-uniform in [200, 16384] with M x N at least
 2^20 and K log-uniform in [24, 320]; ``short``, the same with K in [4, 64]; ``long``, M x N
-in [2^16, 2^22] and K in [1000, 8000]; three in four with the kernel's M not a multiple of
-4), or given as row-major ``MxNxK`` with ``--shapes``. The fitted seeds are 2323
-(moderate), 2325 (short) and 2327 (long); none of their shapes is in a judge seed's draw.
+in [2^16, 2^22] and K in [1000, 8000]; ``skinny``, N in [1, 16], M in [1000, 16384] and K
+in [2000, 16384], M x N x K at least 2^28 so that rung 24 streams A at the memory's rate;
+three in four with the kernel's M not a multiple of 4), or given as row-major ``MxNxK`` with
+``--shapes``. The fitted seeds are 2323 (moderate), 2325 (short), 2327 (long) and 2329
+(skinny); none of their shapes is in a judge seed's draw.
 Other seeds give shapes to check a fit on.
 
 ``fit`` refits, on those timings, the share of the store rate that rung 21's tiles reach
 where M is not a multiple of 4 (``staged_store``: C through shared memory) and the plain
-tiles' unaligned shares, or with ``--latency`` the block latency of the largest tiles,
+tiles' unaligned shares, or with ``--latency`` the block latency of the largest tiles, or
+with ``--gemv`` the unaligned shares of rung 24's N-side variants (A streamed, M not a
+multiple of 4),
 every other figure held at the device's model file, and writes them there; it prints the
 error of the times and how the model ranks the measured plans, before and after, on the
 fitted timings and on those given with ``--check``.
@@ -38,7 +43,7 @@ from mmsuite.cuda_dispatch import model
 from mmsuite.cuda_dispatch.device import H100_SXM
 from mmsuite.cuda_dispatch.variants import BY_KEY, VARIANTS, Candidate, Config, candidates
 
-SEEDS = {"moderate": 2323, "short": 2325, "long": 2327}
+SEEDS = {"moderate": 2323, "short": 2325, "long": 2327, "skinny": 2329}
 #: The model's terms these timings inform: rung 21's staged store share and its plain tiles'
 #: unaligned shares (fitted before with C's scalar stores beside them; rung 23's tiles store
 #: scalars still, and these timings would charge that to their loads; the fused tiles'
@@ -51,6 +56,11 @@ FREE = [("shared", "staged_store")] + [
 #: 256x128 tiles with BK 8 had a latency of their own fitted, 19 us, and are held).
 LATENCY = [("latency", f"splitk:{name}") for name in (
     "256x128x16_t8x8_lr2", "256x128x16", "128x256x16", "128x256x8_s2", "512x64x16_t8x8_lr8")]
+#: ``fit --gemv`` frees the unaligned shares of rung 24's N-side variants, which read A's
+#: columns in scalar loads where M is not a multiple of 4 (coalesced since the lanes' rows
+#: are spread 32 apart; fitted before at the bound, 0.3, when a warp's loads were strided).
+GEMV_N = [("unaligned", v.key) for v in VARIANTS
+          if v.family == "gemv" and getattr(v.config, "side", "") == "n"]
 
 
 def _log_uniform(rng: np.random.Generator, low: float, high: float) -> int:
@@ -63,7 +73,11 @@ def calibration_shapes(kind: str, seed: int, count: int) -> list[tuple[int, int,
     rng = np.random.default_rng(seed)
     out: list[tuple[int, int, int, int]] = []
     while len(out) < count:
-        if kind == "long":
+        if kind == "skinny":
+            m, n = _log_uniform(rng, 1000, 16384), int(rng.integers(1, 17))
+            k = _log_uniform(rng, 2000, 16384)
+            fits = m * n * k >= 2**28 and m * k <= 2**27
+        elif kind == "long":
             m, n = _log_uniform(rng, 16, 8192), _log_uniform(rng, 16, 8192)
             k = _log_uniform(rng, 1000, 8000)
             fits = 2**16 <= m * n <= 2**22 and m * n * k <= 2**33
@@ -93,7 +107,7 @@ def plans(m: int, n: int, k: int, batch: int, device, params) -> list[Candidate]
     best = [c for _, c in ranked[:8]]
     per_variant: dict[str, Candidate] = {}
     for _, c in ranked:
-        if c.family in ("splitk", "streamk", "shortk"):
+        if c.family in ("splitk", "streamk", "shortk", "gemv"):
             per_variant.setdefault(c.variant.key, c)
     return list(dict.fromkeys(best + list(per_variant.values())))
 
@@ -190,11 +204,12 @@ def fit(paths: list[Path], check: list[Path], free: list[tuple[str, str]] = FREE
     for v in VARIANTS:
         if isinstance(v.config, Config) and v.config.fused and v.key not in merged["unaligned"]:
             merged["unaligned"][v.key] = round(start.misaligned(v.key, v.config), 6)
-    for table, name in free:
+    refitted = [(table, name) for table, name in free if name in merged[table]]
+    for table, name in refitted:
         print(f"{table} {name}: {start.to_dict()[table].get(name)} -> {merged[table][name]}")
     extra = {k: v for k, v in data.items() if k not in ("format", "device", "parameters")}
     store_model(path, data["device"], merged, **extra)
-    print(f"wrote {len(free)} refitted figures to {path}")
+    print(f"wrote {len(refitted)} refitted figures to {path}")
     print(json.dumps(summary))
 
 
@@ -213,11 +228,15 @@ def main() -> None:
     refit.add_argument("timings", type=Path, nargs="+")
     refit.add_argument("--check", type=Path, nargs="*", default=[],
                        help="timings of shapes not fitted on, to report the ranking on")
-    refit.add_argument("--latency", action="store_true",
-                       help="refit the largest tiles' block latency instead (LATENCY)")
+    free = refit.add_mutually_exclusive_group()
+    free.add_argument("--latency", action="store_true",
+                      help="refit the largest tiles' block latency instead (LATENCY)")
+    free.add_argument("--gemv", action="store_true",
+                      help="refit rung 24's N-side unaligned shares instead (GEMV_N)")
     args = parser.parse_args()
     if args.command == "fit":
-        fit(args.timings, args.check, LATENCY if args.latency else FREE)
+        fit(args.timings, args.check,
+            LATENCY if args.latency else GEMV_N if args.gemv else FREE)
         return
     seed = SEEDS[args.set] if args.seed is None else args.seed
     shapes = ([_shape(s) for s in args.shapes] if args.shapes

@@ -528,9 +528,12 @@ def _gemv_problems(config) -> list[Problem]:
     else:
         sizes = [(skinny, 257, 139), (max(1, skinny - 1), 263, 1031)]
     (m0, n0, k0), (m1, n1, k1) = sizes
-    return [Problem(m0, n0, k0, batch=2, layout="col", alpha=0.5, beta=2.0),
-            Problem(n1, m1, k1, layout="row", beta=1.0),  # the kernel sees m1 x n1
-            Problem(m1, n1, 4096 + 3, layout="col")]
+    problems = [Problem(m0, n0, k0, batch=2, layout="col", alpha=0.5, beta=2.0),
+                Problem(n1, m1, k1, layout="row", beta=1.0),  # the kernel sees m1 x n1
+                Problem(m1, n1, 4096 + 3, layout="col")]
+    if config.side == "n":  # M a multiple of 4 over three row blocks: the 16-byte loads
+        problems.append(Problem(260, max(1, skinny - 1), 77, layout="col", beta=0.5))
+    return problems
 
 
 def _agreeing(variant) -> list[tuple[Problem, int]]:
