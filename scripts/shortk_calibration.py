@@ -20,7 +20,6 @@ from __future__ import annotations
 import argparse
 import json
 import math
-import statistics
 import sys
 from pathlib import Path
 
@@ -69,9 +68,7 @@ def calibration_shapes(seed: int = SEED) -> list[tuple[int, int, int, int]]:
 
 
 def measure(shapes: list[tuple[int, int, int, int]], max_seconds: float) -> list[dict]:
-    from mmsuite import catalogue
-    from mmsuite.backends.cuda import launch_of
-    from mmsuite.cuda_dispatch.search import PlanTimer
+    from mmsuite.cuda_dispatch.search import PlanTimer, time_plans
     from mmsuite.measure import Sampling
     from mmsuite.problem import Problem
 
@@ -80,7 +77,6 @@ def measure(shapes: list[tuple[int, int, int, int]], max_seconds: float) -> list
     rows = []
     for index, (m, n, k, batch) in enumerate(shapes, 1):
         problem = Problem(n, m, k, batch)  # row-major: the kernels see m x n
-        row: dict = {"dims": [m, n, k, batch], "timings": [], "rungs_ms": {}}
         with PlanTimer(problem) as timer:
             assert timer.dims == (m, n, k, batch)
             device = timer.device
@@ -91,24 +87,12 @@ def measure(shapes: list[tuple[int, int, int, int]], max_seconds: float) -> list
             others = [c for _, c in model.ranked(candidates(m, n, k, batch, device),
                                                  m, n, k, batch, device, params)
                       if c.family != "shortk"][:3]
-            for candidate in own + others:
-                try:
-                    timer.use(timer.decision(candidate))
-                    ms = statistics.median(timer.time(sampling))
-                except RuntimeError as exc:
-                    print(f"  {candidate.label}: {exc}", file=sys.stderr)
-                    row.setdefault("failed", []).append(candidate.variant.key)
-                    continue
-                row["timings"].append({"key": candidate.variant.key,
-                                       "split": candidate.split, "ms": ms})
+            timed = time_plans(timer, own + others, sampling, rungs=("cuda.22_adaptive",),
+                               with_cublas=True,
+                               progress=lambda line: print(line, file=sys.stderr))
             decision = timer.decision()
-            row["rung22"] = decision.candidate.variant.key
-            launch = launch_of(catalogue.get("cuda.22_adaptive"))
-            assert callable(launch.planner)
-            timer.use_plan(launch.planner(timer.call, device, None))
-            timer.check("cuda.22_adaptive")
-            row["rungs_ms"]["cuda.22_adaptive"] = statistics.median(timer.time(sampling))
-            row["rungs_ms"]["cuda.cublas"] = statistics.median(timer.cublas(sampling))
+        row: dict = {"dims": [m, n, k, batch], **timed.as_row(),
+                     "rung22": decision.candidate.variant.key}
         best = min(row["timings"], key=lambda t: t["ms"])
         print(f"[{index}/{len(shapes)}] {batch}x{m}x{n}x{k}: cuBLAS "
               f"{row['rungs_ms']['cuda.cublas'] * 1e3:.1f} us, rung 22 "

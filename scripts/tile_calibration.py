@@ -33,7 +33,6 @@ from __future__ import annotations
 import argparse
 import json
 import math
-import statistics
 import sys
 from pathlib import Path
 
@@ -114,9 +113,7 @@ def plans(m: int, n: int, k: int, batch: int, device, params) -> list[Candidate]
 
 def measure(shapes: list[tuple[int, int, int, int]], max_seconds: float,
             out: Path | None = None) -> list[dict]:
-    from mmsuite import catalogue
-    from mmsuite.backends.cuda import launch_of
-    from mmsuite.cuda_dispatch.search import PlanTimer
+    from mmsuite.cuda_dispatch.search import PlanTimer, time_plans
     from mmsuite.measure import Sampling
     from mmsuite.problem import Problem
 
@@ -125,28 +122,15 @@ def measure(shapes: list[tuple[int, int, int, int]], max_seconds: float,
     rows = []
     for index, (m, n, k, batch) in enumerate(shapes, 1):
         problem = Problem(n, m, k, batch)  # row-major: the kernels see m x n
-        row: dict = {"dims": [m, n, k, batch], "timings": [], "rungs_ms": {}}
         with PlanTimer(problem) as timer:
             device = timer.device
             params = model.parameters_for(device.name)
-            for candidate in plans(m, n, k, batch, device, params):
-                try:
-                    timer.use(timer.decision(candidate))
-                    ms = statistics.median(timer.time(sampling))
-                except RuntimeError as exc:
-                    print(f"  {candidate.label}: {exc}", file=sys.stderr)
-                    row.setdefault("failed", []).append(candidate.variant.key)
-                    continue
-                row["timings"].append({"key": candidate.variant.key,
-                                       "split": candidate.split, "ms": ms})
+            timed = time_plans(timer, plans(m, n, k, batch, device, params), sampling,
+                               rungs=("cuda.22_adaptive",), with_cublas=True,
+                               progress=lambda line: print(line, file=sys.stderr))
             decision = timer.decision()
-            row["rung22"] = f"{decision.candidate.variant.key}/{decision.candidate.split}"
-            launch = launch_of(catalogue.get("cuda.22_adaptive"))
-            assert callable(launch.planner)
-            timer.use_plan(launch.planner(timer.call, device, None))
-            timer.check("cuda.22_adaptive")
-            row["rungs_ms"]["cuda.22_adaptive"] = statistics.median(timer.time(sampling))
-            row["rungs_ms"]["cuda.cublas"] = statistics.median(timer.cublas(sampling))
+        row: dict = {"dims": [m, n, k, batch], **timed.as_row(),
+                     "rung22": f"{decision.candidate.variant.key}/{decision.candidate.split}"}
         best = min(row["timings"], key=lambda t: t["ms"])
         cublas, own = row["rungs_ms"]["cuda.cublas"], row["rungs_ms"]["cuda.22_adaptive"]
         print(f"[{index}/{len(shapes)}] {n}x{m}x{k} (kernel {m}x{n}): cuBLAS "

@@ -318,6 +318,13 @@ class ShapeTimings:
     rungs_ms: dict[str, float] = field(default_factory=dict)
 
 
+    def as_row(self) -> dict:
+        """The timings as a calibration file's row: milliseconds, plans by variant key."""
+        return {"timings": [{"key": t.candidate.variant.key, "split": t.candidate.split,
+                             "ms": t.seconds * 1e3} for t in self.timings],
+                "rungs_ms": dict(self.rungs_ms), "failed": sorted(self.skipped)}
+
+
 def measure_candidates(problem: Problem, limit: int, sampling,
                        params: model.Parameters | None = None,
                        rungs: Sequence[str] = (), with_cublas: bool = False,
@@ -325,9 +332,6 @@ def measure_candidates(problem: Problem, limit: int, sampling,
     """The best ``limit`` split-K candidates of the model (``params``) and as many stream-K
     and GEMV ones among its best 3 ``limit``, each verified and timed; then each of
     ``rungs`` with its own plan, and cuBLAS."""
-    from .. import catalogue
-    from ..backends.cuda import launch_of
-
     with PlanTimer(problem) as timer:
         m, n, k, batch = timer.dims
         params = params or model.parameters_for(timer.device.name)
@@ -335,29 +339,41 @@ def measure_candidates(problem: Problem, limit: int, sampling,
                                              m, n, k, batch, timer.device, params)]
         splitk = [c for c in ranked if c.family == "splitk"][:limit]
         others = [c for c in ranked[:3 * limit] if c.family != "splitk"][:limit]
-        out = ShapeTimings(problem, timer.dims)
-        for candidate in splitk + others:
-            try:
-                timer.use(timer.decision(candidate))
-                ms = statistics.median(timer.time(sampling))
-            except RuntimeError as exc:
-                out.skipped[candidate.label] = str(exc)
-                progress(f"  skipped {candidate.label}: {exc}")
-                continue
-            out.timings.append(model.Timing(m, n, k, batch, candidate, ms * 1e-3))
-        for kernel_id in rungs:
-            launch = launch_of(catalogue.get(kernel_id))
-            if launch.planner is None:
-                timer.use_plan(launch.plan(timer.call, "col"))
-            elif callable(launch.planner):
-                timer.use_plan(launch.planner(timer.call, timer.device, None))
-            else:
-                raise ValueError(f"{kernel_id} is planned by {launch.planner}, "
-                                 "which the search does not call")
-            timer.check(kernel_id)
-            out.rungs_ms[kernel_id] = statistics.median(timer.time(sampling))
-        if with_cublas:
-            out.rungs_ms["cuda.cublas"] = statistics.median(timer.cublas(sampling))
+        return time_plans(timer, splitk + others, sampling, rungs, with_cublas, progress)
+
+
+def time_plans(timer: PlanTimer, plans: Sequence[Candidate], sampling,
+               rungs: Sequence[str] = (), with_cublas: bool = False,
+               progress: Callable[[str], None] = print) -> ShapeTimings:
+    """Each of ``plans`` verified and timed on ``timer``'s problem (one that fails is
+    skipped, and said); then each of ``rungs`` with its own plan, and cuBLAS."""
+    from .. import catalogue
+    from ..backends.cuda import launch_of
+
+    m, n, k, batch = timer.dims
+    out = ShapeTimings(timer.problem, timer.dims)
+    for candidate in plans:
+        try:
+            timer.use(timer.decision(candidate))
+            ms = statistics.median(timer.time(sampling))
+        except RuntimeError as exc:
+            out.skipped[candidate.label] = str(exc)
+            progress(f"  skipped {candidate.label}: {exc}")
+            continue
+        out.timings.append(model.Timing(m, n, k, batch, candidate, ms * 1e-3))
+    for kernel_id in rungs:
+        launch = launch_of(catalogue.get(kernel_id))
+        if launch.planner is None:
+            timer.use_plan(launch.plan(timer.call, "col"))
+        elif callable(launch.planner):
+            timer.use_plan(launch.planner(timer.call, timer.device, None))
+        else:
+            raise ValueError(f"{kernel_id} is planned by {launch.planner}, "
+                             "which the search does not call")
+        timer.check(kernel_id)
+        out.rungs_ms[kernel_id] = statistics.median(timer.time(sampling))
+    if with_cublas:
+        out.rungs_ms["cuda.cublas"] = statistics.median(timer.cublas(sampling))
     return out
 
 

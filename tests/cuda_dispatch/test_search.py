@@ -137,3 +137,25 @@ def test_row_major_problems_are_keyed_by_the_kernels_own_sizes(fake) -> None:
     done = search.tune_problem(Problem(300, 20, 64), limit=3, confirm=1,
                                progress=lambda _: None)
     assert done["key"] == "20x300x64x1"
+
+
+def test_timed_plans_skip_a_failing_one_and_give_a_calibration_row(fake) -> None:
+    """The calibration scripts and ``--fit-model`` time plans the same way: each verified
+    and timed, one that fails skipped with its reason, cuBLAS last where asked."""
+    timer = FakeTimer(Problem(300, 20, 64))
+    m, n, k, batch = timer.dims
+    ranked = [c for _, c in search.model.ranked(search.candidates(m, n, k, batch, H100),
+                                                m, n, k, batch)]
+    good, bad = ranked[0], ranked[1]
+    fake.times, fake.failing = {good.label: 2.0}, {bad.label}
+    timer.cublas = lambda sampling: [0.5, 0.5, 0.5]
+    lines: list[str] = []
+    timed = search.time_plans(timer, [good, bad], sampling=None, with_cublas=True,
+                              progress=lines.append)
+    assert [t.candidate for t in timed.timings] == [good]
+    assert timed.timings[0].seconds == pytest.approx(2.0e-3, rel=0.01)
+    assert list(timed.skipped) == [bad.label] and lines[0].startswith(f"  skipped {bad.label}")
+    row = timed.as_row()
+    assert row["timings"] == [{"key": good.variant.key, "split": good.split,
+                               "ms": pytest.approx(2.0, rel=0.01)}]
+    assert row["rungs_ms"] == {"cuda.cublas": 0.5} and row["failed"] == [bad.label]
