@@ -32,6 +32,8 @@ from pathlib import Path
 
 import numpy as np
 
+from mmsuite.cuda_dispatch.search import log_uniform
+
 LIMIT = 16384
 RIVALS = ("cuda.20_tuned", "cuda.21_splitk", "cuda.23_streamk")
 JUDGED = "cuda.22_adaptive"
@@ -40,21 +42,17 @@ TUNING_ENV = "MMSUITE_TUNING_DIR"  # mmsuite.cuda_dispatch.tuning_file.TUNING_EN
 WITHIN = 1.03
 
 
-def log_uniform(rng: np.random.Generator) -> int:
-    return int(round(math.exp(rng.uniform(0.0, math.log(LIMIT)))))
-
-
 def draw(seed: int, count: int, batched: int) -> list[tuple[int, int, int, int]]:
     """(batch, m, n, k) problems: ``count`` single ones, then ``batched`` batched ones."""
     rng = np.random.default_rng(seed)
     shapes: list[tuple[int, int, int, int]] = []
     while len(shapes) < count:
-        m, n, k = (log_uniform(rng) for _ in range(3))
+        m, n, k = (log_uniform(rng, 1, LIMIT) for _ in range(3))
         if m * n * k <= 2**37:
             shapes.append((1, m, n, k))
     while len(shapes) < count + batched:
         batch = int(rng.integers(2, 65))
-        m, n, k = (log_uniform(rng) for _ in range(3))
+        m, n, k = (log_uniform(rng, 1, LIMIT) for _ in range(3))
         if m * n * k * batch <= 2**35:
             shapes.append((batch, m, n, k))
     return shapes

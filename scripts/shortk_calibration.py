@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 import sys
 from pathlib import Path
 
@@ -27,6 +26,7 @@ import numpy as np
 
 from mmsuite.cuda_dispatch import model
 from mmsuite.cuda_dispatch.device import H100_SXM
+from mmsuite.cuda_dispatch.search import log_uniform
 from mmsuite.cuda_dispatch.variants import (
     BY_KEY,
     SHORTK_CONFIGS,
@@ -40,27 +40,23 @@ from mmsuite.cuda_dispatch.variants import (
 SEED = 5150
 
 
-def _log_uniform(rng: np.random.Generator, low: float, high: float) -> int:
-    return int(round(math.exp(rng.uniform(math.log(low), math.log(high)))))
-
-
 def calibration_shapes(seed: int = SEED) -> list[tuple[int, int, int, int]]:
     """(m, n, k, batch), column-major: 12 tiny, 14 small-M wide, 10 short-K wide, and for
     the fitted seed 5 with enough FMAs (2^28 or more) to tell the variants' rates."""
     rng = np.random.default_rng(seed)
     out = []
     for i in range(12):  # tiny: one block or a few; the launch and the K chunks decide
-        batch = 1 if i % 2 == 0 else _log_uniform(rng, 2, 8)
-        out.append((_log_uniform(rng, 1, 48), _log_uniform(rng, 1, 48),
-                    _log_uniform(rng, 8, 128), batch))
+        batch = 1 if i % 2 == 0 else log_uniform(rng, 2, 8)
+        out.append((log_uniform(rng, 1, 48), log_uniform(rng, 1, 48),
+                    log_uniform(rng, 8, 128), batch))
     while len(out) < 26:  # M within a whole-column block, N wide, often batched
-        m, n = _log_uniform(rng, 2, 32), _log_uniform(rng, 256, 16384)
-        k, batch = _log_uniform(rng, 4, 128), _log_uniform(rng, 1, 64)
+        m, n = log_uniform(rng, 2, 32), log_uniform(rng, 256, 16384)
+        k, batch = log_uniform(rng, 4, 128), log_uniform(rng, 1, 64)
         if m * n * batch <= 2**25:
             out.append((m, n, k, batch))
     while len(out) < 36:  # short K, C large: the stores and the FMAs
-        out.append((_log_uniform(rng, 256, 8192), _log_uniform(rng, 256, 8192),
-                    _log_uniform(rng, 1, 96), 1))
+        out.append((log_uniform(rng, 256, 8192), log_uniform(rng, 256, 8192),
+                    log_uniform(rng, 1, 96), 1))
     if seed != SEED:
         return out
     return out + [(32, 16384, 128, 16), (16, 8192, 96, 40), (7, 12000, 120, 64),

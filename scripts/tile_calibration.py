@@ -32,7 +32,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 import sys
 from pathlib import Path
 
@@ -40,6 +39,7 @@ import numpy as np
 
 from mmsuite.cuda_dispatch import model
 from mmsuite.cuda_dispatch.device import H100_SXM
+from mmsuite.cuda_dispatch.search import log_uniform
 from mmsuite.cuda_dispatch.variants import BY_KEY, VARIANTS, Candidate, Config, candidates
 
 SEEDS = {"moderate": 2323, "short": 2325, "long": 2327, "skinny": 2329}
@@ -62,10 +62,6 @@ GEMV_N = [("unaligned", v.key) for v in VARIANTS
           if v.family == "gemv" and getattr(v.config, "side", "") == "n"]
 
 
-def _log_uniform(rng: np.random.Generator, low: float, high: float) -> int:
-    return int(round(math.exp(rng.uniform(math.log(low), math.log(high)))))
-
-
 def calibration_shapes(kind: str, seed: int, count: int) -> list[tuple[int, int, int, int]]:
     """(m, n, k, batch), column-major, of the set ``kind`` (module docstring); three in four
     with M not a multiple of 4 (odd or 2 mod 4, in turn)."""
@@ -73,16 +69,16 @@ def calibration_shapes(kind: str, seed: int, count: int) -> list[tuple[int, int,
     out: list[tuple[int, int, int, int]] = []
     while len(out) < count:
         if kind == "skinny":
-            m, n = _log_uniform(rng, 1000, 16384), int(rng.integers(1, 17))
-            k = _log_uniform(rng, 2000, 16384)
+            m, n = log_uniform(rng, 1000, 16384), int(rng.integers(1, 17))
+            k = log_uniform(rng, 2000, 16384)
             fits = m * n * k >= 2**28 and m * k <= 2**27
         elif kind == "long":
-            m, n = _log_uniform(rng, 16, 8192), _log_uniform(rng, 16, 8192)
-            k = _log_uniform(rng, 1000, 8000)
+            m, n = log_uniform(rng, 16, 8192), log_uniform(rng, 16, 8192)
+            k = log_uniform(rng, 1000, 8000)
             fits = 2**16 <= m * n <= 2**22 and m * n * k <= 2**33
         else:
-            m, n = _log_uniform(rng, 200, 16384), _log_uniform(rng, 200, 16384)
-            k = _log_uniform(rng, 24, 320) if kind == "moderate" else _log_uniform(rng, 4, 64)
+            m, n = log_uniform(rng, 200, 16384), log_uniform(rng, 200, 16384)
+            k = log_uniform(rng, 24, 320) if kind == "moderate" else log_uniform(rng, 4, 64)
             fits = m * n >= 2**20 and m * n * k <= 2**32
         if not fits:
             continue

@@ -290,6 +290,11 @@ def tune_problem(problem: Problem, limit: int = DEFAULT_CANDIDATES,
 
 
 # ------------------------------------------------------- fitting the model
+def log_uniform(rng: np.random.Generator, low: float, high: float) -> int:
+    """A whole number drawn log-uniform in [low, high]: each factor of two as likely."""
+    return int(round(math.exp(rng.uniform(math.log(low), math.log(high)))))
+
+
 def sample_shapes(seed: int, count: int, batched: int = 0, max_flop_log2: float = 37.0,
                   largest: int = 16384) -> list[Problem]:
     """Seeded shapes: M, N, K log-uniform in [1, largest] with M N K <= 2^max_flop_log2
@@ -298,10 +303,10 @@ def sample_shapes(seed: int, count: int, batched: int = 0, max_flop_log2: float 
     rng = np.random.default_rng(seed)
     out: list[Problem] = []
     while len(out) < count + batched:
-        m, n, k = (int(round(math.exp(rng.uniform(0, math.log(largest))))) for _ in range(3))
+        m, n, k = (log_uniform(rng, 1, largest) for _ in range(3))
         batch = 1
         if len(out) >= count:
-            batch = int(round(math.exp(rng.uniform(math.log(2), math.log(64)))))
+            batch = log_uniform(rng, 2, 64)
         if math.log2(m) + math.log2(n) + math.log2(k) + math.log2(batch) <= max_flop_log2:
             out.append(Problem(m, n, k, batch))
     return out
