@@ -100,6 +100,12 @@ class Settings:
     duet: bool = False  # single-threaded CPU rows: both sides at once, each on a CPU
 
     @property
+    def bounds(self) -> tuple[float, float]:
+        """The ratios HEAD / BASE beyond which a change counts: slower above the first,
+        faster below the second."""
+        return 1.0 + self.threshold, 1.0 / (1.0 + self.threshold)
+
+    @property
     def look_confidence(self) -> float:
         """The confidence of each early look at a row's interval. A row is looked at up
         to ``MAX_LOOKS`` times and stops at the first decision, so each look spends a
@@ -312,7 +318,7 @@ def decide(pair: Pair, settings: Settings) -> tuple[str, str]:
         return "unsure", (f"{estimate.rounds} rounds from {pair.worker_pairs} pair of worker "
                           f"processes; a verdict needs {settings.min_worker_pairs}: raise "
                           "--max-time")
-    up, down = 1.0 + settings.threshold, 1.0 / (1.0 + settings.threshold)
+    up, down = settings.bounds
     dissent = dissenting_pairs(pair, settings)
     if dissent:
         return "unsure", (f"whole interval beyond ±{settings.threshold:.0%}, but the worker "
@@ -348,7 +354,7 @@ def dissenting_pairs(pair: Pair, settings: Settings) -> list[float]:
     estimate = pair.estimate
     if estimate is None or not estimate.bounded:
         return []
-    up, down = 1.0 + settings.threshold, 1.0 / (1.0 + settings.threshold)
+    up, down = settings.bounds
     ratios = pair.worker_pair_ratios()
     if estimate.low > up and not all(r > 1.0 for r in ratios):
         return ratios
