@@ -1,10 +1,19 @@
-"""cffi API-mode build of the CPU ladder: every csrc/NN_*.c rung plus the runtime helpers.
+"""cffi API-mode build of the CPU ladder: one extension per csrc/NN_<name>.c rung,
+``mmsuite._cladder.<name>``, each with the runtime helpers.
 
-Run by setuptools through ``cffi_modules`` in setup.py. Each rung file defines
-``void mm_<name>(MM_ARGS)``, where NN_<name>.c is the file name; the cdef is
-generated from the file list, so adding a rung needs no edit here. A rung may
-also define ``const char *mm_<name>_config(void)``, a line saying how it was
-built and blocked for this machine; it is declared when the file defines it.
+Run by setuptools through ``cffi_modules`` in setup.py (``CFFI_MODULES``). Each rung
+file defines ``void mm_<name>(MM_ARGS)``; the modules come from the file list, so
+adding a rung needs no edit here. A rung may also define
+``const char *mm_<name>_config(void)``, a line saying how it was built and blocked for
+this machine; it is declared when the file defines it.
+
+Why one extension per rung: a rung's shared object is then the exact code it runs, so
+a change to one rung leaves every other rung's object byte-identical, and a regression
+gate can say so (``mmsuite.identity``) instead of timing code that did not change. In
+one shared library, a change to one rung also moved every other rung's code, and two
+builds of an unchanged rung measured up to 11% apart under load. The build maps the
+source directory's path out of the debug information, so that the same source built
+in two checkouts gives the same bytes.
 
 MMSUITE_CFLAGS replaces the compiler flags, e.g. for a build without AVX-512 on
 an AVX-512 machine: MMSUITE_CFLAGS="-O3 -fopenmp -std=c11 -march=native -mno-avx512f".
@@ -26,6 +35,10 @@ ARGS = ("long m, long n, long k, long batch, float alpha, const float *a, const 
         "float beta, float *c")
 
 
+PACKAGE = "mmsuite._cladder"
+RUNTIME = "runtime.c"
+
+
 def compile_flags() -> list[str]:
     """-O3, the host's vector ISA and OpenMP; MMSUITE_CFLAGS replaces them."""
     if os.environ.get("MMSUITE_CFLAGS"):
@@ -36,40 +49,45 @@ def compile_flags() -> list[str]:
     return flags
 
 
+def rung_files() -> dict[str, str]:
+    """Each rung's name and its file in csrc/, in ladder order."""
+    return {m.group(1): f for f in sorted(os.listdir(CSRC)) if (m := RUNG_FILE.match(f))}
+
+
 def rung_names() -> list[str]:
-    return [m.group(1) for f in sorted(os.listdir(CSRC)) if (m := RUNG_FILE.match(f))]
+    return list(rung_files())
 
 
-def config_functions() -> list[str]:
-    """The ``mm_<name>_config`` functions the rung files define."""
-    found = []
-    for f in sorted(os.listdir(CSRC)):
-        if (m := RUNG_FILE.match(f)):
-            name = f"mm_{m.group(1)}_config"
-            if re.search(rf"\bconst char \*{name}\(void\)", (CSRC / f).read_text()):
-                found.append(name)
-    return found
+def config_function(name: str) -> str | None:
+    """The rung's ``mm_<name>_config`` function, where its file defines one."""
+    function = f"mm_{name}_config"
+    text = (CSRC / rung_files()[name]).read_text()
+    return function if re.search(rf"\bconst char \*{function}\(void\)", text) else None
 
 
-def make_builder() -> FFI:
-    flags = compile_flags()
+def make_builder(name: str) -> FFI:
+    """The extension ``mmsuite._cladder.<name>``: rung ``name`` and the runtime helpers."""
+    # The builds of two checkouts differ only by their paths, which the debug
+    # information would record: map them out, so equal sources give equal bytes.
+    flags = compile_flags() + [f"-ffile-prefix-map={ROOT}=."]
+    config = config_function(name)
     # The same prototypes go to cffi (cdef) and to the C wrapper (set_source):
-    # without them C would call the rungs through implicit declarations.
+    # without them C would call the rung through an implicit declaration.
     declarations = "\n".join(
-        [f"void mm_{name}({ARGS});" for name in rung_names()]
-        + [f"const char *{name}(void);" for name in config_functions()]) + """
+        [f"void mm_{name}({ARGS});"] + ([f"const char *{config}(void);"] if config else [])
+    ) + """
         void mm_set_threads(int threads);
         int mm_max_threads(void);
         const char *mm_cflags(void);
     """
     ffi = FFI()
     ffi.cdef(declarations)
-    # setuptools wants source paths relative to setup.py.
-    sources = [f"csrc/{f}" for f in sorted(os.listdir(CSRC)) if f.endswith(".c")]
+    shown = " ".join(compile_flags())
     ffi.set_source(
-        "mmsuite._ckernels",
-        declarations + f'const char *mm_cflags(void) {{ return "{" ".join(flags)}"; }}',
-        sources=sources,
+        f"{PACKAGE}.{name}",
+        declarations + f'const char *mm_cflags(void) {{ return "{shown}"; }}',
+        # setuptools wants source paths relative to setup.py.
+        sources=[f"csrc/{rung_files()[name]}", f"csrc/{RUNTIME}"],
         include_dirs=["csrc"],
         extra_compile_args=flags,
         extra_link_args=["-fopenmp"],
@@ -77,4 +95,7 @@ def make_builder() -> FFI:
     return ffi
 
 
-ffibuilder = make_builder()
+#: One builder per rung, each a name of this module for setup.py's ``cffi_modules``.
+BUILDERS = {f"{name}_builder": make_builder(name) for name in rung_names()}
+globals().update(BUILDERS)
+CFFI_MODULES = [f"mmsuite/_cbuild.py:{variable}" for variable in BUILDERS]

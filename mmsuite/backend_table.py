@@ -12,7 +12,16 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from types import MappingProxyType
 
-from .identity import CLBLAST, CUBLAS, HOST_BLAS, NO_TOOLCHAIN, NVRTC, OPENCL_PLATFORMS, CodeReaders
+from .identity import (
+    C_LADDER,
+    CLBLAST,
+    CUBLAS,
+    HOST_BLAS,
+    NO_TOOLCHAIN,
+    NVRTC,
+    OPENCL_PLATFORMS,
+    CodeReaders,
+)
 
 #: Where a backend's kernels run: the host's CPU, a GPU, or the device the user selects
 #: (OpenCL: a CPU or a GPU), which each result row then names in ``info.device_type``.
@@ -68,7 +77,7 @@ _ROWS = (
                      ("blas_coretype", "BLAS kernels (architecture)"),
                      ("blas_threads", "BLAS threads"), ("cflags", "C flags")),
         device_field=None, device_type_field=None,
-        code=CodeReaders(built="_ckernels", toolchain=NO_TOOLCHAIN, library=HOST_BLAS)),
+        code=CodeReaders(built=C_LADDER, toolchain=NO_TOOLCHAIN, library=HOST_BLAS)),
     BackendInfo(
         name="opencl", title="OpenCL", adapter="mmsuite.backends.opencl:OpenCLBackend",
         device=SELECTED, reference="opencl.clblast", peak=DEVICE_PEAK, isolated=False,

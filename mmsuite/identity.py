@@ -3,10 +3,11 @@ machine.
 
 A row's identity has three parts:
 
-- ``kernel``: the kernel's own code. For the C ladder, the built shared object (every
-  rung is in it, so any C change counts); for OpenCL and CUDA, the rung's source with
-  its headers inlined, as the run-time compiler gets it (its options are the
-  adapter's, in ``engine``); for a reference library, its name and version.
+- ``kernel``: the kernel's own code. For the C ladder, the rung's built shared object
+  (one per rung, so a change to one rung leaves the others' identities alone); for
+  OpenCL and CUDA, the rung's source with its headers inlined, as the run-time
+  compiler gets it (its options are the adapter's, in ``engine``); for a reference
+  library, its name and version.
 - ``engine``: every Python module of the installed mmsuite that takes part in measuring
   (all but the presentation modules listed in ``NOT_MEASURING``) and the tuning files.
 - ``toolchain``: what turns source into a binary at run time (NVRTC, the OpenCL
@@ -74,29 +75,46 @@ NO_TOOLCHAIN, NVRTC, OPENCL_PLATFORMS = "numpy", "nvrtc", "opencl-platforms"
 HOST_BLAS, CUBLAS, CLBLAST = "numpy-blas", "cupy-cublas", "pyclblast"
 
 
+#: The package of the C ladder's built extensions, one per rung (``mmsuite._cbuild``).
+C_LADDER = "_cladder"
+#: Where revisions before one extension per rung built the whole ladder into one; read
+#: only when ``continuous`` hashes such a revision's build.
+C_LADDER_WHOLE = "_ckernels"
+
+
+def built_rung(source: str) -> str:
+    """The name of the built extension of the C rung in ``source`` (``csrc/NN_<name>.c``)."""
+    return Path(source).stem.split("_", 1)[1]
+
+
 @dataclass(frozen=True)
 class CodeReaders:
     """Where one backend's code identity is read (its row in the table of backends names
-    these). ``built``: the package's built extension that holds every rung (its name
-    before the platform suffix), or None where each rung is compiled at run time from its
-    source; ``toolchain`` and ``library``: one of the kinds above."""
+    these). ``built``: the package of the built extensions, one per rung (``built_rung``),
+    or None where each rung is compiled at run time from its source; ``toolchain`` and
+    ``library``: one of the kinds above."""
 
     built: str | None
     toolchain: str
     library: str
 
 
+def _shared_objects(directory: Path, stem: str) -> list[tuple[str, bytes]]:
+    return [(p.name, p.read_bytes()) for p in sorted(directory.glob(stem + ".*"))
+            if p.suffix in (".so", ".pyd")]
+
+
 @functools.cache
 def _kernel_files_hash(readers: CodeReaders, source: str | None) -> str:
-    if readers.built:  # the built extension: every rung and the flags it was built with
-        root = _package_dir()
-        chunks = [(p.name, p.read_bytes()) for p in sorted(root.glob(readers.built + "*"))
-                  if p.suffix in (".so", ".pyd")]
-        if not chunks:
-            raise RuntimeError(f"no built {readers.built} under {root}")
-        return _digest(chunks)
     if source is None:
-        raise RuntimeError("a run-time compiled kernel without a source file")
+        raise RuntimeError("a kernel without a source file")
+    if readers.built:  # the rung's built extension, with the flags it was built with
+        root = _package_dir()
+        chunks = (_shared_objects(root / readers.built, built_rung(source))
+                  or _shared_objects(root, C_LADDER_WHOLE))
+        if not chunks:
+            raise RuntimeError(f"no built extension for {source} under {root}")
+        return _digest(chunks)
     # The text the run-time compiler gets: the rung with its headers inlined. Imported
     # by name, so that it is the importable build's reader (and sources), not this file's.
     sources = importlib.import_module("mmsuite.sources")

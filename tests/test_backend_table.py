@@ -59,11 +59,15 @@ def test_each_row_has_what_the_engine_and_the_report_read(name: str) -> None:
     assert identity.CodeReaders(**json.loads(json.dumps(asdict(code)))) == code
 
 
-def test_a_backend_built_ahead_names_a_built_extension() -> None:
+def test_a_backend_built_ahead_names_the_package_of_its_built_rungs() -> None:
     package = ROOT / "mmsuite"
     for backend in BACKENDS.values():
         if backend.code.built:
-            assert list(package.glob(backend.code.built + "*")), backend.name
+            built = {p.name.split(".")[0] for p in (package / backend.code.built).iterdir()
+                     if p.suffix in (".so", ".pyd")}
+            rungs = {identity.built_rung(k.source or "")
+                     for k in catalogue.kernels(backend.name) if not k.reference}
+            assert built == rungs, backend.name
 
 
 def test_every_kernel_belongs_to_a_backend_of_the_table() -> None:

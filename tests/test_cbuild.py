@@ -1,4 +1,5 @@
-"""The cffi build of the CPU ladder: what it declares comes from the files in csrc/."""
+"""The cffi build of the CPU ladder: one extension per rung file in csrc/, declaring what
+that file defines."""
 
 from __future__ import annotations
 
@@ -18,18 +19,34 @@ def test_every_numbered_rung_file_is_a_rung(tmp_path: Path,
     assert _cbuild.rung_names() == ["first", "seventh"]
 
 
-def test_config_functions_are_declared_only_where_a_rung_defines_one(
+def test_a_config_function_is_declared_only_where_its_rung_defines_one(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    (tmp_path / "01_plain.c").write_text("void mm_plain(void) {}\n")
+    (tmp_path / "01_plain.c").write_text("/* mentions mm_tuned_config(void) only */\n")
     (tmp_path / "02_tuned.c").write_text(
         'const char *mm_tuned_config(void) { return "x"; }\n')
-    (tmp_path / "03_other.c").write_text("/* mentions mm_tuned_config(void) only */\n")
     monkeypatch.setattr(_cbuild, "CSRC", tmp_path)
-    assert _cbuild.config_functions() == ["mm_tuned_config"]
+    assert _cbuild.config_function("tuned") == "mm_tuned_config"
+    assert _cbuild.config_function("plain") is None
+
+
+def test_each_rung_is_an_extension_of_its_own_file_and_the_runtime() -> None:
+    assert _cbuild.CFFI_MODULES == [f"mmsuite/_cbuild.py:{name}_builder"
+                                    for name in _cbuild.rung_names()]
+    module, _, _, options = _cbuild.BUILDERS["omp_tiled_builder"]._assigned_source
+    assert module == "mmsuite._cladder.omp_tiled"
+    assert options["sources"] == ["csrc/05_omp_tiled.c", "csrc/runtime.c"]
+    # Two checkouts of one source must build the same bytes: their paths are mapped out.
+    assert f"-ffile-prefix-map={_cbuild.ROOT}=." in options["extra_compile_args"]
+
+
+def test_an_installed_rung_says_which_flags_built_it() -> None:
+    ext = pytest.importorskip("mmsuite._cladder.omp_tiled")
+    flags = ext.ffi.string(ext.lib.mm_cflags()).decode().split()
+    assert flags == _cbuild.compile_flags()  # without the build's own paths
 
 
 def test_the_blis_rung_says_how_it_was_built_and_blocked() -> None:
-    ext = pytest.importorskip("mmsuite._ckernels")
+    ext = pytest.importorskip("mmsuite._cladder.omp_blis")
     text = ext.ffi.string(ext.lib.mm_omp_blis_config()).decode()
     match = re.fullmatch(r"(avx512|avx2|generic) MRxNR=(\d+)x(\d+) KC=(\d+) MC=(\d+) NC=(\d+)",
                          text)

@@ -30,6 +30,48 @@ def test_two_gpu_rungs_differ_by_their_sources() -> None:
     assert len(hashes) == 2
 
 
+def test_each_c_rung_is_identified_by_its_own_built_extension() -> None:
+    rungs = [k for k in catalogue.kernels("cpu") if not k.reference]
+    if not all(k.available for k in rungs):
+        pytest.skip("the C ladder is not built here")
+    hashes = {identity._kernel_files_hash(BACKENDS["cpu"].code, k.source) for k in rungs}
+    assert len(hashes) == len(rungs)
+
+
+@pytest.fixture
+def fresh_reads():
+    """Kernel hashes read afresh: they are cached per process."""
+    identity._kernel_files_hash.cache_clear()
+    yield
+    identity._kernel_files_hash.cache_clear()
+
+
+def test_a_c_rung_is_read_from_its_own_shared_object(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, fresh_reads: None) -> None:
+    ladder = tmp_path / identity.C_LADDER
+    ladder.mkdir()
+    for name in ("omp_tiled", "omp_packed"):
+        (ladder / f"{name}.abi3.so").write_bytes(name.encode())
+    monkeypatch.setattr(identity, "_package_dir", lambda: tmp_path)
+    readers = BACKENDS["cpu"].code
+    tiled = identity._kernel_files_hash(readers, "csrc/05_omp_tiled.c")
+    packed = identity._kernel_files_hash(readers, "csrc/06_omp_packed.c")
+    (ladder / "omp_packed.abi3.so").write_bytes(b"changed")
+    identity._kernel_files_hash.cache_clear()
+    assert identity._kernel_files_hash(readers, "csrc/05_omp_tiled.c") == tiled
+    assert identity._kernel_files_hash(readers, "csrc/06_omp_packed.c") != packed
+
+
+def test_an_older_build_of_the_whole_ladder_in_one_object_is_read_whole(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, fresh_reads: None) -> None:
+    (tmp_path / f"{identity.C_LADDER_WHOLE}.abi3.so").write_bytes(b"every rung")
+    monkeypatch.setattr(identity, "_package_dir", lambda: tmp_path)
+    readers = BACKENDS["cpu"].code
+    both = {identity._kernel_files_hash(readers, source)
+            for source in ("csrc/05_omp_tiled.c", "csrc/06_omp_packed.c")}
+    assert len(both) == 1
+
+
 def test_a_reference_row_is_identified_by_its_library() -> None:
     blas = catalogue.get("cpu.blas")
     parts = code_of(blas)

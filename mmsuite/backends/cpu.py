@@ -1,4 +1,5 @@
-"""CPU backend: the C ladder through the cffi extension, and numpy (OpenBLAS) as reference.
+"""CPU backend: the C ladder through its cffi extensions (one per rung, in
+``mmsuite._cladder``), and numpy (OpenBLAS) as reference.
 
 Host memory is the device memory here, so a session has no transfers. Each
 sample is timed with a monotonic wall clock around the C call (cffi releases
@@ -25,8 +26,10 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import errno
+import importlib
 import mmap
 import os
+import pkgutil
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -34,6 +37,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from ..host import blas_info
+from ..identity import C_LADDER, built_rung
 from .base import Backend, KernelUnavailable, RunOptions, Session, Timer, WallTimer
 
 if TYPE_CHECKING:
@@ -77,15 +81,30 @@ def placed(array: np.ndarray) -> np.ndarray:
     return out
 
 
-def _load_extension():
+_REINSTALL = "reinstall with `pip install .`"
+
+
+def _load_rung(name: str):
+    """The built extension of C rung ``name``, and why not where it is not built."""
     global _DEFAULT_THREADS
     try:
-        from .. import _ckernels
+        extension = importlib.import_module(f"mmsuite.{C_LADDER}.{name}")
     except ImportError as exc:
-        return None, f"the C extension is not built ({exc}); reinstall with `pip install .`"
-    if _DEFAULT_THREADS is None:
-        _DEFAULT_THREADS = int(_ckernels.lib.mm_max_threads())
-    return _ckernels, ""
+        return None, f"the C extension of {name} is not built ({exc}); {_REINSTALL}"
+    if _DEFAULT_THREADS is None:  # every rung shares one OpenMP runtime and its setting
+        _DEFAULT_THREADS = int(extension.lib.mm_max_threads())
+    return extension, ""
+
+
+def _any_rung():
+    """One built rung's extension (for what all share: OpenMP's default, the C flags), or
+    None where none is built."""
+    package = importlib.import_module(f"mmsuite.{C_LADDER}")
+    for found in sorted(pkgutil.iter_modules(package.__path__), key=lambda m: m.name):
+        extension, _ = _load_rung(found.name)
+        if extension is not None:
+            return extension
+    return None
 
 
 def _blas_limiter(threads: int | None):
@@ -112,7 +131,7 @@ class CpuBackend(Backend):
         if options.threads is not None and options.threads < 1:
             raise ValueError(f"threads must be >= 1, got {options.threads}")
         super().__init__(options)
-        self._ext, self._reason = _load_extension()
+        self._any = _any_rung()
 
     def probe(self) -> str:
         return ""  # numpy always works; C rungs report their own reason
@@ -120,12 +139,13 @@ class CpuBackend(Backend):
     def kernel_reason(self, kernel: KernelSpec) -> str:
         if kernel.reference:
             return ""
-        if self._ext is None:
-            return self._reason
-        if not kernel.entry:
-            return f"{kernel.id} names no entry in the catalogue"
-        if not hasattr(self._ext.lib, kernel.entry):
-            return f"{kernel.entry} is not in the built extension; reinstall with `pip install .`"
+        if not kernel.entry or not kernel.source:
+            return f"{kernel.id} names no entry or source in the catalogue"
+        extension, reason = _load_rung(built_rung(kernel.source))
+        if extension is None:
+            return reason
+        if not hasattr(extension.lib, kernel.entry):
+            return f"{kernel.entry} is not in its built extension; {_REINSTALL}"
         return ""
 
     @property
@@ -141,41 +161,49 @@ class CpuBackend(Backend):
             session.hold(limiter)
             session.launch_fn = _numpy_launch(call, session.c)
         else:
-            session.launch_fn = self._c_launch(kernel, call, session.c)
+            extension = self._extension(kernel)
+            session.launch_fn = _c_launch(extension, kernel, call, session.c)
             # Set in this thread, where the engine launches: the setting is per thread.
-            self._ext.lib.mm_set_threads(self.threads)
-            threads = int(self._ext.lib.mm_max_threads())
+            extension.lib.mm_set_threads(self.threads)
+            threads = int(extension.lib.mm_max_threads())
         session.info["threads"] = threads
         return session
 
-    def _c_launch(self, kernel: KernelSpec, call: GemmCall, c: np.ndarray) -> Callable[[], None]:
-        if not kernel.entry:
-            raise KernelUnavailable(f"{kernel.id} names no entry in the catalogue")
-        ffi, lib = self._ext.ffi, self._ext.lib
-        fn = getattr(lib, kernel.entry)
-        a = ffi.cast("const float *", ffi.from_buffer(call.a))
-        b = ffi.cast("const float *", ffi.from_buffer(call.b))
-        cp = ffi.cast("float *", ffi.from_buffer(c))
-        args = (call.m, call.n, call.k, call.batch, call.alpha, a, b, call.beta, cp)
-
-        def launch() -> None:
-            # A rung that cannot allocate its buffers sets errno and fails rather than
-            # run another algorithm under its name: say so instead of a NaN mismatch.
-            ffi.errno = 0
-            fn(*args)
-            if ffi.errno == errno.ENOMEM:
-                raise MemoryError(f"{kernel.id} could not allocate its work buffers")
-
-        return launch
+    def _extension(self, kernel: KernelSpec):
+        reason = self.kernel_reason(kernel)
+        if reason:
+            raise KernelUnavailable(reason)
+        extension, _ = _load_rung(built_rung(kernel.source or ""))
+        return extension
 
     def environment(self) -> dict:
         env: dict = {"omp_threads": self.threads, "numpy": np.__version__}
-        if self._ext is not None:
-            env["cflags"] = self._ext.ffi.string(self._ext.lib.mm_cflags()).decode()
+        if self._any is not None:  # every rung is built with the same flags
+            env["cflags"] = self._any.ffi.string(self._any.lib.mm_cflags()).decode()
         limiter, _ = _blas_limiter(self.options.threads)
         with limiter:  # the BLAS thread count the reference runs with
             env["blas"] = blas_info()
         return env
+
+
+def _c_launch(extension, kernel: KernelSpec, call: GemmCall,
+              c: np.ndarray) -> Callable[[], None]:
+    ffi, lib = extension.ffi, extension.lib
+    fn = getattr(lib, kernel.entry)
+    a = ffi.cast("const float *", ffi.from_buffer(call.a))
+    b = ffi.cast("const float *", ffi.from_buffer(call.b))
+    cp = ffi.cast("float *", ffi.from_buffer(c))
+    args = (call.m, call.n, call.k, call.batch, call.alpha, a, b, call.beta, cp)
+
+    def launch() -> None:
+        # A rung that cannot allocate its buffers sets errno and fails rather than
+        # run another algorithm under its name: say so instead of a NaN mismatch.
+        ffi.errno = 0
+        fn(*args)
+        if ffi.errno == errno.ENOMEM:
+            raise MemoryError(f"{kernel.id} could not allocate its work buffers")
+
+    return launch
 
 
 def _numpy_launch(call: GemmCall, c: np.ndarray) -> Callable[[], None]:

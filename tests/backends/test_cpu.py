@@ -177,7 +177,8 @@ def test_c_call_releases_the_gil() -> None:
     # Were the GIL held, no tick could land inside the call; the check only
     # counts ticks in the middle half of the call, whatever its length.
     _needs_extension()
-    ffi, lib = cpu._load_extension()[0].ffi, cpu._load_extension()[0].lib
+    extension, _ = cpu._load_rung("seq_naive")
+    ffi, lib = extension.ffi, extension.lib
     size = 640
     a = np.ones(size * size, dtype=np.float32)
     b = np.ones(size * size, dtype=np.float32)

@@ -27,7 +27,7 @@ def build(folder: Path) -> Path:
 
 
 class _Lib:
-    """The real extension's functions, with ``entry`` answered by the planted one."""
+    """A real rung extension's functions, with ``entry`` answered by the planted one."""
 
     def __init__(self, real, planted, entry: str) -> None:
         self._real, self._planted, self._entry = real, planted, entry
@@ -44,15 +44,15 @@ def plant(folder: Path, entry: str = "mm_seq_ikj") -> None:
     if str(folder) not in sys.path:
         sys.path.insert(0, str(folder))
     planted = importlib.import_module(MODULE)
-    real_load = cpu._load_extension
+    real_load = cpu._load_rung
 
-    def load():
-        ext, reason = real_load()
+    def load(name: str):
+        ext, reason = real_load(name)
         if ext is None:
             return ext, reason
         return types.SimpleNamespace(ffi=ext.ffi, lib=_Lib(ext.lib, planted.lib, entry)), ""
 
-    cpu._load_extension = load
+    cpu._load_rung = load
 
 
 def sitecustomize(folder: Path, entry: str = "mm_seq_ikj") -> None:
