@@ -21,7 +21,12 @@ keeps the verdict's error within it):
   would settle it; ``broken``: the kernel passed in BASE and fails or errs in HEAD.
 
 Rows stop at the first look that decides them; undecided ones take rounds until their
-time is spent, as NVBench's stopping criterion does for noise.
+time is spent, as NVBench's stopping criterion does for noise. A row's time is
+``max_seconds``, plus what the rows before it left of theirs (rows of identical code,
+and rows decided early, leave most of it), up to ``MAX_BUDGET_FACTOR`` times its own:
+the selection's time still goes no further than every row spending its own, and it
+goes to the rows that are hard to decide. The row's budget is fixed when it starts,
+so that when it stops never depends on its own rounds beyond its looks.
 
 A worker process carried a bias of its own that no number of its rounds averaged away:
 two processes of identical code, measured in turns, differed by up to ±11% for minutes
@@ -82,6 +87,11 @@ HOPELESS_AFTER_ROUNDS = 3
 #: Rounds a worker pair needs before its own ratio must point the way of a slower or faster
 #: call.
 AGREEING_PAIR_ROUNDS = 8
+#: A row may take up to this many times ``max_seconds`` of rounds, from the time the rows
+#: before it left unspent. Under a busy neighbour, a 6-14% slowdown at 512^3 stayed
+#: unsure after its own 10 s more often than not, while the rows of code that did not
+#: change spent under 2 s each.
+MAX_BUDGET_FACTOR = 2.0
 
 
 @dataclass(frozen=True)
@@ -91,7 +101,7 @@ class Settings:
     threshold: float = 0.05  # the smallest change that counts, as a fraction
     confidence: float = 0.99  # of the interval on HEAD / BASE
     round_seconds: float = 0.05  # each side's turn in a round (at least one sample)
-    max_seconds: float = 10.0  # per row, both sides' turns together
+    max_seconds: float = 10.0  # per row, both sides' turns together (see MAX_BUDGET_FACTOR)
     max_rounds: int = 400
     order: str = "random"  # which side goes first in a round: "random" or "abba"
     judge_identical: bool = False  # judge identical code by its times too
@@ -253,6 +263,8 @@ class Pair:
     #: the round each pair of worker processes began at, one entry per pair opened
     worker_pair_starts: list[int] = field(default_factory=list)
     needs_seconds: float | None = None  # of rounds, for a verdict, where more than allowed
+    budget: float = 0.0  # seconds of rounds allowed, set when the row starts
+    rounds_seconds: float = 0.0  # seconds its rounds took
     duet: bool = False  # both sides measured at once, each on a CPU of its own
 
     @property
@@ -388,6 +400,7 @@ class Gate:
         self.workers: dict[str, SideWorker | None] = {"base": None, "head": None}
         self.rng = random.Random(settings.seed)
         self.duet_cpus = duet_cpus() if settings.duet else None
+        self.unspent = 0.0  # seconds of rounds the rows so far left of their own budgets
 
     def in_duet(self, kernel: Kernel) -> bool:
         """Whether rows of ``kernel`` are measured in duet here."""
@@ -520,6 +533,8 @@ class Gate:
         timeout = default_timeout(pair.problem)
         started = time.monotonic()
         pair.duet = self.in_duet(pair.kernel)
+        own = self.settings.max_seconds
+        pair.budget = own + min(self.unspent, own * (MAX_BUDGET_FACTOR - 1))
         try:
             self._open_both(pair, timeout)
             if pair.base.status == pair.head.status == "ok":  # the budget is for rounds
@@ -539,6 +554,7 @@ class Gate:
                     except WorkerLost:
                         pass
             pair.seconds = time.monotonic() - started
+            self.unspent = max(0.0, self.unspent + own - pair.rounds_seconds)
             self._judge(pair, final=True)
         return pair
 
@@ -556,16 +572,17 @@ class Gate:
         turns = 1 if pair.duet else 2  # a duet round is one turn long
         per_round = turns * max(settings.round_seconds, min(launches) / 2)
         needed = settings.rounds_to_verdict() * per_round
-        return needed if needed > settings.max_seconds else None
+        return needed if needed > pair.budget else None
 
-    def _hopeless(self, rounds: int, spent: float, to_verdict: int) -> bool:
+    @staticmethod
+    def _hopeless(rounds: int, spent: float, to_verdict: int, budget: float) -> bool:
         """Whether rounds at the pace so far would reach a verdict (``to_verdict`` rounds)
-        only far (2x) beyond the budget: judged after a few rounds, for revisions whose
-        open gave no launch time (the first rounds are the slowest, and a row may still
-        be decided at the look its time ends with)."""
+        only far (2x) beyond the ``budget``: judged after a few rounds, for revisions
+        whose open gave no launch time (the first rounds are the slowest, and a row may
+        still be decided at the look its time ends with)."""
         if rounds < HOPELESS_AFTER_ROUNDS or rounds >= to_verdict:
             return False
-        return to_verdict * spent / rounds > 2 * self.settings.max_seconds
+        return to_verdict * spent / rounds > 2 * budget
 
     def _fresh_workers(self, pair: Pair, timeout: float) -> float:
         """Replace both sides' workers and open the row on the new ones; the seconds it
@@ -585,9 +602,9 @@ class Gate:
             if "error" in (pair.base.status, pair.head.status):
                 return
             n = len(pair.base.rounds)
-            spent = time.monotonic() - started
-            out_of_time = spent >= settings.max_seconds or n >= settings.max_rounds
-            if self._hopeless(n, spent, to_verdict):
+            spent = pair.rounds_seconds = time.monotonic() - started
+            out_of_time = spent >= pair.budget or n >= settings.max_rounds
+            if self._hopeless(n, spent, to_verdict, pair.budget):
                 pair.needs_seconds = to_verdict * spent / n
                 return
             if n in looks:

@@ -278,6 +278,42 @@ def test_a_row_whose_rounds_show_it_too_slow_stops_early(fake_workers, tmp_path,
     assert len(near.base.rounds) > 3 and near.needs_seconds is None  # 36 s is within 2x
 
 
+def test_rows_that_finish_early_leave_their_time_to_later_rows_up_to_twice_their_own(
+        fake_workers, tmp_path, monkeypatch) -> None:
+    """Each turn takes 0.1 s and HEAD swings ±25%, so a row of changed code stays unsure
+    and spends its whole budget; a row of identical code stops at its first look."""
+    clock = [0.0]
+    monkeypatch.setattr(continuous.time, "monotonic", lambda: clock[0])
+    answer = FakeWorker.request
+    swing = iter([0.8, 1.25] * 1000)
+    hashes = {"base": "same", "head": "same"}
+
+    def timed(self, message, timeout):
+        reply = answer(self, message, timeout)
+        if message["op"] == "open":
+            reply["code"] = {"hash": hashes[self.name]}
+        if message["op"] == "turn":
+            clock[0] += 0.1
+            if self.name == "head":
+                reply["samples"] = [ms * next(swing) for ms in reply["samples"]]
+        return reply
+
+    monkeypatch.setattr(FakeWorker, "request", timed)
+    judge = gate(1.0, 1.0, tmp_path, max_seconds=6, max_rounds=400)
+    hashes["head"] = "changed"
+    alone = judge.measure(Pair(KERNEL, PROBLEM))
+    assert alone.verdict == "unsure" and alone.budget == 6  # nothing left before it
+    hashes["head"] = "same"
+    for _ in range(3):  # identical code: its first look, 12 rounds of 0.2 s
+        quick = judge.measure(Pair(KERNEL, PROBLEM))
+        assert quick.reason == "identical code" and quick.rounds_seconds < 2.5
+    hashes["head"] = "changed"
+    later = judge.measure(Pair(KERNEL, PROBLEM))
+    assert later.budget == 12  # three rows left 3.6 s each: capped at twice its own
+    assert later.rounds_seconds >= 12 > alone.rounds_seconds
+    assert judge.measure(Pair(KERNEL, PROBLEM)).budget < 12  # the later row spent it
+
+
 def test_both_sides_open_at_once(fake_workers, tmp_path) -> None:
     """Opening (preparing and verifying against float64) is untimed and most of a row's
     fixed cost, so both sides are asked before either answer is awaited."""
@@ -335,8 +371,9 @@ def test_a_duet_round_costs_one_turn_when_judging_a_row_against_its_budget(tmp_p
     launch = 1.5 * settings.max_seconds / settings.rounds_to_verdict()  # s, per side
     for duet, affordable in ((False, False), (True, True)):
         pair = Pair(KERNEL, PROBLEM, Side("ok", code={"hash": "a"}, launch_s=launch),
-                    Side("ok", code={"hash": "b"}, launch_s=launch), duet=duet)
-        judge = gate(1.0, 1.0, tmp_path, duet=True)
+                    Side("ok", code={"hash": "b"}, launch_s=launch), duet=duet,
+                    budget=settings.max_seconds)
+        judge = gate(1.0, 1.0, tmp_path, duet=True, max_seconds=settings.max_seconds)
         assert (judge._unaffordable(pair) is None) == affordable
 
 

@@ -59,8 +59,9 @@ def add_parser(sub) -> argparse.ArgumentParser:
     gate.add_argument("--confidence", type=fraction, default=defaults.confidence,
                       help="of the interval on HEAD/BASE (default 0.99)")
     gate.add_argument("--max-time", type=positive_float, default=defaults.max_seconds,
-                      metavar="S", help="seconds of rounds per row at most, both sides "
-                      "together; undecided rows take rounds until then (default %(default)s)")
+                      metavar="S", help="seconds of rounds per row, both sides together; "
+                      "undecided rows take rounds until then, and up to twice that from what "
+                      "earlier rows left unspent (default %(default)s)")
     gate.add_argument("--round-time", type=positive_float, default=defaults.round_seconds,
                       metavar="S", help="each side's turn in a round, at least one sample "
                       "(default %(default)s)")
@@ -139,7 +140,8 @@ def run(args: argparse.Namespace, console: Console) -> int:
     base, head = built["BASE"], built["HEAD"]
     _log(f"BASE {base.revision} = {base.short}, HEAD {head.revision} = {head.short}; "
          f"{len(runnable) * len(problems)} rows ({skipped} unavailable kernels left out), "
-         f"at most {settings.max_seconds:g} s each")
+         f"{settings.max_seconds:g} s each (up to twice that for a row, from what "
+         f"rows before it leave)")
 
     worker_options = {"threads": options.threads, "cl_device": options.cl_device,
                       "l2": options.l2}
