@@ -161,20 +161,22 @@ class CpuBackend(Backend):
             session.hold(limiter)
             session.launch_fn = _numpy_launch(call, session.c)
         else:
-            extension = self._extension(kernel)
-            session.launch_fn = _c_launch(extension, kernel, call, session.c)
+            extension, entry = self._extension(kernel)
+            session.launch_fn = _c_launch(getattr(extension.lib, entry), extension.ffi,
+                                          kernel.id, call, session.c)
             # Set in this thread, where the engine launches: the setting is per thread.
             extension.lib.mm_set_threads(self.threads)
             threads = int(extension.lib.mm_max_threads())
         session.info["threads"] = threads
         return session
 
-    def _extension(self, kernel: KernelSpec):
+    def _extension(self, kernel: KernelSpec) -> tuple:
+        """The rung's built extension and the name of its entry in it."""
         reason = self.kernel_reason(kernel)
-        if reason:
+        if reason or not kernel.entry or not kernel.source:
             raise KernelUnavailable(reason)
-        extension, _ = _load_rung(built_rung(kernel.source or ""))
-        return extension
+        extension, _ = _load_rung(built_rung(kernel.source))
+        return extension, kernel.entry
 
     def environment(self) -> dict:
         env: dict = {"omp_threads": self.threads, "numpy": np.__version__}
@@ -186,10 +188,8 @@ class CpuBackend(Backend):
         return env
 
 
-def _c_launch(extension, kernel: KernelSpec, call: GemmCall,
+def _c_launch(fn: Callable, ffi, kernel_id: str, call: GemmCall,
               c: np.ndarray) -> Callable[[], None]:
-    ffi, lib = extension.ffi, extension.lib
-    fn = getattr(lib, kernel.entry)
     a = ffi.cast("const float *", ffi.from_buffer(call.a))
     b = ffi.cast("const float *", ffi.from_buffer(call.b))
     cp = ffi.cast("float *", ffi.from_buffer(c))
@@ -201,7 +201,7 @@ def _c_launch(extension, kernel: KernelSpec, call: GemmCall,
         ffi.errno = 0
         fn(*args)
         if ffi.errno == errno.ENOMEM:
-            raise MemoryError(f"{kernel.id} could not allocate its work buffers")
+            raise MemoryError(f"{kernel_id} could not allocate its work buffers")
 
     return launch
 
