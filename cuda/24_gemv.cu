@@ -62,8 +62,8 @@ static_assert(SKINNY == 1 || SKINNY == 2 || SKINNY == 4 || SKINNY == 8 || SKINNY
 #define N_ROWS 128                       // rows of C per block: 32 lanes x 4
 #define N_SUB (PANEL_FLOATS / SKINNY < 1024 ? PANEL_FLOATS / SKINNY : 1024)  // B rows staged
 static_assert(N_WARPS * N_ROWS * SKINNY <= PANEL_FLOATS, "sums must fit the panel");
-#if FUSED && SKINNY == 16  // as many blocks per SM as the plain variant (ptxas took 120
-#define N_BOUNDS __launch_bounds__(N_THREADS, 5)  // registers, not 96)
+#if FUSED && SKINNY == 16  // 5 blocks an SM (unbounded, ptxas took 120 registers: 4 blocks,
+#define N_BOUNDS __launch_bounds__(N_THREADS, 5)  // as NVRTC's 109 give the plain variant)
 #else
 #define N_BOUNDS __launch_bounds__(N_THREADS)
 #endif

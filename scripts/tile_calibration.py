@@ -13,10 +13,13 @@ rung 22's own plan and cuBLAS, by the suite's timer. The problems are drawn from
 2^20 and K log-uniform in [24, 320]; ``short``, the same with K in [4, 64]; ``long``, M x N
 in [2^16, 2^22] and K in [1000, 8000]; ``skinny``, N in [1, 16], M in [1000, 16384] and K
 in [2000, 16384], M x N x K at least 2^28 so that rung 24 streams A at the memory's rate;
-three in four with the kernel's M not a multiple of 4), or given as row-major ``MxNxK`` with
-``--shapes``. The fitted seeds are 2323 (moderate), 2325 (short), 2327 (long) and 2329
-(skinny); none of their shapes is in a judge seed's draw.
-Other seeds give shapes to check a fit on.
+``narrow``, N in [1, 16], M and K in [200, 16384]; ``few``, M and N in [16, 512] with M x N
+at most 2^15 and K in [1000, 16384]; three in four with the kernel's M not a multiple of 4),
+or given as row-major ``MxNxK`` with ``--shapes``. The fitted seeds are 2323 (moderate),
+2325 (short), 2327 (long), 2329 (skinny), 2341 (narrow) and 2343 (few); none of their shapes
+is in a judge seed's draw. Other seeds give shapes to check a fit on. ``--splits N`` also
+times rung 24's variants at every split and the small tiles at the N splits the model
+ranks best for each (the waves of blocks a split makes).
 
 ``fit`` refits, on those timings, the share of the store rate that rung 21's tiles reach
 where M is not a multiple of 4 (``staged_store``: C through shared memory) and the plain
@@ -42,7 +45,8 @@ from mmsuite.cuda_dispatch.device import H100_SXM
 from mmsuite.cuda_dispatch.search import log_uniform
 from mmsuite.cuda_dispatch.variants import BY_KEY, VARIANTS, Candidate, Config, candidates
 
-SEEDS = {"moderate": 2323, "short": 2325, "long": 2327, "skinny": 2329}
+SEEDS = {"moderate": 2323, "short": 2325, "long": 2327, "skinny": 2329, "narrow": 2341,
+         "few": 2343}
 #: The model's terms these timings inform: rung 21's staged store share and its plain tiles'
 #: unaligned shares (fitted before with C's scalar stores beside them; rung 23's tiles store
 #: scalars still, and these timings would charge that to their loads; the fused tiles'
@@ -72,6 +76,14 @@ def calibration_shapes(kind: str, seed: int, count: int) -> list[tuple[int, int,
             m, n = log_uniform(rng, 1000, 16384), int(rng.integers(1, 17))
             k = log_uniform(rng, 2000, 16384)
             fits = m * n * k >= 2**28 and m * k <= 2**27
+        elif kind == "narrow":
+            m, n = log_uniform(rng, 200, 16384), int(rng.integers(1, 17))
+            k = log_uniform(rng, 200, 16384)
+            fits = m * k <= 2**27
+        elif kind == "few":
+            m, n = log_uniform(rng, 16, 512), log_uniform(rng, 16, 512)
+            k = log_uniform(rng, 1000, 16384)
+            fits = m * n <= 2**15
         elif kind == "long":
             m, n = log_uniform(rng, 16, 8192), log_uniform(rng, 16, 8192)
             k = log_uniform(rng, 1000, 8000)
@@ -95,20 +107,30 @@ def _shape(text: str) -> tuple[int, int, int, int]:
     return n, m, k, batch
 
 
-def plans(m: int, n: int, k: int, batch: int, device, params) -> list[Candidate]:
+def plans(m: int, n: int, k: int, batch: int, device, params,
+          splits: int = 1) -> list[Candidate]:
     """The model's eight best, then each split-K, stream-K and short-K variant at the split
-    the model ranks best for it, once each."""
+    the model ranks best for it, once each; with ``splits`` above 1, rung 24's variants at
+    every split and rung 21's tiles of at most 64 x 64 (and the 32 x 128 tile) at the
+    ``splits`` the model ranks best for each, so that the waves of blocks a split makes are
+    timed too."""
     ranked = model.ranked(candidates(m, n, k, batch, device), m, n, k, batch, device, params)
     best = [c for _, c in ranked[:8]]
-    per_variant: dict[str, Candidate] = {}
+    per_variant: dict[str, list[Candidate]] = {}
     for _, c in ranked:
-        if c.family in ("splitk", "streamk", "shortk", "gemv"):
-            per_variant.setdefault(c.variant.key, c)
-    return list(dict.fromkeys(best + list(per_variant.values())))
+        if c.family not in ("splitk", "streamk", "shortk", "gemv"):
+            continue
+        taken = per_variant.setdefault(c.variant.key, [])
+        small = (c.family == "splitk" and isinstance(c.config, Config)
+                 and (c.config.bm * c.config.bn <= 64 * 64 or c.config.bm == 32))
+        wanted = 1 if splits == 1 else 99 if c.family == "gemv" else splits if small else 1
+        if len(taken) < wanted:
+            taken.append(c)
+    return list(dict.fromkeys(best + [c for taken in per_variant.values() for c in taken]))
 
 
 def measure(shapes: list[tuple[int, int, int, int]], max_seconds: float,
-            out: Path | None = None) -> list[dict]:
+            out: Path | None = None, splits: int = 1) -> list[dict]:
     from mmsuite.cuda_dispatch.search import PlanTimer, time_plans
     from mmsuite.measure import Sampling
     from mmsuite.problem import Problem
@@ -121,7 +143,7 @@ def measure(shapes: list[tuple[int, int, int, int]], max_seconds: float,
         with PlanTimer(problem) as timer:
             device = timer.device
             params = model.parameters_for(device.name)
-            timed = time_plans(timer, plans(m, n, k, batch, device, params), sampling,
+            timed = time_plans(timer, plans(m, n, k, batch, device, params, splits), sampling,
                                rungs=("cuda.22_adaptive",), with_cublas=True,
                                progress=lambda line: print(line, file=sys.stderr))
             decision = timer.decision()
@@ -204,6 +226,8 @@ def main() -> None:
                      help="row-major MxNxK (or BxMxNxK) instead")
     run.add_argument("--out", type=Path, required=True)
     run.add_argument("--max-seconds", type=float, default=0.1)
+    run.add_argument("--splits", type=int, default=1,
+                     help="splits timed per small tile (rung 24: every split) (plans)")
     refit = sub.add_parser("fit")
     refit.add_argument("timings", type=Path, nargs="+")
     refit.add_argument("--check", type=Path, nargs="*", default=[],
@@ -221,7 +245,7 @@ def main() -> None:
     seed = SEEDS[args.set] if args.seed is None else args.seed
     shapes = ([_shape(s) for s in args.shapes] if args.shapes
               else calibration_shapes(args.set, seed, args.count))
-    rows = measure(shapes, args.max_seconds, args.out)
+    rows = measure(shapes, args.max_seconds, args.out, args.splits)
     args.out.write_text(json.dumps({"set": None if args.shapes else args.set,
                                     "seed": None if args.shapes else seed, "rows": rows},
                                    indent=1))

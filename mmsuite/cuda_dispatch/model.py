@@ -11,7 +11,8 @@ warps take, the other tiles scalars at ``unaligned_store``), a block's prologue
 and epilogue, and the second kernel of
 split-K (the reduction) and stream-K (the fix-up) as bytes over a bandwidth
 that few blocks reach only in part. Rung 24 (GEMV) is the bytes it moves over
-a share of the memory's bandwidth, which a grid of few blocks does not reach;
+a share of the memory's bandwidth, which a grid of few blocks does not reach, in waves
+of the blocks the SMs hold (each wave waits for its blocks' rounds of loads);
 its fused variants add the slices in the same launch (no launch gap), and a
 block whose K slice takes many dependent rounds of loads is bound by their
 latency instead. Rung 27 (short K) is a tile's form with split 1, its stores at
@@ -273,9 +274,7 @@ def _gemv_seconds(c: Candidate, m: int, n: int, k: int, batch: int, device: Devi
     # Loads in flight per block against a 256-thread block of one column a lane: the M-side
     # kernel from 8 rows of A up holds two columns a lane, the 16-column N-side one 128 threads.
     in_flight = config.threads / 256 * (2 if config.side == "m" and config.skinny >= 8 else 1)
-    fill = min(1.0, blocks * in_flight / (p["gemv_blocks_per_sm"] * device.sms))
     rate = device.memory_bytes_per_s * p["gemv_bandwidth"] * p.rate(c.variant.key, config)
-    rate *= fill  # fewer blocks than that: fewer loads in flight, proportionally
     if (m % 4 if config.side == "n" else k % 4):
         rate *= p.misaligned(c.variant.key, config)
     moved = 4.0 * batch * (m * k * gemv_groups(config, n) + k * n + m * n)
@@ -287,7 +286,19 @@ def _gemv_seconds(c: Candidate, m: int, n: int, k: int, batch: int, device: Devi
         per_round = 16 * (4 if config.skinny >= 8 else 8)
     rounds = -(-gemv_kchunk(k, split) // per_round) if split > 1 else -(-k // per_round)
     power = _SOFT_MAX_POWER
-    seconds = ((moved / rate) ** power + (rounds * p["gemv_round_s"]) ** power) ** (1 / power)
+
+    def wave(count: int) -> float:
+        """``count`` blocks at once: their bytes at the rate their loads in flight reach
+        (fewer blocks than ``gemv_blocks_per_sm`` an SM: proportionally less), or their
+        rounds of loads, whichever is longer."""
+        fill = min(1.0, count * in_flight / (p["gemv_blocks_per_sm"] * device.sms))
+        stream_s = moved * count / blocks / (rate * fill)
+        return (stream_s ** power + (rounds * p["gemv_round_s"]) ** power) ** (1 / power)
+
+    # More blocks than the SMs hold run in waves, the last one short (gemv_n16 holds 4 blocks
+    # an SM, gemv_n16f 5: 74 x 8 blocks took 185 and 122 us on the H100).
+    full_waves, rest = divmod(blocks, device.sms * config.blocks_per_sm)
+    seconds = full_waves * wave(device.sms * config.blocks_per_sm) + (wave(rest) if rest else 0)
     seconds += p["gemv_latency_s"]
     if split > 1 and config.fused:  # each slice written and read back once, no second launch
         seconds += _fused_sum_seconds(batch * m * n, split, p)

@@ -51,6 +51,9 @@ _SMEM_PER_SM = 228 * 1024
 _MAX_SMEM_PER_BLOCK = 227 * 1024  # sm_90's opt-in limit for one block
 MAX_WORKSPACE_BYTES = 512 * 2**20
 MAX_GRID_YZ = 65535
+GEMV_PANEL_BYTES = 4 * 8192  # cuda/24_gemv.cu's PANEL_FLOATS: static shared memory
+
+
 MAX_ITERATIONS = 2**31 - 1  # rung 23's kernels count MAC-loop iterations in ints
 GEMV_MAX_SKINNY = 16
 # Rung 22 offers rung 27 up to these K, and the fitted model ranks it against the tiles (H100,
@@ -72,6 +75,18 @@ SHORTK_COLS_MAX_K = 128
 DOT_TILE = 4  # DT in cuda/30_dot.cu: a block's tile of C is DOT_TILE x DOT_TILE
 DOT_THREADS = 256
 DOT_MAX_TILES = 16  # rung 22 offers rung 30 where C has at most this many tiles (per matrix)
+
+
+def resident_blocks(regs: int, threads: int, smem_bytes: int) -> int:
+    """Blocks of ``threads`` that fit on one SM at once. An SM's registers are four
+    quarters of 16384, one per warp scheduler, and a warp takes its registers (in 256s)
+    from one quarter: 112 registers give 4 warps a quarter, so 8 blocks of 64 threads, not
+    the 9 that the whole file's 65536 would hold (the H100's occupancy query agrees)."""
+    regs_per_warp = -(-regs * 32 // 256) * 256
+    warps = 4 * (_REGS_PER_SM // 4 // regs_per_warp)
+    by_regs = warps // max(1, threads // 32)
+    by_smem = _SMEM_PER_SM // (smem_bytes + 1024)
+    return max(1, min(by_regs, _THREADS_PER_SM // threads, by_smem, 32))
 
 
 @dataclass(frozen=True)
@@ -180,12 +195,8 @@ class Config:
 
     @property
     def blocks_per_sm(self) -> int:
-        """Resident blocks per SM: registers (allocated per warp in 256s), threads, shared."""
-        regs_per_warp = -(-self.regs * 32 // 256) * 256
-        by_regs = _REGS_PER_SM // (regs_per_warp * (self.threads // 32))
-        by_threads = _THREADS_PER_SM // self.threads
-        by_smem = _SMEM_PER_SM // (self.smem_bytes + 1024)
-        return max(1, min(by_regs, by_threads, by_smem, 32))
+        """Resident blocks per SM: registers, threads, shared (:func:`resident_blocks`)."""
+        return resident_blocks(self.regs, self.threads, self.smem_bytes)
 
     def params(self) -> dict[str, int]:
         """The tunable parameters, as stored in tuning files."""
@@ -241,8 +252,13 @@ class GemvConfig:
     def params(self) -> dict:
         return {"SIDE": self.side, "SKINNY": self.skinny, **({"FUSED": 1} if self.fused else {})}
 
+    @property
+    def blocks_per_sm(self) -> int:
+        """Resident blocks per SM, with the static 32 KB panel in shared memory."""
+        return resident_blocks(self.regs, self.threads, GEMV_PANEL_BYTES)
+
     smem_dynamic = False
-    smem_bytes = 0
+    smem_bytes = 0  # the panel is static (the launch passes no dynamic shared memory)
 
 
 @dataclass(frozen=True)
@@ -296,10 +312,7 @@ class ShortKConfig:
 
     @property
     def blocks_per_sm(self) -> int:
-        regs_per_warp = -(-self.regs * 32 // 256) * 256
-        by_regs = _REGS_PER_SM // (regs_per_warp * (self.threads // 32))
-        by_smem = _SMEM_PER_SM // (self.smem_bytes + 1024)
-        return max(1, min(by_regs, _THREADS_PER_SM // self.threads, by_smem, 32))
+        return resident_blocks(self.regs, self.threads, self.smem_bytes)
 
     @property
     def staging_rounds(self) -> int:
@@ -371,25 +384,26 @@ _STREAMK_REGS = {"256x128x16_t8x8_lr2": 127, "256x128x16": 127, "128x256x16": 12
                  "32x32x16_t4x4_lr4": 89}
 STREAMK_CONFIGS: tuple[Config, ...] = tuple(
     replace(CONFIGS[name], regs=regs) for name, regs in _STREAMK_REGS.items())
-# Rung 24: registers from ptxas (nvcc 13, sm_90), none spills.
-_GEMV_REGS = {("n", 1): 38, ("n", 2): 43, ("n", 4): 52, ("n", 8): 70, ("n", 16): 96,
-              ("m", 1): 40, ("m", 2): 38, ("m", 4): 40, ("m", 8): 78, ("m", 16): 109}
+# Rung 24: registers as NVRTC compiles them for the H100 (the suite's own compile; nvcc 13
+# gives gemv_n16 96, not 109, gemv_m2 38, gemv_m8 78 and gemv_m8f 75), none spills.
+_GEMV_REGS = {("n", 1): 38, ("n", 2): 43, ("n", 4): 52, ("n", 8): 70, ("n", 16): 109,
+              ("m", 1): 40, ("m", 2): 40, ("m", 4): 40, ("m", 8): 82, ("m", 16): 109}
 _GEMV_FUSED_REGS = {("n", 1): 40, ("n", 2): 40, ("n", 4): 48, ("n", 8): 63, ("n", 16): 95,
-                    ("m", 1): 40, ("m", 2): 40, ("m", 4): 40, ("m", 8): 75, ("m", 16): 109}
+                    ("m", 1): 40, ("m", 2): 40, ("m", 4): 40, ("m", 8): 77, ("m", 16): 109}
 GEMV_CONFIGS: tuple[GemvConfig, ...] = tuple(
     GemvConfig(side, skinny, regs, fused)
     for fused, table in ((False, _GEMV_REGS), (True, _GEMV_FUSED_REGS))
     for (side, skinny), regs in table.items())
-# Rung 27: registers from ptxas (nvcc 13, sm_90), none spills (TN 16 spilled, and 32x128 with
-# TN 4 was never the fastest on the H100: both left out);
-# efficiency and store share as measured on the H100.
+# Rung 27: registers as NVRTC compiles them for the H100 (nvcc 13 gives the TN 8 tiles 94 and
+# shortk_cols8 40), none spills (TN 16 spilled, and 32x128 with TN 4 was never the fastest
+# on the H100: both left out); efficiency and store share as measured on the H100.
 SHORTK_CONFIGS: tuple[ShortKConfig, ...] = (
-    ShortKConfig(128, 8, regs=94, efficiency=0.5, store=3.0),
+    ShortKConfig(128, 8, regs=80, efficiency=0.5, store=3.0),
     ShortKConfig(128, 4, regs=48, efficiency=0.4, store=3.0),
-    ShortKConfig(64, 8, regs=94, efficiency=0.5, store=3.0),
+    ShortKConfig(64, 8, regs=80, efficiency=0.5, store=3.0),
     # Whole columns: efficiency counts the padded rows' FMAs too; stores coalesced for
     # any M, so no unaligned penalty.
-    ShortKConfig(8, 1, regs=40, efficiency=0.5, unaligned=1.0, store=1.5, cols=True),
+    ShortKConfig(8, 1, regs=48, efficiency=0.5, unaligned=1.0, store=1.5, cols=True),
     ShortKConfig(16, 1, regs=59, efficiency=0.5, unaligned=1.0, store=1.5, cols=True),
     ShortKConfig(32, 1, regs=80, efficiency=0.5, unaligned=1.0, store=1.5, cols=True),
 )

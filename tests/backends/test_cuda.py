@@ -348,6 +348,29 @@ def test_without_gpu_kernels_are_unavailable_with_a_reason() -> None:
 
 # -------------------------------------------------------------------------- GPU
 @needs_gpu
+def test_every_dispatch_variant_gets_the_occupancy_the_cost_model_assumes() -> None:
+    """The driver's occupancy query on each compiled variant of rung 22 against the
+    manifest's blocks per SM (registers as NVRTC allots them, threads, shared memory)."""
+    import cupy
+
+
+    backend = get_backend("cuda")
+    wrong = []
+    for row in VARIANTS:
+        config = row.config
+        if not hasattr(config, "blocks_per_sm"):
+            continue
+        smem = config.smem_bytes if config.smem_dynamic else 0
+        fn = backend.function(row.source, row.entry, tuple(config.defines.items()), smem)
+        got = cupy.cuda.driver.occupancyMaxActiveBlocksPerMultiprocessor(
+            fn.kernel.ptr, config.threads, smem)
+        if got != config.blocks_per_sm:
+            wrong.append(f"{row.key}: {got} blocks an SM ({fn.attributes['num_regs']} "
+                         f"registers), manifest {config.blocks_per_sm}")
+    assert not wrong, wrong
+
+
+@needs_gpu
 @pytest.mark.parametrize("pinned", [False, True], ids=["pageable", "pinned"])
 def test_transfers_are_timed(pinned: bool) -> None:
     problem = Problem(256, 192, 160, beta=0.5, seed=3)

@@ -218,3 +218,20 @@ def test_rung_27s_blocks_compute_their_padding_and_wait_for_their_staging_rounds
                  - estimate_seconds(candidate, 3, 5, 32, 1, params=params))
         assert extra == pytest.approx(candidate.config.staging_rounds * 1e-6, rel=0.05)
     assert tile.config.staging_rounds == 8 and cols.config.staging_rounds == 2
+
+
+def test_rung_24s_blocks_past_what_the_sms_hold_run_in_a_second_wave() -> None:
+    """gemv_n16 holds 4 blocks an SM (528 on the H100), gemv_n16f 5: 66 row blocks of 128
+    in 8 slices fill one wave of either; 67 leave gemv_n16 8 blocks for a second wave, whose
+    rounds of loads cost as the first's (on the H100, 74 x 8 blocks: gemv_n16 185 us,
+    gemv_n16f 122)."""
+    params = model.parameters_for(H100.name)
+    n16, n16f = (next(c for c in variants.GEMV_CONFIGS if c.name == name)
+                 for name in ("gemv_n16", "gemv_n16f"))
+
+    def seconds(config: variants.GemvConfig, m: int) -> float:
+        return estimate_seconds(Candidate(variant("gemv", config), 8), m, 16, 6144, 1, H100,
+                                params)
+
+    assert seconds(n16, 67 * 128) > 1.25 * seconds(n16, 66 * 128)
+    assert seconds(n16f, 67 * 128) < 1.05 * seconds(n16f, 66 * 128)

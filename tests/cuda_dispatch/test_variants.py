@@ -76,6 +76,24 @@ def test_occupancy_follows_registers_and_threads() -> None:
     assert CONFIGS["64x128x16_b3"].blocks_per_sm == 3
 
 
+def test_a_warps_registers_come_from_one_quarter_of_the_register_file() -> None:
+    """112 registers: 4 warps fit a quarter of 16384, so 8 blocks of 2 warps, where the
+    whole file's 65536 would take 9 (the H100's occupancy query says 8)."""
+    fused = next(c for c in FUSED_CONFIGS if c.name == "32x32x16_t4x4_lr4_f")
+    assert (fused.regs, fused.threads, fused.blocks_per_sm) == (112, 64, 8)
+    assert variants.resident_blocks(89, 64, 4352) == 10  # 5 warps a quarter
+    assert variants.resident_blocks(32, 1024, 0) == 2  # threads bound it
+    assert variants.resident_blocks(32, 64, 60 * 1024) == 3  # shared memory bounds it
+
+
+def test_gemv_blocks_hold_their_32kb_panel_and_registers() -> None:
+    n16, n16f = (next(c for c in GEMV_CONFIGS if c.name == name)
+                 for name in ("gemv_n16", "gemv_n16f"))
+    assert (n16.regs, n16.blocks_per_sm) == (109, 4)  # as NVRTC compiles it
+    assert (n16f.regs, n16f.blocks_per_sm) == (95, 5)  # launch bounds hold it to 5
+    assert next(c for c in GEMV_CONFIGS if c.name == "gemv_n1").blocks_per_sm == 6  # panel
+
+
 def test_tiles_store_a_misaligned_c_in_turns_where_their_buffers_hold_too_few_warps() -> None:
     """store_rounds mirrors EPI_ROUNDS of cuda/21_splitk.cu: a warp's part of the tile
     (WM rows padded to 8 mod 32 a quarter, times 32 / LR columns at a pitch of LR mod 32)
@@ -259,14 +277,22 @@ def _ptxas(source: Path, defines: dict, tmp_path: Path) -> dict[str, tuple[int, 
     return kernels
 
 
+#: Where nvcc 13 allocates other registers than NVRTC, which compiles the suite's kernels
+#: on the GPU host (the manifest holds NVRTC's: they set the occupancy the kernels get).
+NVCC_REGS = {"gemv:gemv_n16": 96, "gemv:gemv_m2": 38, "gemv:gemv_m8": 78, "gemv:gemv_m8f": 75,
+             "shortk:shortk_128x64_t8": 94, "shortk:shortk_64x128_t8": 94,
+             "shortk:shortk_cols8": 40}
+
+
 @needs_nvcc
 @pytest.mark.parametrize("row", VARIANTS, ids=lambda v: v.key)
 def test_every_variant_compiles_for_sm90_without_spills_at_its_occupancy(row,
                                                                          tmp_path: Path) -> None:
     regs, spills = _ptxas(source_path(row.source), row.config.defines, tmp_path)[row.entry]
     assert spills.startswith("0 bytes stack frame, 0 bytes spill"), spills
-    assert regs == row.config.regs or (
-        isinstance(row.config, Config)
+    expected = NVCC_REGS.get(row.key, row.config.regs)
+    assert regs == expected or (
+        hasattr(row.config, "blocks_per_sm")
         and dataclasses.replace(row.config, regs=regs).blocks_per_sm
         == row.config.blocks_per_sm), f"{row.key}: {regs} registers"
 
