@@ -5,6 +5,7 @@ the cost model's store share for rung 21's tiles there.
     python scripts/tile_calibration.py measure --out timings.json --shapes 13780x234x79 ...
     python scripts/tile_calibration.py fit timings.json ... [--check held.json ...] [--latency]
     python scripts/tile_calibration.py fit timings.json ... --gemv
+    python scripts/tile_calibration.py fit timings.json ... --epilogue
 
 ``measure`` (on a GPU) verifies and times, per problem, the model's eight best plans and
 every split-K, stream-K, short-K and GEMV variant at the split the model likes best for it, then
@@ -25,7 +26,9 @@ ranks best for each (the waves of blocks a split makes).
 where M is not a multiple of 4 (``staged_store``: C through shared memory) and the plain
 tiles' unaligned shares, or with ``--latency`` the block latency of the largest tiles, or
 with ``--gemv`` the unaligned shares of rung 24's N-side variants (A streamed, M not a
-multiple of 4),
+multiple of 4), or with ``--epilogue`` the SM's time per output of rung 21's staged store
+(``staged_epilogue_s``) and rung 27's store shares, on the timings with K of
+``model.STORE_BOUND_K`` or less (where C's stores are most of the time),
 every other figure held at the device's model file, and writes them there; it prints the
 error of the times and how the model ranks the measured plans, before and after, on the
 fitted timings and on those given with ``--check``.
@@ -64,6 +67,11 @@ LATENCY = [("latency", f"splitk:{name}") for name in (
 #: are spread 32 apart; fitted before at the bound, 0.3, when a warp's loads were strided).
 GEMV_N = [("unaligned", v.key) for v in VARIANTS
           if v.family == "gemv" and getattr(v.config, "side", "") == "n"]
+#: ``fit --epilogue`` frees the SM's time per output of rung 21's staged store of C and the
+#: store shares of rung 27's tiles, the plans rung 22 weighs against them where K is short.
+EPILOGUE = [("shared", "staged_epilogue_s")] + [
+    ("store", f"shortk:{name}")
+    for name in ("shortk_128x32_t4", "shortk_128x64_t8", "shortk_64x128_t8")]
 
 
 def calibration_shapes(kind: str, seed: int, count: int) -> list[tuple[int, int, int, int]]:
@@ -182,10 +190,12 @@ def report(label: str, rows: list[dict], params: model.Parameters) -> dict:
     return {"log_error": round(error, 3), **accuracy.to_dict()}
 
 
-def fit(paths: list[Path], check: list[Path], free: list[tuple[str, str]] = FREE) -> None:
+def fit(paths: list[Path], check: list[Path], free: list[tuple[str, str]] = FREE,
+        short_k: bool = False) -> None:
     from mmsuite.cuda_dispatch.tuning_file import bundled_model_path, load_model, store_model
 
-    rows = [row for path in paths for row in json.loads(path.read_text())["rows"]]
+    rows = [row for path in paths for row in json.loads(path.read_text())["rows"]
+            if not short_k or row["dims"][2] <= model.STORE_BOUND_K]
     held = [row for path in check for row in json.loads(path.read_text())["rows"]]
     path = bundled_model_path(H100_SXM.name)
     assert path is not None
@@ -237,10 +247,14 @@ def main() -> None:
                       help="refit the largest tiles' block latency instead (LATENCY)")
     free.add_argument("--gemv", action="store_true",
                       help="refit rung 24's N-side unaligned shares instead (GEMV_N)")
+    free.add_argument("--epilogue", action="store_true",
+                      help="refit the staged store's SM time and rung 27's store shares on "
+                           "the short-K timings instead (EPILOGUE)")
     args = parser.parse_args()
     if args.command == "fit":
         fit(args.timings, args.check,
-            LATENCY if args.latency else GEMV_N if args.gemv else FREE)
+            LATENCY if args.latency else GEMV_N if args.gemv
+            else EPILOGUE if args.epilogue else FREE, short_k=args.epilogue)
         return
     seed = SEEDS[args.set] if args.seed is None else args.seed
     shapes = ([_shape(s) for s in args.shapes] if args.shapes

@@ -7,8 +7,9 @@ of its rate), each block's K work at a tile's FMA rate (its ``efficiency``
 of the FP32 peak, times ``unaligned`` when M or K is not a multiple of 4 and
 loads go scalar), C's stores (where M is not a multiple of 4, rung 21's plain
 tiles store through shared memory at ``staged_store`` over the turns their
-warps take, the other tiles scalars at ``unaligned_store``), a block's prologue
-and epilogue, and the second kernel of
+warps take, and each of their blocks spends ``staged_epilogue_s`` of the SM's
+time per output doing so; the other tiles store scalars at ``unaligned_store``),
+a block's prologue and epilogue, and the second kernel of
 split-K (the reduction) and stream-K (the fix-up) as bytes over a bandwidth
 that few blocks reach only in part. Rung 24 (GEMV) is the bytes it moves over
 a share of the memory's bandwidth, which a grid of few blocks does not reach, in waves
@@ -84,6 +85,10 @@ SHARED_DEFAULTS: dict[str, float] = {
     # ... and rung 21's plain tiles' share then: C goes out through shared memory, with
     # consecutive lanes on consecutive rows (cuda/21_splitk.cu's store_tile_rows).
     "staged_store": 1.0,
+    # ... and the SM's own time for it, per output: each goes to shared memory, back, and out
+    # in a scalar store (three instructions a warp per 32 outputs, one a cycle at 1.98 GHz,
+    # where an aligned tile stores four outputs a lane in one), after the block's FMAs.
+    "staged_epilogue_s": 4.7e-11,
     "load_bytes_per_s": 6.0e12,  # A and B tiles loaded, mostly from L2, once per block
     "shortk_round_s": 1e-8,  # rung 27: a round of a block's staging loads, per K chunk
 }
@@ -186,13 +191,16 @@ def _splitk_seconds(c: Candidate, m: int, n: int, k: int, batch: int, device: De
     full_waves, rest = divmod(blocks, device.sms * occupancy)
 
     rounds_s = k_slice / config.bk * p["tile_round_s"]  # the blocks of a wave wait together
+    # Where C goes out through shared memory, an SM passes each block's outputs one after
+    # another through its load/store unit.
+    staged_s = p["staged_epilogue_s"] * config.bm * config.bn if m % 4 and _staged(c) else 0.0
 
     def wave(per_sm: int) -> float:
         fill = _fill(per_sm, config.threads, p["fill_exponent"])
         compute_s = per_sm * fma_per_block / (sm_rate * fill)
         compute_s = (compute_s ** _SOFT_MAX_POWER + rounds_s ** _SOFT_MAX_POWER) ** (
             1 / _SOFT_MAX_POWER)
-        return compute_s + p.block_latency(c.variant.key)
+        return compute_s + per_sm * staged_s + p.block_latency(c.variant.key)
 
     seconds = full_waves * wave(occupancy)
     if rest:
@@ -401,7 +409,8 @@ def _free_names(timings: Sequence[Timing]) -> list[tuple[str, str]]:
     misaligned_stores = [t for t in timings if t.m % 4 and t.k <= STORE_BOUND_K
                          and t.candidate.family in ("splitk", "streamk")]
     told = {"unaligned_store": any(not _staged(t.candidate) for t in misaligned_stores),
-            "staged_store": any(_staged(t.candidate) for t in misaligned_stores)}
+            "staged_store": any(_staged(t.candidate) for t in misaligned_stores),
+            "staged_epilogue_s": any(_staged(t.candidate) for t in misaligned_stores)}
     names = [("shared", name) for name in SHARED_DEFAULTS
              if families & set(_SHARED_OF.get(name, families)) and told.get(name, True)]
     seen: dict[str, bool] = {}
@@ -438,6 +447,7 @@ _SHARED_OF: dict[str, tuple[str, ...]] = {
     "dot_latency_s": ("dot",), "dot_round_s": ("dot",), "gemv_bandwidth": ("gemv",),
     "gemv_blocks_per_sm": ("gemv", "dot"), "gemv_latency_s": ("gemv",),
     "shortk_round_s": ("shortk",), "staged_store": ("splitk",),
+    "staged_epilogue_s": ("splitk",),
 }
 #: What the fit may not leave: no tile past the FP32 peak, no memory past what the H100's
 #: L2 and HBM move (the sample's small problems cannot tell those apart from latency).
@@ -449,7 +459,7 @@ BOUNDS: dict[str, tuple[float, float]] = {
     "dot_round_s": (1e-8, 1e-5),
     "dot_latency_s": (1e-9, 1e-5), "gemv_fuse_s": (1e-8, 2e-5), "fuse_slice_s": (1e-10, 1e-6),
     "fuse_bytes_per_thread_s": (1e7, 1e11), "tile_round_s": (1e-8, 2e-6),
-    "shortk_round_s": (1e-9, 5e-6),
+    "shortk_round_s": (1e-9, 5e-6), "staged_epilogue_s": (1e-12, 1e-9),
 }
 COMPUTE_BOUND_FMAS = 2**28
 STORE_BOUND_K = 64

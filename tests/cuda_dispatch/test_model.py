@@ -135,6 +135,32 @@ def test_only_rung_21s_plain_tiles_store_a_misaligned_c_at_the_staged_share() ->
     assert 1.5 < turns < 2.5  # two turns at the shared buffers: half the store rate
 
 
+def test_a_staged_store_costs_the_sm_time_per_output_of_rung_21s_plain_tiles() -> None:
+    """Where M is not a multiple of 4, rung 21's plain tiles pass each output through shared
+    memory and out in a scalar store after their FMAs: ``staged_epilogue_s`` of an SM's time
+    per output of each block (padding included). An aligned M, rung 23's tiles and the
+    fused tiles (scalar stores of C) pay none of it."""
+    def params(per_output: float) -> Parameters:
+        return dataclasses.replace(model.STARTING, shared={
+            **model.SHARED_DEFAULTS, "staged_epilogue_s": per_output})
+
+    dims = (8192, 256, 1)  # N, K, batch: K long enough that the SMs' time is the work
+
+    def extra(family: str, name: str, m: int) -> float:
+        config = next(c for c in variants.SEARCH + variants.STREAMK_CONFIGS
+                      + variants.FUSED_CONFIGS if c.name == name)
+        candidate = Candidate(variant(family, config), 2 if config.fused else 1)
+        return (estimate_seconds(candidate, m, *dims, H100, params(1e-10))
+                - estimate_seconds(candidate, m, *dims, H100, params(1e-13)))
+
+    tile = CONFIGS["128x128x16"]  # 33 x 64 blocks, two an SM: eight whole waves
+    outputs = -(-4097 // tile.bm) * tile.bm * 8192
+    assert 0.8 < extra("splitk", "128x128x16", 4097) / (outputs * 1e-10 / H100.sms) < 1.05
+    assert extra("splitk", "128x128x16", 4096) == 0.0
+    assert extra("streamk", "128x128x8", 4097) == 0.0
+    assert extra("splitk", "64x64x16_t4x8_lr8_f", 4097) == 0.0
+
+
 def test_ranking_accuracy_compares_the_pick_with_the_measured_fastest() -> None:
     fast, slow = (Candidate(variant("splitk", CONFIGS[name]))
                   for name in ("256x128x16_t8x8_lr2_s2", "32x32x16_t4x4_lr4"))

@@ -206,6 +206,19 @@ def test_with_the_shipped_h100_model_rung_22_sends_short_k_to_rung_27(
     assert decision.source == "model" and decision.candidate.family == "shortk"
 
 
+@pytest.mark.parametrize("m,n,k", [(9977, 131, 6), (65, 3244, 2)])
+def test_with_the_shipped_h100_model_a_misaligned_c_with_k_a_few_goes_to_rung_27(
+        m: int, n: int, k: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    """M not a multiple of 4 and K of a few: a tile's outputs go through shared memory and
+    out in scalar stores after its FMAs, time the SM spends on each, and rung 27 was faster
+    (H100, suite timer, cuBLAS in the same run: 131x9977x6 row-major shortk_128x32_t4 5.2
+    us, the 64x64x16_t4x8_lr8 tile the model had picked 6.4, cuBLAS 6.5; 3244x65x2 3.1 us
+    against the same tile's 3.6, cuBLAS 3.6)."""
+    monkeypatch.setattr(tuning_file, "BUNDLED_DIR", _SHIPPED)
+    decision = planners.decide(m, n, k, 1, H100)
+    assert decision.source == "model" and decision.candidate.family == "shortk"
+
+
 @pytest.mark.parametrize("m,n,k", [(1293, 3602, 74), (234, 13780, 79), (445, 15002, 221)])
 def test_with_the_shipped_h100_model_a_misaligned_c_with_k_moderate_takes_a_tile(
         m: int, n: int, k: int, monkeypatch: pytest.MonkeyPatch) -> None:
