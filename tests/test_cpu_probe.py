@@ -27,14 +27,22 @@ def test_thread_counts_cover_small_hosts_and_sample_big_ones() -> None:
 def test_fma_probe_matches_a_whole_number_of_fma_lanes_per_cycle(tmp_path: Path) -> None:
     """FLOPs a cycle (FMA figure / measured clock) is a power of two between 8 (SSE, one
     unit) and 64 (two 512-bit units): a compiler that merged or dropped a chain, or a
-    timer that missed time, would land between them."""
-    figures = cpu_probe.load_or_measure(tmp_path)
-    assert figures is not None and figures["cached"] is False
-    one_core = figures["fma_gflops"]["1"]
-    per_cycle = one_core * 1e3 / figures["clock_mhz"]
-    nearest = min((8, 16, 32, 64), key=lambda p: abs(per_cycle - p))
-    assert per_cycle == pytest.approx(nearest, rel=0.12), figures
+    timer that missed time, would land between them every time. A busy neighbour can
+    move one measurement anywhere (41.8 a cycle on a 32-lane core, beside 8 test
+    workers), so the probe gets three tries to land on a whole number of lanes."""
+    tries = []
+    for attempt in range(3):
+        figures = cpu_probe.load_or_measure(tmp_path / str(attempt))
+        assert figures is not None and figures["cached"] is False
+        per_cycle = figures["fma_gflops"]["1"] * 1e3 / figures["clock_mhz"]
+        nearest = min((8, 16, 32, 64), key=lambda p: abs(per_cycle - p))
+        tries.append(figures)
+        if per_cycle == pytest.approx(nearest, rel=0.12):
+            break
+    else:
+        pytest.fail(f"no try landed on a whole number of FMA lanes a cycle: {tries}")
     # All cores together deliver about cores x one core (within clock changes).
+    one_core = figures["fma_gflops"]["1"]
     cores = max(int(k) for k in figures["fma_gflops"])
     assert figures["fma_gflops"][str(cores)] == pytest.approx(cores * one_core, rel=0.3)
 
