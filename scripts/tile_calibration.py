@@ -49,7 +49,7 @@ from mmsuite.cuda_dispatch.search import log_uniform
 from mmsuite.cuda_dispatch.variants import BY_KEY, VARIANTS, Candidate, Config, candidates
 
 SEEDS = {"moderate": 2323, "short": 2325, "long": 2327, "skinny": 2329, "narrow": 2341,
-         "few": 2343}
+         "few": 2343, "slim": 2361}
 #: The model's terms these timings inform: rung 21's staged store share and its plain tiles'
 #: unaligned shares (fitted before with C's scalar stores beside them; rung 23's tiles store
 #: scalars still, and these timings would charge that to their loads; the fused tiles'
@@ -88,6 +88,12 @@ def calibration_shapes(kind: str, seed: int, count: int) -> list[tuple[int, int,
             m, n = log_uniform(rng, 200, 16384), int(rng.integers(1, 17))
             k = log_uniform(rng, 200, 16384)
             fits = m * k <= 2**27
+        elif kind == "slim":  # one side of 12 to 128, the other long, K long
+            m, n = log_uniform(rng, 12, 128), log_uniform(rng, 1000, 16384)
+            k = log_uniform(rng, 300, 16384)
+            fits = m * n * k <= 2**34
+            if rng.integers(0, 2):
+                m, n = n, m
         elif kind == "few":
             m, n = log_uniform(rng, 16, 512), log_uniform(rng, 16, 512)
             k = log_uniform(rng, 1000, 16384)
