@@ -15,12 +15,14 @@ rung 22's own plan and cuBLAS, by the suite's timer. The problems are drawn from
 in [2^16, 2^22] and K in [1000, 8000]; ``skinny``, N in [1, 16], M in [1000, 16384] and K
 in [2000, 16384], M x N x K at least 2^28 so that rung 24 streams A at the memory's rate;
 ``narrow``, N in [1, 16], M and K in [200, 16384]; ``few``, M and N in [16, 512] with M x N
-at most 2^15 and K in [1000, 16384]; three in four with the kernel's M not a multiple of 4),
+at most 2^15 and K in [1000, 16384]; ``slim``, one of M and N in [12, 128], the other in
+[1000, 16384], K in [300, 16384], M x N x K at most 2^34; three in four with the kernel's M
+not a multiple of 4),
 or given as row-major ``MxNxK`` with ``--shapes``. The fitted seeds are 2323 (moderate),
-2325 (short), 2327 (long), 2329 (skinny), 2341 (narrow) and 2343 (few); none of their shapes
-is in a judge seed's draw. Other seeds give shapes to check a fit on. ``--splits N`` also
-times rung 24's variants at every split and the small tiles at the N splits the model
-ranks best for each (the waves of blocks a split makes).
+2325 (short), 2327 (long), 2329 (skinny), 2341 (narrow), 2343 (few) and 2361 (slim); none of
+their shapes is in a judge seed's draw. Other seeds give shapes to check a fit on.
+``--splits N`` also times rung 24's variants at every split and the small tiles at the N
+splits the model ranks best for each (the waves of blocks a split makes).
 
 ``fit`` refits, on those timings, the share of the store rate that rung 21's tiles reach
 where M is not a multiple of 4 (``staged_store``: C through shared memory) and the plain

@@ -290,6 +290,9 @@ def _gemv_seconds(c: Candidate, m: int, n: int, k: int, batch: int, device: Devi
     # N-side, its warps step 4 x warps along K; M-side, its lanes 4 x UNROLL x lanes.
     if config.side == "n":
         per_round = 4 * (4 if config.skinny == 16 else 8)
+        # The 16-column block's round holds half the K steps of A in flight that the others'
+        # do: its grid needs twice the blocks to keep as many bytes on the way.
+        in_flight *= per_round / 32
     else:
         per_round = 16 * (4 if config.skinny >= 8 else 8)
     rounds = -(-gemv_kchunk(k, split) // per_round) if split > 1 else -(-k // per_round)
