@@ -96,6 +96,18 @@ def _load_rung(name: str):
     return extension, ""
 
 
+def _rung_of(kernel: KernelSpec) -> tuple:
+    """A C rung's built extension and its entry's name, or None and why it cannot run."""
+    if not kernel.entry or not kernel.source:
+        return None, "", f"{kernel.id} names no entry or source in the catalogue"
+    extension, reason = _load_rung(built_rung(kernel.source))
+    if extension is None:
+        return None, "", reason
+    if not hasattr(extension.lib, kernel.entry):
+        return None, "", f"{kernel.entry} is not in its built extension; {_REINSTALL}"
+    return extension, kernel.entry, ""
+
+
 def _any_rung():
     """One built rung's extension (for what all share: OpenMP's default, the C flags), or
     None where none is built."""
@@ -137,16 +149,7 @@ class CpuBackend(Backend):
         return ""  # numpy always works; C rungs report their own reason
 
     def kernel_reason(self, kernel: KernelSpec) -> str:
-        if kernel.reference:
-            return ""
-        if not kernel.entry or not kernel.source:
-            return f"{kernel.id} names no entry or source in the catalogue"
-        extension, reason = _load_rung(built_rung(kernel.source))
-        if extension is None:
-            return reason
-        if not hasattr(extension.lib, kernel.entry):
-            return f"{kernel.entry} is not in its built extension; {_REINSTALL}"
-        return ""
+        return "" if kernel.reference else _rung_of(kernel)[2]
 
     @property
     def threads(self) -> int:
@@ -161,7 +164,9 @@ class CpuBackend(Backend):
             session.hold(limiter)
             session.launch_fn = _numpy_launch(call, session.c)
         else:
-            extension, entry = self._extension(kernel)
+            extension, entry, reason = _rung_of(kernel)
+            if extension is None:
+                raise KernelUnavailable(reason)
             session.launch_fn = _c_launch(getattr(extension.lib, entry), extension.ffi,
                                           kernel.id, call, session.c)
             # Set in this thread, where the engine launches: the setting is per thread.
@@ -169,14 +174,6 @@ class CpuBackend(Backend):
             threads = int(extension.lib.mm_max_threads())
         session.info["threads"] = threads
         return session
-
-    def _extension(self, kernel: KernelSpec) -> tuple:
-        """The rung's built extension and the name of its entry in it."""
-        reason = self.kernel_reason(kernel)
-        if reason or not kernel.entry or not kernel.source:
-            raise KernelUnavailable(reason)
-        extension, _ = _load_rung(built_rung(kernel.source))
-        return extension, kernel.entry
 
     def environment(self) -> dict:
         env: dict = {"omp_threads": self.threads, "numpy": np.__version__}
