@@ -20,8 +20,15 @@
 //   From SKINNY 8 up each lane takes two columns, so that every word of A read
 //   from shared memory feeds two FMAs (4096x16x4096, row-major: 54.4 -> 50.3 us
 //   in 8 slices on the H100; cuBLAS 45.1);
+// - mm_24_gemv_n prefetches its warps' first round of A into L2 before the block
+//   stages the panel of B, which those loads do not read: after the barrier they
+//   wait for L2, not for the memory, which is much of the time of the small
+//   products (in mm_24_gemv_m the same prefetch cost 14 registers of gemv_m4:
+//   4 blocks an SM, not 6);
 // - when the grid over M or N leaves the SMs short of loads in flight, K is
-//   split over blocks (blockIdx.y), each writing its raw sums to a workspace
+//   split over blocks (blockIdx.y) in slices of any multiple of 4 (whole 128s
+//   before: the small products could not be split, and 2125x7x246 streamed its
+//   2 MB from 34 blocks), each writing its raw sums to a workspace
 //   that mm_24_reduce adds up in a fixed order (cuda/slice_sum.cuh), as rung 21
 //   does; with one slice the kernel writes C itself;
 // - FUSED=1 (variant gemv_*f): no second launch. Each block writes its slice's
@@ -52,6 +59,11 @@ static_assert(SKINNY == 1 || SKINNY == 2 || SKINNY == 4 || SKINNY == 8 || SKINNY
 #ifndef FUSED
 #define FUSED 0
 #endif
+
+// Brings p's line into L2 without waiting for it or holding a register.
+__device__ __forceinline__ void prefetch_l2(const float* p) {
+    asm volatile("prefetch.global.L2 [%0];" ::"l"(p));
+}
 
 #define PANEL_FLOATS 8192  // shared memory of either kernel: 32 KB
 #define UNROLL 4           // 16-byte loads in flight per lane
@@ -97,6 +109,15 @@ mm_24_gemv_n(int M, int N, int K, float alpha, const float* A, const float* B, f
     float acc[4][SKINNY] = {};
     for (int kc = kb; kc < ke; kc += N_SUB) {
         const int sub = min(N_SUB, ke - kc);
+        // The warp's first round of A needs no panel: prefetched while the block stages B,
+        // its loads after the barrier wait for L2, not for the memory. (The warp's 128 rows
+        // are 4 lines of 128 bytes a column, whichever way its lanes split them.)
+        if (blockIdx.x * N_ROWS + 4 * lane < M)
+#pragma unroll
+            for (int u = 0; u < UNROLL; ++u)
+                if (warp * UNROLL + u < sub)
+                    prefetch_l2(A + (size_t)(kc + warp * UNROLL + u) * M + blockIdx.x * N_ROWS
+                                + 4 * lane);
         __syncthreads();  // the previous panel is read
         for (int e = threadIdx.x; e < sub * SKINNY; e += N_THREADS) {
             const int k = e % sub, j = e / sub;  // consecutive threads: consecutive k of B

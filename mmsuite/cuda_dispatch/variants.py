@@ -660,9 +660,10 @@ def shortk_grid(config: ShortKConfig, m: int, n: int, batch: int) -> tuple[int, 
 
 
 def gemv_kchunk(k: int, split: int) -> int:
-    """K per slice: whole 128s (so that 16-byte loads of B stay aligned)."""
+    """K per slice: whole 4s, so that the M-side kernel's 16-byte loads of B's columns stay
+    aligned (the N-side kernel takes any K per slice; one rule serves both)."""
     per_slice = -(-k // split)
-    return -(-per_slice // 128) * 128
+    return -(-per_slice // 4) * 4
 
 
 def gemv_splits(k: int) -> list[int]:

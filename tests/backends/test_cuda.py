@@ -556,6 +556,8 @@ def _gemv_problems(config) -> list[Problem]:
                 Problem(m1, n1, 4096 + 3, layout="col")]
     if config.side == "n":  # M a multiple of 4 over three row blocks: the 16-byte loads
         problems.append(Problem(260, max(1, skinny - 1), 77, layout="col", beta=0.5))
+    else:  # K a multiple of 4 (the 16-byte loads of B) in slices of 124, 64, 32 and 16
+        problems.append(Problem(max(1, skinny - 1), 300, 4 * 61, layout="col", beta=0.5))
     return problems
 
 

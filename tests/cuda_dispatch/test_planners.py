@@ -162,8 +162,9 @@ def test_a_dot_plan_is_one_launch_a_block_per_tile_and_slice() -> None:
 
 def test_rung_24_alone_covers_wide_products_sixteen_columns_at_a_time() -> None:
     plan = planners.plan_gemv(_call(35, 79, 19, 3), H100)
-    assert plan.steps[0].entry == "mm_24_gemv_n" and plan.steps[0].grid == (1, 1, 3 * 5)
-    assert plan.info["dispatch"]["config"] == "gemv_n16"
+    grid = plan.steps[0].grid
+    assert plan.steps[0].entry == "mm_24_gemv_n" and (grid[0], grid[2]) == (1, 3 * 5)
+    assert plan.info["dispatch"]["config"] in ("gemv_n16", "gemv_n16f")
 
 
 def test_nothing_in_the_dispatcher_or_tune_writes_the_environment() -> None:
