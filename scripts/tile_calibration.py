@@ -14,13 +14,16 @@ rung 22's own plan and cuBLAS, by the suite's timer. The problems are drawn from
 2^20 and K log-uniform in [24, 320]; ``short``, the same with K in [4, 64]; ``long``, M x N
 in [2^16, 2^22] and K in [1000, 8000]; ``skinny``, N in [1, 16], M in [1000, 16384] and K
 in [2000, 16384], M x N x K at least 2^28 so that rung 24 streams A at the memory's rate;
-``narrow``, N in [1, 16], M and K in [200, 16384]; ``few``, M and N in [16, 512] with M x N
+``narrow``, N in [1, 16], M and K in [200, 16384]; ``tiny``, N in [1, 16], M in [100, 8192],
+K in [16, 2048] and M x N x K at most 2^26 (where a launch's latency outweighs its bytes),
+M and N swapped in half of them;
+``few``, M and N in [16, 512] with M x N
 at most 2^15 and K in [1000, 16384]; ``slim``, one of M and N in [12, 128], the other in
 [1000, 16384], K in [300, 16384], M x N x K at most 2^34; three in four with the kernel's M
 not a multiple of 4),
 or given as row-major ``MxNxK`` with ``--shapes``. The fitted seeds are 2323 (moderate),
-2325 (short), 2327 (long), 2329 (skinny), 2341 (narrow), 2343 (few) and 2361 (slim); none of
-their shapes is in a judge seed's draw. Other seeds give shapes to check a fit on.
+2325 (short), 2327 (long), 2329 (skinny), 2341 (narrow), 2343 (few), 2361 (slim) and 2381
+(tiny); none of their shapes is in a judge seed's draw. Other seeds give shapes to check a fit on.
 ``--splits N`` also times rung 24's variants at every split and the small tiles at the N
 splits the model ranks best for each (the waves of blocks a split makes).
 
@@ -51,7 +54,7 @@ from mmsuite.cuda_dispatch.search import log_uniform
 from mmsuite.cuda_dispatch.variants import BY_KEY, VARIANTS, Candidate, Config, candidates
 
 SEEDS = {"moderate": 2323, "short": 2325, "long": 2327, "skinny": 2329, "narrow": 2341,
-         "few": 2343, "slim": 2361}
+         "few": 2343, "slim": 2361, "tiny": 2381}
 #: The model's terms these timings inform: rung 21's staged store share and its plain tiles'
 #: unaligned shares (fitted before with C's scalar stores beside them; rung 23's tiles store
 #: scalars still, and these timings would charge that to their loads; the fused tiles'
@@ -90,6 +93,11 @@ def calibration_shapes(kind: str, seed: int, count: int) -> list[tuple[int, int,
             m, n = log_uniform(rng, 200, 16384), int(rng.integers(1, 17))
             k = log_uniform(rng, 200, 16384)
             fits = m * k <= 2**27
+        elif kind == "tiny":  # a skinny side, the product small: latency more than bytes
+            m, n = log_uniform(rng, 100, 8192), int(rng.integers(1, 17))
+            k = log_uniform(rng, 16, 2048)
+            fits = m * n * k <= 2**26
+            skinny_m = bool(rng.integers(0, 2))  # half with M skinny: B streamed
         elif kind == "slim":  # one side of 12 to 128, the other long, K long
             m, n = log_uniform(rng, 12, 128), log_uniform(rng, 1000, 16384)
             k = log_uniform(rng, 300, 16384)
@@ -112,6 +120,8 @@ def calibration_shapes(kind: str, seed: int, count: int) -> list[tuple[int, int,
             continue
         if len(out) % 4 != 3:
             m += (1, 2, 3, 0)[m % 4] if len(out) % 2 else (2, 1, 0, 3)[m % 4]
+        if kind == "tiny" and skinny_m:
+            m, n = n, m
         out.append((m, n, k, 1))
     return out
 
