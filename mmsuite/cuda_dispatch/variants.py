@@ -249,6 +249,12 @@ class GemvConfig:
             return 256 // 4 * 2 if self.skinny >= 8 else 256 // 8
         return 128
 
+    @property
+    def tail_outputs(self) -> int:
+        """Outputs each thread of a tile's last block adds up in the fused sum, one after
+        another, each over every slice."""
+        return -(-self.rows * self.skinny // self.threads)
+
     def params(self) -> dict:
         return {"SIDE": self.side, "SKINNY": self.skinny, **({"FUSED": 1} if self.fused else {})}
 
