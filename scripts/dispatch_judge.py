@@ -128,7 +128,8 @@ def tune_table(shapes: list[tuple[int, int, int, int]],
             continue
         ratio = o["model_ms"] / o["best_ms"]
         ratios.append(ratio)
-        plan = f"{o['model']['config']}/{o['model']['split']}"
+        plan = f"{o['model']['config']}/" + (  # labelled as tune labels its best
+            "stream-K" if o["model"]["family"] == "streamk" else str(o["model"]["split"]))
         lines.append(f"| {key[0]} | {key[1]}×{key[2]}×{key[3]} | {plan} | "
                      f"{1e3 * o['model_ms']:.1f} | {o['best']} | {1e3 * o['best_ms']:.1f} | "
                      f"{ratio:.3f} |")

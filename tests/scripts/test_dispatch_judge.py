@@ -55,3 +55,13 @@ def test_the_tune_table_counts_the_model_within_3_percent_of_the_fastest_found()
 def test_the_tune_table_of_nothing_tuned_has_no_summary() -> None:
     lines, summary = judge_script.tune_table([(1, 4, 4, 4)], [])
     assert "not tuned" in lines[-1] and summary == []
+
+
+def test_the_tune_table_labels_a_stream_k_plan_apart_from_the_same_tile_split_k() -> None:
+    """tune labels a stream-K plan "config/stream-K" and a split-K one "config/split": the
+    model's plan is labelled alike, so that the two are never read as the same plan."""
+    outcome = _outcome(1, 4664, 334, 699, 0.0804, 0.0767)
+    outcome["model"] = {"config": "128x64x16_b3", "split": 1, "family": "streamk"}
+    outcome["best"] = "128x64x16_b3/1"
+    lines, _ = judge_script.tune_table([(1, 4664, 334, 699)], [outcome])
+    assert "| 128x64x16_b3/stream-K | 80.4 | 128x64x16_b3/1 | 76.7 |" in lines[2]
