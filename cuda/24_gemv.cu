@@ -35,10 +35,13 @@
 //   sums, fences them, and counts itself in on its tile's counter (ints after
 //   the slices in W, zero before the first launch); the last block of a tile
 //   adds the slices in the same fixed order and writes C, and sets the counter
-//   back to zero. It saves the second launch's gap where the slices are few and
-//   small: 8x8192x8192 (row-major) 115.7 us in 16 slices against 122.3 with the
-//   reduction kernel (cuBLAS 130.0); with many outputs per slice the two are
-//   alike, and rung 22's model picks between them.
+//   back to zero. Its threads load a slice's words of up to four outputs at
+//   once (one output after another, the sum waited for L2 once a slice and
+//   output: 2125x7x246 in 4 slices, 16 times). It saves the second launch's
+//   gap where the slices are few and small: 8x8192x8192 (row-major) 115.7 us
+//   in 16 slices against 122.3 with the reduction kernel (cuBLAS 130.0); with
+//   many outputs per slice the two are alike, and rung 22's model picks
+//   between them.
 // SKINNY (1, 2, 4, 8 or 16) sizes the registers and shared panels: the planner
 // (mmsuite/cuda_dispatch) compiles the least one that holds the skinny side.
 // Edges: predicated 16-byte or scalar loads with zero fill (M or K not a
@@ -63,6 +66,22 @@ static_assert(SKINNY == 1 || SKINNY == 2 || SKINNY == 4 || SKINNY == 8 || SKINNY
 // Brings p's line into L2 without waiting for it or holding a register.
 __device__ __forceinline__ void prefetch_l2(const float* p) {
     asm volatile("prefetch.global.L2 [%0];" ::"l"(p));
+}
+
+// s[u] = slices[at[u]] + slices[plane + at[u]] + ... (splits of them, added in that order, as
+// slice_sum adds them) for the live u: the fused sum of a tile's last block, TAIL outputs of
+// a thread at once.
+template <int TAIL>
+__device__ __forceinline__ void add_slices(const float* slices, size_t plane, int splits,
+                                           const size_t (&at)[TAIL], const bool (&live)[TAIL],
+                                           float (&s)[TAIL]) {
+    for (int t = 0; t < splits; ++t) {
+        float v[TAIL];
+#pragma unroll
+        for (int u = 0; u < TAIL; ++u) v[u] = live[u] ? __ldcg(slices + t * plane + at[u]) : 0.0f;
+#pragma unroll
+        for (int u = 0; u < TAIL; ++u) s[u] = t == 0 ? v[u] : s[u] + v[u];
+    }
 }
 
 #define PANEL_FLOATS 8192  // shared memory of either kernel: 32 KB
@@ -172,14 +191,27 @@ mm_24_gemv_n(int M, int N, int K, float alpha, const float* A, const float* B, f
                                            batch * splits * (size_t)M * N_all);
     if (!last_slice(counters + blockIdx.z * gridDim.x + blockIdx.x, splits)) return;
     const float* slices = W + mat * splits * (size_t)M * N_all;
-    for (int e = threadIdx.x; e < N_ROWS * SKINNY; e += N_THREADS) {
-        const int row = e % N_ROWS, j = e / N_ROWS;
-        const int r = blockIdx.x * N_ROWS + row;
-        if (j >= N || r >= M) continue;
-        const size_t at = r + (size_t)j * M;
-        float s = __ldcg(slices + at);
-        for (int t = 1; t < splits; ++t) s += __ldcg(slices + t * (size_t)M * N_all + at);
-        mm_store(C + at, s, alpha_c, beta_c);
+    const size_t plane = (size_t)M * N_all;
+    // The thread's outputs up to four at a time, the slices the outer loop, so that their
+    // loads of a slice are in flight together (one output at a time, gemv_n8f at 2125x7x246
+    // in 4 slices waited 16 times for L2: 3.6 of its 10 us).
+    constexpr int PER = (N_ROWS * SKINNY + N_THREADS - 1) / N_THREADS, TAIL = PER < 4 ? PER : 4;
+    for (int e0 = threadIdx.x; e0 < N_ROWS * SKINNY; e0 += TAIL * N_THREADS) {
+        size_t at[TAIL];
+        bool live[TAIL];
+        float s[TAIL];
+#pragma unroll
+        for (int u = 0; u < TAIL; ++u) {
+            const int e = e0 + u * N_THREADS, row = e % N_ROWS, j = e / N_ROWS;
+            const int r = blockIdx.x * N_ROWS + row;
+            live[u] = e < N_ROWS * SKINNY && j < N && r < M;
+            at[u] = r + (size_t)j * M;
+            s[u] = 0.0f;
+        }
+        add_slices(slices, plane, splits, at, live, s);
+#pragma unroll
+        for (int u = 0; u < TAIL; ++u)
+            if (live[u]) mm_store(C + at[u], s[u], alpha_c, beta_c);
     }
 }
 
@@ -288,13 +320,23 @@ mm_24_gemv_m(int M, int N, int K, float alpha, const float* A, const float* B, f
     if (!last_slice(counters + blockIdx.z * gridDim.x + blockIdx.x, splits)) return;
     const float* slices = W + mat * splits * (size_t)M * N;
     C += mat * (size_t)M * N;
-    for (int e = threadIdx.x; e < M_COLS * SKINNY; e += M_THREADS) {
-        const int r = e % SKINNY, col = blockIdx.x * M_COLS + e / SKINNY;
-        if (r >= M || col >= N) continue;
-        const size_t at = r + (size_t)col * M;
-        float s = __ldcg(slices + at);
-        for (int t = 1; t < splits; ++t) s += __ldcg(slices + t * (size_t)M * N + at);
-        mm_store(C + at, s, alpha_c, beta_c);
+    constexpr int PER = (M_COLS * SKINNY + M_THREADS - 1) / M_THREADS, TAIL = PER < 4 ? PER : 4;
+    for (int e0 = threadIdx.x; e0 < M_COLS * SKINNY; e0 += TAIL * M_THREADS) {  // as above
+        size_t at[TAIL];
+        bool live[TAIL];
+        float s[TAIL];
+#pragma unroll
+        for (int u = 0; u < TAIL; ++u) {
+            const int e = e0 + u * M_THREADS;
+            const int r = e % SKINNY, col = blockIdx.x * M_COLS + e / SKINNY;
+            live[u] = e < M_COLS * SKINNY && r < M && col < N;
+            at[u] = r + (size_t)col * M;
+            s[u] = 0.0f;
+        }
+        add_slices(slices, (size_t)M * N, splits, at, live, s);
+#pragma unroll
+        for (int u = 0; u < TAIL; ++u)
+            if (live[u]) mm_store(C + at[u], s[u], alpha_c, beta_c);
     }
 }
 

@@ -312,20 +312,19 @@ def _gemv_seconds(c: Candidate, m: int, n: int, k: int, batch: int, device: Devi
     seconds = full_waves * wave(device.sms * config.blocks_per_sm) + (wave(rest) if rest else 0)
     seconds += p["gemv_latency_s"]
     if split > 1 and config.fused:  # each slice written and read back once, no second launch
-        seconds += _fused_sum_seconds(batch * m * n, split, p, config.tail_outputs)
+        seconds += _fused_sum_seconds(batch * m * n, split, p, config.tail_rounds)
     elif split > 1:
         seconds += _reduce_seconds(4 * batch * m * n * split, 8 * batch * m * n,
                                    reduce_blocks(m, n, batch, device), p)
     return seconds
 
 
-def _fused_sum_seconds(outputs: int, split: int, p: Parameters, chain: int = 1) -> float:
+def _fused_sum_seconds(outputs: int, split: int, p: Parameters, rounds: int = 1) -> float:
     """The last block of each tile adding the slices (rungs 24 FUSED and 30): their bytes,
-    and a load from L2 per slice for each of the ``chain`` outputs a thread adds in turn
-    (a 16-column block of rung 24 adds 16 a thread: 8 slices cost it 6 us more than the
-    second launch of its plain variant, 11998x14x745 on the H100)."""
+    and a wait for L2 per slice for each of a thread's ``rounds`` of loads (rung 24's
+    16-column block has 16 outputs a thread, four at a time)."""
     return (8.0 * outputs * split / p["reduce_bytes_per_s"] + p["gemv_fuse_s"]
-            + chain * split * p["fuse_slice_s"])
+            + rounds * split * p["fuse_slice_s"])
 
 
 def _shortk_seconds(c: Candidate, m: int, n: int, k: int, batch: int, device: DeviceFacts,

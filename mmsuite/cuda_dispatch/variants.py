@@ -250,10 +250,10 @@ class GemvConfig:
         return 128
 
     @property
-    def tail_outputs(self) -> int:
-        """Outputs each thread of a tile's last block adds up in the fused sum, one after
-        another, each over every slice."""
-        return -(-self.rows * self.skinny // self.threads)
+    def tail_rounds(self) -> int:
+        """Rounds of loads a slice costs a thread of a tile's last block in the fused sum:
+        its outputs, four at a time."""
+        return -(-self.rows * self.skinny // (4 * self.threads))
 
     def params(self) -> dict:
         return {"SIDE": self.side, "SKINNY": self.skinny, **({"FUSED": 1} if self.fused else {})}
