@@ -21,10 +21,10 @@
 //   from shared memory feeds two FMAs (4096x16x4096, row-major: 54.4 -> 50.3 us
 //   in 8 slices on the H100; cuBLAS 45.1);
 // - mm_24_gemv_n prefetches its warps' first round of A into L2 before the block
-//   stages the panel of B, which those loads do not read: after the barrier they
-//   wait for L2, not for the memory, which is much of the time of the small
-//   products (in mm_24_gemv_m the same prefetch cost 14 registers of gemv_m4:
-//   4 blocks an SM, not 6);
+//   stages the panel of B, which those loads do not read, so that after the
+//   barrier they wait for L2 rather than the memory (it came with the finer K
+//   slices below and was measured only with them; in mm_24_gemv_m the same
+//   prefetch cost gemv_m4 14 registers: 4 blocks an SM, not 6);
 // - when the grid over M or N leaves the SMs short of loads in flight, K is
 //   split over blocks (blockIdx.y) in slices of any multiple of 4 (whole 128s
 //   before: the small products could not be split, and 2125x7x246 streamed its
