@@ -458,7 +458,7 @@ _SHARED_OF: dict[str, tuple[str, ...]] = {
 #: L2 and HBM move (the sample's small problems cannot tell those apart from latency).
 BOUNDS: dict[str, tuple[float, float]] = {
     "efficiency": (0.05, 0.8), "unaligned": (0.3, 1.0), "latency": (1e-8, 2e-5),
-    "gemv_efficiency": (0.05, 1.0),  # rung 24's is a share of gemv_bandwidth, not of FLOPs
+    "efficiency:gemv": (0.05, 1.0),  # rung 24's is a share of gemv_bandwidth, not of FLOPs
     "store_bytes_per_s": (2e11, 4e12), "load_bytes_per_s": (1e12, 2e13),
     "reduce_bytes_per_s": (5e11, 1e13), "gemv_bandwidth": (0.3, 1.0), "store": (0.2, 5.0),
     "unaligned_store": (0.1, 1.0), "staged_store": (0.1, 1.5), "gemv_round_s": (1e-8, 1e-5),
@@ -472,12 +472,19 @@ STORE_BOUND_K = 64
 STORE_BOUND_OUTPUTS = 2**20  # a C of a million floats: the stores outlast the launch
 
 
+def _bounds(table: str, name: str) -> tuple[float, float]:
+    """A parameter's bounds: a shared one's own, else its table's for the variant's family
+    ("efficiency:gemv"), else its table's."""
+    if table == "shared":
+        return BOUNDS.get(name, (0.0, math.inf))
+    family = name.split(":", 1)[0]
+    return BOUNDS.get(f"{table}:{family}", BOUNDS.get(table, (0.0, math.inf)))
+
+
 def _with(start: Parameters, names: list[tuple[str, str]], values: np.ndarray) -> Parameters:
     tables = start.to_dict()  # copies of every table
     for (table, name), value in zip(names, values):
-        bound = name if table == "shared" else (
-            "gemv_efficiency" if table == "efficiency" and name.startswith("gemv:") else table)
-        low, high = BOUNDS.get(bound, (0.0, math.inf))
+        low, high = _bounds(table, name)
         tables[table][name] = min(high, max(low, float(value)))
     return Parameters.from_dict(tables, "fitted")
 

@@ -52,6 +52,7 @@ _MAX_SMEM_PER_BLOCK = 227 * 1024  # sm_90's opt-in limit for one block
 MAX_WORKSPACE_BYTES = 512 * 2**20
 MAX_GRID_YZ = 65535
 GEMV_PANEL_BYTES = 4 * 8192  # cuda/24_gemv.cu's PANEL_FLOATS: static shared memory
+GEMV_TAIL_OUTPUTS = 4  # cuda/24_gemv.cu's TAIL_OUTPUTS: a thread's outputs summed at once
 
 
 MAX_ITERATIONS = 2**31 - 1  # rung 23's kernels count MAC-loop iterations in ints
@@ -252,8 +253,8 @@ class GemvConfig:
     @property
     def tail_rounds(self) -> int:
         """Rounds of loads a slice costs a thread of a tile's last block in the fused sum:
-        its outputs, four at a time."""
-        return -(-self.rows * self.skinny // (4 * self.threads))
+        its outputs, ``GEMV_TAIL_OUTPUTS`` at a time."""
+        return -(-self.rows * self.skinny // (GEMV_TAIL_OUTPUTS * self.threads))
 
     def params(self) -> dict:
         return {"SIDE": self.side, "SKINNY": self.skinny, **({"FUSED": 1} if self.fused else {})}
