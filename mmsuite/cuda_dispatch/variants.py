@@ -371,6 +371,12 @@ SEARCH: tuple[Config, ...] = tuple(CONFIGS.values()) + (
     # 32 rows of C a block and 128 columns: C 32 rows tall with a long K (batch 39 of
     # 32x2137x11410), where 32x32 tiles run at 0.42 of the peak and 64-row tiles waste half.
     Config(32, 128, tm=4, tn=8, lr=8, regs=107, efficiency=0.55, unaligned=0.85),
+    # Two warps a block, 32 outputs a thread, eight blocks an SM: C of a few hundred
+    # thousand outputs with K in the hundreds (3042x136x643), where cuBLAS runs 64x32
+    # tiles of 64 threads unsplit and the 64x64 tiles need seven slices to fill the SMs.
+    # Rates start as 32x128's; the fit sets them.
+    Config(32, 64, tm=4, tn=8, lr=8, regs=119, efficiency=0.55, unaligned=0.85),
+    Config(64, 32, tm=4, tn=8, lr=8, regs=119, efficiency=0.55, unaligned=0.85),
 )
 # Small tiles compiled FUSED: their K slices are added by the last block of each tile, in
 # the same launch. Skinny products with a long K (75x10x5228) run best in many short
@@ -381,6 +387,8 @@ FUSED_CONFIGS: tuple[Config, ...] = (
     Config(64, 64, tm=4, tn=4, regs=114, efficiency=0.479, unaligned=0.85, fused=True),
     Config(64, 64, tm=4, tn=8, lr=8, regs=128, efficiency=0.591, unaligned=0.89, fused=True),
     Config(32, 128, tm=4, tn=8, lr=8, regs=128, efficiency=0.55, unaligned=0.85, fused=True),
+    Config(32, 64, tm=4, tn=8, lr=8, regs=127, efficiency=0.55, unaligned=0.85, fused=True),
+    Config(64, 32, tm=4, tn=8, lr=8, regs=127, efficiency=0.55, unaligned=0.85, fused=True),
 )
 # The tiles as rung 23 compiles them (registers as ptxas reports them, none spills).
 # 128x128x16 spilled in that source before the FMA orders of cuda/mac_loop.inc and has
