@@ -325,3 +325,17 @@ def test_an_h200_reads_its_own_shipped_model_fitted_to_its_timings(
     h100_figures = model.parameters_for(H100.name)
     assert estimate_seconds(tile, *dims, h200, h100_figures) > estimate_seconds(
         gemv, *dims, h200, h100_figures)
+
+
+def test_the_shipped_h100_model_keeps_the_32x128_tile_for_16_rows_with_long_k() -> None:
+    """4096x16x4096 row-major (column-major 16 x 4096): on the H100 (suite timer, two runs)
+    the 32x128 tile in 16 slices took 43.8-44.5 us and the fused 32x64 tile in 16 took
+    47.0-47.1. Fitted without shapes of so few rows and long K, the model had taken the
+    latter; the shipped one takes the former."""
+    shipped = Path(model.__file__).parent.parent / "tuning" / "nvidia-h100-80gb-hbm3.model.json"
+    params = Parameters.from_dict(tuning_file.load_model(shipped)["parameters"], str(shipped))
+    wide = Candidate(variants.BY_KEY["splitk:32x128x16_t4x8_lr8"], 16)
+    two_warps = Candidate(variants.BY_KEY["splitk:32x64x16_t4x8_lr8_f"], 16)
+    dims = (16, 4096, 4096, 1)
+    assert estimate_seconds(wide, *dims, H100, params) < estimate_seconds(
+        two_warps, *dims, H100, params)
