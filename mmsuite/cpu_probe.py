@@ -11,8 +11,8 @@
   use (at most the cores): more active cores may mean a lower clock.
 - **Clock**: a chain of dependent register-to-register integer adds retires one add per
   cycle, so adds per second of thread CPU time is the clock (adds of an immediate would
-  not do: newer Intel cores fold chains of them at rename, several a cycle); it serves the table's cross-check where the
-  kernel reports no maximum clock (virtual machines).
+  not do: newer Intel cores run chains of them several a cycle); it serves the table's
+  cross-check where the kernel reports no maximum clock (virtual machines).
 
 Compiling takes about a second, so the figures are kept in
 ``$XDG_CACHE_HOME/mmsuite/cpu-probe/`` (``~/.cache/...``), one file per machine
@@ -97,8 +97,8 @@ void mm_fma_probe(int threads, long iterations, float start, float step, float m
 double mm_clock_mhz(long n) {
     double start = thread_seconds();
     long x = 0;
-    /* A register operand, not an immediate: newer Intel cores fold chains of
-       add-immediate at rename, several a cycle. A 16-core Xeon VM (2.1 GHz base, AVX-512)
+    /* A register operand, not an immediate: newer Intel cores run chains of
+       add-immediate several a cycle. A 16-core Xeon VM (2.1 GHz base, AVX-512)
        read 4860-5991 MHz with immediates, 2659-2830 with a register: 64 FLOPs a cycle. */
     volatile long one_source = 1;
     long one = one_source;
