@@ -17,6 +17,8 @@ in [2000, 16384], M x N x K at least 2^28 so that rung 24 streams A at the memor
 ``narrow``, N in [1, 16], M and K in [200, 16384]; ``tiny``, N in [1, 16], M in [100, 8192],
 K in [16, 2048] and M x N x K at most 2^26 (where a launch's latency outweighs its bytes),
 M and N swapped in half of them;
+``mid``, M and N log-uniform in [16, 16384] with M x N in [2^14, 2^20] and K
+log-uniform in [150, 1500] (where a few hundred tiles or fewer meet a K of hundreds);
 ``small``, M, N and K log-uniform in [1, 4096] with M x N x K at most 2^24 (where a launch's
 latency and a block's are most of the time); ``few``, M and N in [16, 512] with M x N
 at most 2^15 and K in [1000, 16384]; ``slim``, one of M and N in [12, 128], the other in
@@ -55,7 +57,8 @@ from mmsuite.cuda_dispatch.search import log_uniform
 from mmsuite.cuda_dispatch.variants import BY_KEY, VARIANTS, Candidate, Config, candidates
 
 SEEDS = {"moderate": 2323, "short": 2325, "long": 2327, "skinny": 2329, "narrow": 2341,
-         "few": 2343, "slim": 2361, "tiny": 2381, "small": 2391}
+         "few": 2343, "slim": 2361, "tiny": 2381, "small": 2391,
+         "mid": 2395}
 #: The model's terms these timings inform: rung 21's staged store share and its plain tiles'
 #: unaligned shares (fitted before with C's scalar stores beside them; rung 23's tiles store
 #: scalars still, and these timings would charge that to their loads; the fused tiles'
@@ -105,6 +108,10 @@ def calibration_shapes(kind: str, seed: int, count: int) -> list[tuple[int, int,
             fits = m * n * k <= 2**34
             if rng.integers(0, 2):
                 m, n = n, m
+        elif kind == "mid":  # C of tens to a million outputs, K in the hundreds
+            m, n = log_uniform(rng, 16, 16384), log_uniform(rng, 16, 16384)
+            k = log_uniform(rng, 150, 1500)
+            fits = 2**14 <= m * n <= 2**20
         elif kind == "small":  # every side free, the product small: launch and latency
             m, n, k = (log_uniform(rng, 1, 4096) for _ in range(3))
             fits = m * n * k <= 2**24
