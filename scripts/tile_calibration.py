@@ -25,8 +25,9 @@ at most 2^15 and K in [1000, 16384]; ``slim``, one of M and N in [12, 128], the 
 [1000, 16384], K in [300, 16384], M x N x K at most 2^34; three in four with the kernel's M
 not a multiple of 4),
 or given as row-major ``MxNxK`` with ``--shapes``. The fitted seeds are 2323 (moderate),
-2325 (short), 2327 (long), 2329 (skinny), 2341 (narrow), 2343 (few), 2361 (slim) and 2381
-(tiny); none of their shapes is in a judge seed's draw. Other seeds give shapes to check a fit on.
+2325 (short), 2327 (long), 2329 (skinny), 2341 and 2371 (narrow), 2343 and 2365 (few), 2361
+and 2363 (slim), 2381 (tiny), 2391 (small) and 2395 (mid); none of their shapes is in a
+judge seed's draw. Other seeds give shapes to check a fit on.
 ``--splits N`` also times rung 24's variants at every split and the small tiles at the N
 splits the model ranks best for each (the waves of blocks a split makes).
 
