@@ -68,28 +68,42 @@ __device__ __forceinline__ void prefetch_l2(const float* p) {
     asm volatile("prefetch.global.L2 [%0];" ::"l"(p));
 }
 
-// C[at[u]] = alpha * (slices[at[u]] + slices[plane + at[u]] + ..., splits of them added in
-// that order, as slice_sum adds them) + beta * C[at[u]] for the live u: the fused sum of a
-// tile's last block, TAIL outputs of a thread at once, the slices the outer loop, so that
-// the TAIL loads of a slice are in flight together (one output at a time, gemv_n8f at
-// 2125x7x246 in 4 slices waited 16 times for L2: 3.6 of its 10 us).
+// C = alpha * (the slices of a tile, splits of them added in order, as slice_sum adds them)
+// + beta * C, by a tile's last block: the fused sum. The tile's outputs are numbered
+// e = fast + FAST x slow, at row row0 + fast and column col0 + slow of the M x N output
+// (N side: rows of the block's 128 outputs fast; M side: the SKINNY rows fast). A thread
+// sums TAIL of its outputs at once, the slices the outer loop, so that the TAIL loads of a
+// slice are in flight together (one output at a time, gemv_n8f at 2125x7x246 in 4 slices
+// waited 16 times for L2: 3.6 of its 10 us).
 #define TAIL_OUTPUTS 4  // at most, a thread's outputs summed at once
-template <int TAIL>
+template <int FAST, int OUTPUTS, int THREADS>
 __device__ __forceinline__ void store_slice_sums(const float* slices, size_t plane, int splits,
-                                                 const size_t (&at)[TAIL],
-                                                 const bool (&live)[TAIL], float* C,
+                                                 int row0, int col0, int M, int N, float* C,
                                                  float alpha, float beta) {
-    float s[TAIL];
-    for (int t = 0; t < splits; ++t) {
-        float v[TAIL];
+    constexpr int PER = (OUTPUTS + THREADS - 1) / THREADS;
+    constexpr int TAIL = PER < TAIL_OUTPUTS ? PER : TAIL_OUTPUTS;
+    for (int e0 = threadIdx.x; e0 < OUTPUTS; e0 += TAIL * THREADS) {
+        size_t at[TAIL];
+        bool live[TAIL];
 #pragma unroll
-        for (int u = 0; u < TAIL; ++u) v[u] = live[u] ? __ldcg(slices + t * plane + at[u]) : 0.0f;
+        for (int u = 0; u < TAIL; ++u) {
+            const int e = e0 + u * THREADS, r = row0 + e % FAST, c = col0 + e / FAST;
+            live[u] = e < OUTPUTS && r < M && c < N;
+            at[u] = r + (size_t)c * M;
+        }
+        float s[TAIL];
+        for (int t = 0; t < splits; ++t) {
+            float v[TAIL];
 #pragma unroll
-        for (int u = 0; u < TAIL; ++u) s[u] = t == 0 ? v[u] : s[u] + v[u];
+            for (int u = 0; u < TAIL; ++u)
+                v[u] = live[u] ? __ldcg(slices + t * plane + at[u]) : 0.0f;
+#pragma unroll
+            for (int u = 0; u < TAIL; ++u) s[u] = t == 0 ? v[u] : s[u] + v[u];
+        }
+#pragma unroll
+        for (int u = 0; u < TAIL; ++u)
+            if (live[u]) mm_store(C + at[u], s[u], alpha, beta);
     }
-#pragma unroll
-    for (int u = 0; u < TAIL; ++u)
-        if (live[u]) mm_store(C + at[u], s[u], alpha, beta);
 }
 
 #define PANEL_FLOATS 8192  // shared memory of either kernel: 32 KB
@@ -199,20 +213,8 @@ mm_24_gemv_n(int M, int N, int K, float alpha, const float* A, const float* B, f
                                            batch * splits * (size_t)M * N_all);
     if (!last_slice(counters + blockIdx.z * gridDim.x + blockIdx.x, splits)) return;
     const float* slices = W + mat * splits * (size_t)M * N_all;
-    constexpr int PER = (N_ROWS * SKINNY + N_THREADS - 1) / N_THREADS;
-    constexpr int TAIL = PER < TAIL_OUTPUTS ? PER : TAIL_OUTPUTS;
-    for (int e0 = threadIdx.x; e0 < N_ROWS * SKINNY; e0 += TAIL * N_THREADS) {
-        size_t at[TAIL];
-        bool live[TAIL];
-#pragma unroll
-        for (int u = 0; u < TAIL; ++u) {
-            const int e = e0 + u * N_THREADS, row = e % N_ROWS, j = e / N_ROWS;
-            const int r = blockIdx.x * N_ROWS + row;
-            live[u] = e < N_ROWS * SKINNY && j < N && r < M;
-            at[u] = r + (size_t)j * M;
-        }
-        store_slice_sums(slices, (size_t)M * N_all, splits, at, live, C, alpha_c, beta_c);
-    }
+    store_slice_sums<N_ROWS, N_ROWS * SKINNY, N_THREADS>(
+        slices, (size_t)M * N_all, splits, blockIdx.x * N_ROWS, 0, M, N, C, alpha_c, beta_c);
 }
 
 // ----------------------------------------------------------------- M skinny
@@ -320,20 +322,8 @@ mm_24_gemv_m(int M, int N, int K, float alpha, const float* A, const float* B, f
     if (!last_slice(counters + blockIdx.z * gridDim.x + blockIdx.x, splits)) return;
     const float* slices = W + mat * splits * (size_t)M * N;
     C += mat * (size_t)M * N;
-    constexpr int PER = (M_COLS * SKINNY + M_THREADS - 1) / M_THREADS;
-    constexpr int TAIL = PER < TAIL_OUTPUTS ? PER : TAIL_OUTPUTS;
-    for (int e0 = threadIdx.x; e0 < M_COLS * SKINNY; e0 += TAIL * M_THREADS) {
-        size_t at[TAIL];
-        bool live[TAIL];
-#pragma unroll
-        for (int u = 0; u < TAIL; ++u) {
-            const int e = e0 + u * M_THREADS;
-            const int r = e % SKINNY, col = blockIdx.x * M_COLS + e / SKINNY;
-            live[u] = e < M_COLS * SKINNY && r < M && col < N;
-            at[u] = r + (size_t)col * M;
-        }
-        store_slice_sums(slices, (size_t)M * N, splits, at, live, C, alpha_c, beta_c);
-    }
+    store_slice_sums<SKINNY, M_COLS * SKINNY, M_THREADS>(
+        slices, (size_t)M * N, splits, 0, blockIdx.x * M_COLS, M, N, C, alpha_c, beta_c);
 }
 
 // C = alpha * (sum of the slices) + beta * C (cuda/slice_sum.cuh).

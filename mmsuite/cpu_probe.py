@@ -97,15 +97,13 @@ void mm_fma_probe(int threads, long iterations, float start, float step, float m
 double mm_clock_mhz(long n) {
     double start = thread_seconds();
     long x = 0;
-    /* A register operand, not an immediate: newer Intel cores run chains of
-       add-immediate several a cycle. A 16-core Xeon VM (2.1 GHz base, AVX-512)
-       read 4860-5991 MHz with immediates, 2659-2830 with a register: 64 FLOPs a cycle. */
-    volatile long one_source = 1;
-    long one = one_source;
     for (long i = 0; i < n; i++) {
 #if defined(__x86_64__)
+        /* A register operand, not an immediate: newer Intel cores run chains of
+           add-immediate several a cycle. A 16-core Xeon VM (2.1 GHz base, AVX-512) read
+           4860-5991 MHz with immediates, 2659-2830 with a register: 64 FLOPs a cycle. */
         __asm__ volatile("add %1, %0\n\tadd %1, %0\n\tadd %1, %0\n\tadd %1, %0"
-                         : "+r"(x) : "r"(one));
+                         : "+r"(x) : "r"(1L));
 #elif defined(__aarch64__)
         __asm__ volatile("add %0, %0, #1\n\tadd %0, %0, #1\n\tadd %0, %0, #1\n\t"
                          "add %0, %0, #1" : "+r"(x));

@@ -58,8 +58,7 @@ from mmsuite.cuda_dispatch.search import log_uniform
 from mmsuite.cuda_dispatch.variants import BY_KEY, VARIANTS, Candidate, Config, candidates
 
 SEEDS = {"moderate": 2323, "short": 2325, "long": 2327, "skinny": 2329, "narrow": 2341,
-         "few": 2343, "slim": 2361, "tiny": 2381, "small": 2391,
-         "mid": 2395}
+         "few": 2343, "slim": 2361, "tiny": 2381, "small": 2391, "mid": 2395}
 #: The model's terms these timings inform: rung 21's staged store share and its plain tiles'
 #: unaligned shares (fitted before with C's scalar stores beside them; rung 23's tiles store
 #: scalars still, and these timings would charge that to their loads; the fused tiles'

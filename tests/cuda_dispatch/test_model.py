@@ -14,6 +14,12 @@ from mmsuite.cuda_dispatch.model import Parameters, Timing, estimate_seconds
 from mmsuite.cuda_dispatch.variants import CONFIGS, RUNG21_CONFIG, Candidate, variant
 
 H100 = DeviceFacts()
+SHIPPED = Path(model.__file__).parent.parent / "tuning"  # the model files mmsuite ships
+
+
+def _shipped_h100() -> Parameters:
+    path = SHIPPED / "nvidia-h100-80gb-hbm3.model.json"
+    return Parameters.from_dict(tuning_file.load_model(path)["parameters"], str(path))
 
 
 def _best(m: int, n: int, k: int, batch: int = 1, device: DeviceFacts = H100,
@@ -200,8 +206,7 @@ def test_parameters_round_trip_and_the_users_model_wins(_tuning_dir: Path) -> No
 ])
 def test_the_shipped_h100_model_sends_short_k_to_rung_27_and_few_outputs_to_rung_30(
         dims: tuple[int, int, int, int], family: str) -> None:
-    shipped = Path(model.__file__).parent.parent / "tuning" / "nvidia-h100-80gb-hbm3.model.json"
-    params = Parameters.from_dict(tuning_file.load_model(shipped)["parameters"], str(shipped))
+    params = _shipped_h100()
     found = variants.candidates(*dims, H100)
     assert model.ranked(found, *dims, H100, params)[0][1].family == family
 
@@ -221,8 +226,7 @@ def test_the_shipped_h100_model_stores_c_at_the_rate_the_tiles_reached(
     not a multiple of 4 (through shared memory, the warps in turns where the buffers hold
     too few): the shipped model is within 40% of what the H100 measured (suite timer) on
     both sides."""
-    shipped = Path(model.__file__).parent.parent / "tuning" / "nvidia-h100-80gb-hbm3.model.json"
-    params = Parameters.from_dict(tuning_file.load_model(shipped)["parameters"], str(shipped))
+    params = _shipped_h100()
     tile = next(c for c in variants.SEARCH if c.name == config)
     modelled = estimate_seconds(Candidate(variant("splitk", tile)), *dims, 1, H100, params)
     assert 1 / 1.4 < modelled * 1e6 / measured_us < 1.4
@@ -276,8 +280,7 @@ def test_rung_24s_16_column_blocks_need_twice_the_grid_to_stream_as_fast(
     its blocks holds half the bytes in flight, so it streams A at full rate only with twice
     the blocks (more slices), as the H100 measured (the plans' times in the parameters):
     the shipped model orders each pair so."""
-    shipped = Path(model.__file__).parent.parent / "tuning" / "nvidia-h100-80gb-hbm3.model.json"
-    params = Parameters.from_dict(tuning_file.load_model(shipped)["parameters"], str(shipped))
+    params = _shipped_h100()
 
     def seconds(plan: tuple) -> float:
         config = next(c for c in variants.GEMV_CONFIGS if c.name == plan[0])
@@ -294,8 +297,7 @@ def test_the_shipped_h100_model_takes_a_two_warp_tile_for_a_few_hundred_thousand
     matrix and K is long. On the H100 (suite timer) the unsplit 64x32 tile of two warps took
     131.7 us and the 32x32 tile in 3 slices, the pick before it existed, 167.7: the shipped
     model orders them so."""
-    shipped = Path(model.__file__).parent.parent / "tuning" / "nvidia-h100-80gb-hbm3.model.json"
-    params = Parameters.from_dict(tuning_file.load_model(shipped)["parameters"], str(shipped))
+    params = _shipped_h100()
     two_warps = Candidate(variants.BY_KEY["splitk:64x32x16_t4x8_lr8"], 1)
     small = Candidate(variants.BY_KEY["splitk:32x32x16_t4x4_lr4"], 3)
     dims = (3742, 24, 1244, 12)
@@ -313,7 +315,7 @@ def test_an_h200_reads_its_own_shipped_model_fitted_to_its_timings(
     them so, the H100's the other way."""
     h200 = DeviceFacts("NVIDIA H200", memory_clock_mhz=3201, memory_bus_bits=6016,
                        l2_bytes=60 * 2**20)
-    monkeypatch.setattr(tuning_file, "BUNDLED_DIR", Path(model.__file__).parent.parent / "tuning")
+    monkeypatch.setattr(tuning_file, "BUNDLED_DIR", SHIPPED)
     params = model.parameters_for(h200.name)
     assert params.source.endswith("nvidia-h200.model.json")
     assert params is not model.parameters_for(H100.name)
@@ -332,8 +334,7 @@ def test_the_shipped_h100_model_keeps_the_32x128_tile_for_16_rows_with_long_k() 
     the 32x128 tile in 16 slices took 43.8-44.5 us and the fused 32x64 tile in 16 took
     47.0-47.1. Fitted without shapes of so few rows and long K, the model had taken the
     latter; the shipped one takes the former."""
-    shipped = Path(model.__file__).parent.parent / "tuning" / "nvidia-h100-80gb-hbm3.model.json"
-    params = Parameters.from_dict(tuning_file.load_model(shipped)["parameters"], str(shipped))
+    params = _shipped_h100()
     wide = Candidate(variants.BY_KEY["splitk:32x128x16_t4x8_lr8"], 16)
     two_warps = Candidate(variants.BY_KEY["splitk:32x64x16_t4x8_lr8_f"], 16)
     dims = (16, 4096, 4096, 1)
