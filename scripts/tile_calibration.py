@@ -6,6 +6,7 @@ the cost model's store share for rung 21's tiles there.
     python scripts/tile_calibration.py fit timings.json ... [--check held.json ...] [--latency]
     python scripts/tile_calibration.py fit timings.json ... --gemv
     python scripts/tile_calibration.py fit timings.json ... --epilogue
+    python scripts/tile_calibration.py fit timings.json ... --tiles
 
 ``measure`` (on a GPU) verifies and times, per problem, the model's eight best plans and
 every split-K, stream-K, short-K and GEMV variant at the split the model likes best for it, then
@@ -37,7 +38,8 @@ tiles' unaligned shares, or with ``--latency`` the block latency of the largest 
 with ``--gemv`` the unaligned shares of rung 24's N-side variants (A streamed, M not a
 multiple of 4), or with ``--epilogue`` the SM's time per output of rung 21's staged store
 (``staged_epilogue_s``) and rung 27's store shares, on the timings with K of
-``model.STORE_BOUND_K`` or less (where C's stores are most of the time),
+``model.STORE_BOUND_K`` or less (where C's stores are most of the time), or with
+``--tiles`` the split-K and stream-K tiles' rates and block latencies and their shared terms,
 every other figure held at the device's model file, and writes them there; it prints the
 error of the times and how the model ranks the measured plans, before and after, on the
 fitted timings and on those given with ``--check``.
@@ -76,6 +78,16 @@ LATENCY = [("latency", f"splitk:{name}") for name in (
 #: are spread 32 apart; fitted before at the bound, 0.3, when a warp's loads were strided).
 GEMV_N = [("unaligned", v.key) for v in VARIANTS
           if v.family == "gemv" and getattr(v.config, "side", "") == "n"]
+#: ``fit --tiles`` frees the split-K and stream-K tiles' rates and block latencies and the
+#: shared terms of their waves, slices and fix-ups (``calibration.mid_refit``, fitted on the
+#: mid set with the earlier draws). The plain 32x32 tile is held: freed, it took short-K
+#: products such as 3244x65x2 from rung 27, which the H100 ran faster.
+TILES = [("shared", name) for name in ("tile_round_s", "fuse_bytes_per_thread_s",
+                                       "reduce_bytes_per_s", "streamk_fixup_factor",
+                                       "fill_exponent")] + [
+    (table, v.key) for v in VARIANTS
+    if v.family in ("splitk", "streamk") and v.key != "splitk:32x32x16_t4x4_lr4"
+    for table in ("efficiency", "latency")]
 #: ``fit --epilogue`` frees the SM's time per output of rung 21's staged store of C and the
 #: store shares of rung 27's tiles, the plans rung 22 weighs against them where K is short.
 EPILOGUE = [("shared", "staged_epilogue_s")] + [
@@ -276,13 +288,16 @@ def main() -> None:
                       help="refit the largest tiles' block latency instead (LATENCY)")
     free.add_argument("--gemv", action="store_true",
                       help="refit rung 24's N-side unaligned shares instead (GEMV_N)")
+    free.add_argument("--tiles", action="store_true",
+                      help="refit the split-K and stream-K tiles' rates and latencies and "
+                           "their shared terms instead (TILES)")
     free.add_argument("--epilogue", action="store_true",
                       help="refit the staged store's SM time and rung 27's store shares on "
                            "the short-K timings instead (EPILOGUE)")
     args = parser.parse_args()
     if args.command == "fit":
         fit(args.timings, args.check,
-            LATENCY if args.latency else GEMV_N if args.gemv
+            LATENCY if args.latency else GEMV_N if args.gemv else TILES if args.tiles
             else EPILOGUE if args.epilogue else FREE, short_k=args.epilogue)
         return
     seed = SEEDS[args.set] if args.seed is None else args.seed
