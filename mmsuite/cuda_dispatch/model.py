@@ -77,6 +77,9 @@ SHARED_DEFAULTS: dict[str, float] = {
     # blocks on an SM): its loads' round trip.
     "tile_round_s": 3e-7,
     "gemv_round_s": 0.5e-6,  # one round of a rung 24 block's K loop: loads, then their FMAs
+    # A wave of rung 24's blocks beyond its rounds: staging the skinny operand's panel, the
+    # block's sums and their store (what makes a split past the SMs' fill cost time).
+    "gemv_wave_s": 1e-7,
     "dot_latency_s": 1.5e-6,  # rung 30's launch, block sum and store beyond launch_s
     "dot_round_s": 1.0e-6,  # one round of rung 30's K loop (every thread's loads in flight)
     "launch_s": 2e-6,  # a kernel's start and end, however small (the timer's floor included)
@@ -132,6 +135,13 @@ class Parameters:
 
     def block_latency(self, key: str) -> float:
         return self.latency.get(key, self["block_latency_s"])
+
+    def gemv_round(self, key: str) -> float:
+        """One round of a rung 24 variant's K loop (its ``latency`` entry where fitted: the
+        M-side kernels' rounds hold 2-4x the FMAs and shared-memory reads of A per load as
+        the skinny side grows, so one shared figure cannot serve them all)."""
+        return self.latency.get(key, self.latency.get(key.removesuffix("f"),
+                                                      self["gemv_round_s"]))
 
     def store_share(self, key: str, config: AnyConfig | None = None) -> float:
         return self.store.get(key, getattr(config, "store", 1.0))
@@ -297,6 +307,7 @@ def _gemv_seconds(c: Candidate, m: int, n: int, k: int, batch: int, device: Devi
         per_round = 16 * (4 if config.skinny >= 8 else 8)
     rounds = -(-gemv_kchunk(k, split) // per_round) if split > 1 else -(-k // per_round)
     power = _SOFT_MAX_POWER
+    round_s = p.gemv_round(c.variant.key)
 
     def wave(count: int) -> float:
         """``count`` blocks at once: their bytes at the rate their loads in flight reach
@@ -304,12 +315,13 @@ def _gemv_seconds(c: Candidate, m: int, n: int, k: int, batch: int, device: Devi
         rounds of loads, whichever is longer."""
         fill = min(1.0, count * in_flight / (p["gemv_blocks_per_sm"] * device.sms))
         stream_s = moved * count / blocks / (rate * fill)
-        return (stream_s ** power + (rounds * p["gemv_round_s"]) ** power) ** (1 / power)
+        return (stream_s ** power + (rounds * round_s) ** power) ** (1 / power)
 
     # More blocks than the SMs hold run in waves, the last one short (gemv_n16 holds 4 blocks
     # an SM, gemv_n16f 5: 74 x 8 blocks took 185 and 122 us on the H100).
     full_waves, rest = divmod(blocks, device.sms * config.blocks_per_sm)
     seconds = full_waves * wave(device.sms * config.blocks_per_sm) + (wave(rest) if rest else 0)
+    seconds += (full_waves + bool(rest)) * p["gemv_wave_s"]
     seconds += p["gemv_latency_s"]
     if split > 1 and config.fused:  # each slice written and read back once, no second launch
         seconds += _fused_sum_seconds(batch * m * n, split, p, config.tail_rounds)
@@ -436,8 +448,8 @@ def _free_names(timings: Sequence[Timing]) -> list[tuple[str, str]]:
     for key, misaligned in seen.items():
         if key in compute_bound or key.startswith("gemv:"):
             names.append(("efficiency", key))
-        if not key.startswith("gemv:"):
-            names.append(("latency", key))
+        if not key.startswith("gemv:") or key.startswith("gemv:gemv_m"):
+            names.append(("latency", key))  # rung 24's M side: its round's time
             if key in store_bound:
                 names.append(("store", key))
         if misaligned and key in compute_bound:
@@ -447,7 +459,7 @@ def _free_names(timings: Sequence[Timing]) -> list[tuple[str, str]]:
 
 #: The constants that only some families' timings inform.
 _SHARED_OF: dict[str, tuple[str, ...]] = {
-    "gemv_round_s": ("gemv",), "gemv_fuse_s": ("gemv", "dot"), "fuse_slice_s": ("gemv", "dot"),
+    "gemv_round_s": ("gemv",), "gemv_wave_s": ("gemv",), "gemv_fuse_s": ("gemv", "dot"), "fuse_slice_s": ("gemv", "dot"),
     "fuse_bytes_per_thread_s": ("splitk",), "tile_round_s": ("splitk",),
     "dot_latency_s": ("dot",), "dot_round_s": ("dot",), "gemv_bandwidth": ("gemv",),
     "gemv_blocks_per_sm": ("gemv", "dot"), "gemv_latency_s": ("gemv",),
@@ -462,6 +474,7 @@ BOUNDS: dict[str, tuple[float, float]] = {
     "store_bytes_per_s": (2e11, 4e12), "load_bytes_per_s": (1e12, 2e13),
     "reduce_bytes_per_s": (5e11, 1e13), "gemv_bandwidth": (0.3, 1.0), "store": (0.2, 5.0),
     "unaligned_store": (0.1, 1.0), "staged_store": (0.1, 1.5), "gemv_round_s": (1e-8, 1e-5),
+    "gemv_wave_s": (1e-9, 2e-5),
     "dot_round_s": (1e-8, 1e-5),
     "dot_latency_s": (1e-9, 1e-5), "gemv_fuse_s": (1e-8, 2e-5), "fuse_slice_s": (1e-10, 1e-6),
     "fuse_bytes_per_thread_s": (1e7, 1e11), "tile_round_s": (1e-8, 2e-6),
@@ -493,7 +506,7 @@ def _start_value(start: Parameters, table: str, name: str) -> float:
     if table == "shared":
         return start[name]
     if table == "latency":
-        return start.block_latency(name)
+        return start.gemv_round(name) if name.startswith("gemv:") else start.block_latency(name)
     config = next(v.config for v in VARIANTS if v.key == name)
     if table == "store":
         return start.store_share(name, config)
@@ -573,7 +586,7 @@ def extrapolated(fitted: Parameters, start: Parameters = STARTING) -> Parameters
     tiles = ("splitk", "streamk")  # rung 27's and 30's rates are their own
     ratios = [eff[v.key] / start.rate(v.key, v.config) for v in VARIANTS
               if v.key in eff and v.family in tiles]
-    latencies = [lat[v.key] for v in VARIANTS if v.key in lat]
+    latencies = [lat[v.key] for v in VARIANTS if v.key in lat and v.family != "gemv"]
     shares = [store[v.key] for v in VARIANTS if v.key in store and v.family in tiles]
     for v in VARIANTS:
         if v.family in ("gemv", "dot"):
