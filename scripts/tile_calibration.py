@@ -7,6 +7,7 @@ the cost model's store share for rung 21's tiles there.
     python scripts/tile_calibration.py fit timings.json ... --gemv
     python scripts/tile_calibration.py fit timings.json ... --epilogue
     python scripts/tile_calibration.py fit timings.json ... --tiles
+    python scripts/tile_calibration.py fit timings.json ... --broad
 
 ``measure`` (on a GPU) verifies and times, per problem, the model's eight best plans and
 every split-K, stream-K, short-K and GEMV variant at the split the model likes best for it, then
@@ -20,6 +21,9 @@ K in [16, 2048] and M x N x K at most 2^26 (where a launch's latency outweighs i
 M and N swapped in half of them;
 ``mid``, M and N log-uniform in [16, 16384] with M x N in [2^14, 2^20] and K
 log-uniform in [150, 1500] (where a few hundred tiles or fewer meet a K of hundreds);
+``skinny_m``, the skinny set with M and N swapped (B streamed by rung 24's M-side kernel);
+``batched``, the judge's batched draws (batch 2-64, M, N and K log-uniform in [1, 16384],
+M x N x K x batch at most 2^35);
 ``small``, M, N and K log-uniform in [1, 4096] with M x N x K at most 2^24 (where a launch's
 latency and a block's are most of the time); ``few``, M and N in [16, 512] with M x N
 at most 2^15 and K in [1000, 16384]; ``slim``, one of M and N in [12, 128], the other in
@@ -27,8 +31,9 @@ at most 2^15 and K in [1000, 16384]; ``slim``, one of M and N in [12, 128], the 
 not a multiple of 4),
 or given as row-major ``MxNxK`` with ``--shapes``. The fitted seeds are 2323 (moderate),
 2325 (short), 2327 (long), 2329 (skinny), 2341 and 2371 (narrow), 2343 and 2365 (few), 2361
-and 2363 (slim), 2381 (tiny), 2391 (small) and 2395 (mid); none of their shapes is in a
-judge seed's draw. Other seeds give shapes to check a fit on.
+and 2363 (slim), 2381 (tiny), 2391 (small) and 2395 (mid), and for the broad refit also
+2324 and 2326, 2382, 2392, 2396, 2401 and 2402 (skinny_m) and 2411-2415 (batched); none of
+their shapes is in a judge seed's draw. Other seeds give shapes to check a fit on.
 ``--splits N`` also times rung 24's variants at every split and the small tiles at the N
 splits the model ranks best for each (the waves of blocks a split makes).
 
@@ -40,7 +45,8 @@ multiple of 4), or with ``--epilogue`` the SM's time per output of rung 21's sta
 (``staged_epilogue_s``) and rung 27's store shares, on the timings with K of
 ``model.STORE_BOUND_K`` or less (where C's stores are most of the time), or with
 ``--tiles`` the split-K and stream-K tiles' rates and block latencies and their shared terms,
-every other figure held at the device's model file, and writes them there; it prints the
+or with ``--broad`` those and rung 24's M-side rates, round times and time per wave and rung
+30's terms, every other figure held at the device's model file, and writes them there; it prints the
 error of the times and how the model ranks the measured plans, before and after, on the
 fitted timings and on those given with ``--check``.
 """
@@ -89,6 +95,14 @@ TILES = [("shared", name) for name in ("tile_round_s", "fuse_bytes_per_thread_s"
     (table, v.key) for v in VARIANTS
     if v.family in ("splitk", "streamk") and v.key != "splitk:32x32x16_t4x4_lr4"
     for table in ("efficiency", "latency")]
+#: ``fit --broad`` frees those and, with them, rung 24's M-side rates and round times and its
+#: time per wave of blocks, and rung 30's terms (``calibration.broad_refit``: the judge's
+#: batched draws, and products whose skinny side is M, had been fitted on none of them).
+BROAD = [f for f in TILES if f != ("shared", "fill_exponent")] + [("shared", "gemv_wave_s")] + [
+    (table, v.key) for v in VARIANTS if v.key.startswith("gemv:gemv_m")
+    for table in ("efficiency", "latency")] + [
+    ("shared", name) for name in ("dot_block_s", "dot_latency_s", "dot_round_s")] + [
+    ("efficiency", "dot:dot_4x4")]
 #: ``fit --epilogue`` frees the SM's time per output of rung 21's staged store of C and the
 #: store shares of rung 27's tiles, the plans rung 22 weighs against them where K is short.
 EPILOGUE = [("shared", "staged_epilogue_s")] + [
@@ -250,11 +264,6 @@ def fit(paths: list[Path], check: list[Path], free: list[tuple[str, str]] = FREE
     data = load_model(path)
     start = model.Parameters.from_dict(data["parameters"], str(path))
     fitted = model.fit(timings_of(rows), H100_SXM, start, only=free)
-    summary: dict = {}
-    for label, params in (("before", start), ("after", fitted)):
-        summary[label] = {"fitted": report(f"{label}, fitted shapes", rows, params)}
-        if held:
-            summary[label]["held_back"] = report(f"{label}, held-back shapes", held, params)
     merged = start.to_dict()
     for table, name in free:
         value = fitted.to_dict()[table].get(name)
@@ -264,6 +273,14 @@ def fit(paths: list[Path], check: list[Path], free: list[tuple[str, str]] = FREE
     for v in VARIANTS:
         if isinstance(v.config, Config) and v.config.fused and v.key not in merged["unaligned"]:
             merged["unaligned"][v.key] = round(start.misaligned(v.key, v.config), 6)
+    # "after" is what is written: the freed figures over the file's (the fit's own result
+    # also carries figures it extrapolated for variants the timings left out).
+    written = model.Parameters.from_dict(merged, "refitted")
+    summary: dict = {}
+    for label, params in (("before", start), ("after", written)):
+        summary[label] = {"fitted": report(f"{label}, fitted shapes", rows, params)}
+        if held:
+            summary[label]["held_back"] = report(f"{label}, held-back shapes", held, params)
     refitted = [(table, name) for table, name in free if name in merged[table]]
     for table, name in refitted:
         print(f"{table} {name}: {start.to_dict()[table].get(name)} -> {merged[table][name]}")
@@ -298,6 +315,8 @@ def main() -> None:
     free.add_argument("--tiles", action="store_true",
                       help="refit the split-K and stream-K tiles' rates and latencies and "
                            "their shared terms instead (TILES)")
+    free.add_argument("--broad", action="store_true",
+                      help="refit TILES with rung 24's M-side and rung 30's terms (BROAD)")
     free.add_argument("--epilogue", action="store_true",
                       help="refit the staged store's SM time and rung 27's store shares on "
                            "the short-K timings instead (EPILOGUE)")
@@ -305,7 +324,8 @@ def main() -> None:
     if args.command == "fit":
         fit(args.timings, args.check,
             LATENCY if args.latency else GEMV_N if args.gemv else TILES if args.tiles
-            else EPILOGUE if args.epilogue else FREE, short_k=args.epilogue)
+            else BROAD if args.broad else EPILOGUE if args.epilogue else FREE,
+            short_k=args.epilogue)
         return
     seed = SEEDS[args.set] if args.seed is None else args.seed
     shapes = ([_shape(s) for s in args.shapes] if args.shapes

@@ -79,7 +79,7 @@ SHARED_DEFAULTS: dict[str, float] = {
     "gemv_round_s": 0.5e-6,  # one round of a rung 24 block's K loop: loads, then their FMAs
     # A wave of rung 24's blocks beyond its rounds: staging the skinny operand's panel, the
     # block's sums and their store (what makes a split past the SMs' fill cost time).
-    "gemv_wave_s": 1e-7,
+    "gemv_wave_s": 1e-9,
     "dot_latency_s": 1.5e-6,  # rung 30's launch, block sum and store beyond launch_s
     "dot_round_s": 1.0e-6,  # one round of rung 30's K loop (every thread's loads in flight)
     "launch_s": 2e-6,  # a kernel's start and end, however small (the timer's floor included)
@@ -94,6 +94,9 @@ SHARED_DEFAULTS: dict[str, float] = {
     "staged_epilogue_s": 4.7e-11,
     "load_bytes_per_s": 6.0e12,  # A and B tiles loaded, mostly from L2, once per block
     "shortk_round_s": 1e-8,  # rung 27: a round of a block's staging loads, per K chunk
+    # A round of rung 30's blocks past the first (blocks / SMs, rounded up): each block's
+    # start, barriers and sums (a batch of tiny products is thousands of short blocks).
+    "dot_block_s": 1e-9,
 }
 #: The per-variant tables of :class:`Parameters`.
 PER_VARIANT = ("efficiency", "unaligned", "latency", "store")
@@ -377,7 +380,8 @@ def _dot_seconds(c: Candidate, m: int, n: int, k: int, batch: int, device: Devic
     # over a round's latency, so that the grid's rate grows with its blocks.
     rate = min(device.memory_bytes_per_s * p.rate(c.variant.key, config),
                blocks * config.threads * 4 * 8 * 4 / p["dot_round_s"])
-    seconds = p["launch_s"] + p["dot_latency_s"] + rounds * p["dot_round_s"] + moved / rate
+    seconds = (p["launch_s"] + p["dot_latency_s"] + rounds * p["dot_round_s"] + moved / rate
+               + (-(-blocks // device.sms) - 1) * p["dot_block_s"])
     if split > 1:
         seconds += _fused_sum_seconds(batch * m * n, split, p)
     return seconds
@@ -448,8 +452,10 @@ def _free_names(timings: Sequence[Timing]) -> list[tuple[str, str]]:
     for key, misaligned in seen.items():
         if key in compute_bound or key.startswith("gemv:"):
             names.append(("efficiency", key))
-        if not key.startswith("gemv:") or key.startswith("gemv:gemv_m"):
+        if key.startswith("gemv:gemv_m"):
             names.append(("latency", key))  # rung 24's M side: its round's time
+        elif not key.startswith("gemv:"):
+            names.append(("latency", key))
             if key in store_bound:
                 names.append(("store", key))
         if misaligned and key in compute_bound:
@@ -459,11 +465,12 @@ def _free_names(timings: Sequence[Timing]) -> list[tuple[str, str]]:
 
 #: The constants that only some families' timings inform.
 _SHARED_OF: dict[str, tuple[str, ...]] = {
-    "gemv_round_s": ("gemv",), "gemv_wave_s": ("gemv",), "gemv_fuse_s": ("gemv", "dot"), "fuse_slice_s": ("gemv", "dot"),
+    "gemv_round_s": ("gemv",), "gemv_wave_s": ("gemv",), "gemv_fuse_s": ("gemv", "dot"),
+    "fuse_slice_s": ("gemv", "dot"),
     "fuse_bytes_per_thread_s": ("splitk",), "tile_round_s": ("splitk",),
     "dot_latency_s": ("dot",), "dot_round_s": ("dot",), "gemv_bandwidth": ("gemv",),
     "gemv_blocks_per_sm": ("gemv", "dot"), "gemv_latency_s": ("gemv",),
-    "shortk_round_s": ("shortk",), "staged_store": ("splitk",),
+    "shortk_round_s": ("shortk",), "dot_block_s": ("dot",), "staged_store": ("splitk",),
     "staged_epilogue_s": ("splitk",),
 }
 #: What the fit may not leave: no tile past the FP32 peak, no memory past what the H100's
@@ -478,7 +485,8 @@ BOUNDS: dict[str, tuple[float, float]] = {
     "dot_round_s": (1e-8, 1e-5),
     "dot_latency_s": (1e-9, 1e-5), "gemv_fuse_s": (1e-8, 2e-5), "fuse_slice_s": (1e-10, 1e-6),
     "fuse_bytes_per_thread_s": (1e7, 1e11), "tile_round_s": (1e-8, 2e-6),
-    "shortk_round_s": (1e-9, 5e-6), "staged_epilogue_s": (1e-12, 1e-9),
+    "shortk_round_s": (1e-9, 5e-6), "dot_block_s": (1e-10, 5e-6),
+    "staged_epilogue_s": (1e-12, 1e-9),
 }
 COMPUTE_BOUND_FMAS = 2**28
 STORE_BOUND_K = 64
