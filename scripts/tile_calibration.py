@@ -45,10 +45,10 @@ multiple of 4), or with ``--epilogue`` the SM's time per output of rung 21's sta
 (``staged_epilogue_s``) and rung 27's store shares, on the timings with K of
 ``model.STORE_BOUND_K`` or less (where C's stores are most of the time), or with
 ``--tiles`` the split-K and stream-K tiles' rates and block latencies and their shared terms,
-or with ``--broad`` those and rung 24's M-side rates, round times and time per wave and rung
-30's terms, every other figure held at the device's model file, and writes them there; it prints the
-error of the times and how the model ranks the measured plans, before and after, on the
-fitted timings and on those given with ``--check``.
+or with ``--broad`` the rates and round times of rung 24's M-side variants of 1, 2 and 8
+rows, its time per wave and rung 30's terms, every other figure held at the device's
+model file, and writes them there; it prints the error of the times and how the model ranks
+the measured plans, before and after, on the fitted timings and on those given with ``--check``.
 """
 
 from __future__ import annotations
@@ -95,12 +95,16 @@ TILES = [("shared", name) for name in ("tile_round_s", "fuse_bytes_per_thread_s"
     (table, v.key) for v in VARIANTS
     if v.family in ("splitk", "streamk") and v.key != "splitk:32x32x16_t4x4_lr4"
     for table in ("efficiency", "latency")]
-#: ``fit --broad`` frees those and, with them, rung 24's M-side rates and round times and its
-#: time per wave of blocks, and rung 30's terms (``calibration.broad_refit``: the judge's
-#: batched draws, and products whose skinny side is M, had been fitted on none of them).
-BROAD = [f for f in TILES if f != ("shared", "fill_exponent")] + [("shared", "gemv_wave_s")] + [
-    (table, v.key) for v in VARIANTS if v.key.startswith("gemv:gemv_m")
-    for table in ("efficiency", "latency")] + [
+#: ``fit --broad`` frees the rates and round times of rung 24's M-side variants of 1, 2 and 8
+#: rows and its time per wave of blocks, and rung 30's terms (``calibration.broad_refit``:
+#: the judge's batched draws, and products whose skinny side is M, had been fitted on none
+#: of them). The 4- and 16-row variants are held (freed, they took 8192x4x8192 and
+#: 4096x16x4096 from the plans the H100 ran faster), and so are the tiles (freed with these,
+#: they ranked the held-back mid and slim draws worse; the 32x128 tiles alone took
+#: 4096x16x4096 to the fused 32x64 tile, slower there).
+BROAD = [("shared", "gemv_wave_s")] + [
+    (table, v.key) for v in VARIANTS if v.family == "gemv" and v.config.side == "m"
+    and v.config.skinny in (1, 2, 8) for table in ("efficiency", "latency")] + [
     ("shared", name) for name in ("dot_block_s", "dot_latency_s", "dot_round_s")] + [
     ("efficiency", "dot:dot_4x4")]
 #: ``fit --epilogue`` frees the SM's time per output of rung 21's staged store of C and the
@@ -316,7 +320,7 @@ def main() -> None:
                       help="refit the split-K and stream-K tiles' rates and latencies and "
                            "their shared terms instead (TILES)")
     free.add_argument("--broad", action="store_true",
-                      help="refit TILES with rung 24's M-side and rung 30's terms (BROAD)")
+                      help="refit rung 24's M-side and rung 30's terms instead (BROAD)")
     free.add_argument("--epilogue", action="store_true",
                       help="refit the staged store's SM time and rung 27's store shares on "
                            "the short-K timings instead (EPILOGUE)")

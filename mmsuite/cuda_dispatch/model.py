@@ -111,7 +111,8 @@ class Parameters:
     shared: dict[str, float] = field(default_factory=lambda: dict(SHARED_DEFAULTS))
     efficiency: dict[str, float] = field(default_factory=dict)
     unaligned: dict[str, float] = field(default_factory=dict)
-    latency: dict[str, float] = field(default_factory=dict)  # a block's prologue and epilogue
+    # A block's prologue and epilogue; for rung 24's M-side variants, one round of their K loop.
+    latency: dict[str, float] = field(default_factory=dict)
     # Share of ``store_bytes_per_s`` a variant's epilogue reaches: how a tile's threads lay
     # out their stores decides it, and with K short the stores are nearly all the time
     # (on the H100 at 15443x1914x1, rung 23's 128x64 tile beat the 128x256 one by 1.6x
