@@ -112,6 +112,9 @@ BROAD = [("shared", "gemv_wave_s")] + [
 EPILOGUE = [("shared", "staged_epilogue_s")] + [
     ("store", f"shortk:{name}")
     for name in ("shortk_128x32_t4", "shortk_128x64_t8", "shortk_64x128_t8")]
+#: ``fit``'s flags, each the figures it frees instead of FREE (at most one is given).
+FREE_SETS = {"latency": LATENCY, "gemv": GEMV_N, "tiles": TILES, "broad": BROAD,
+             "epilogue": EPILOGUE}
 
 
 def calibration_shapes(kind: str, seed: int, count: int) -> list[tuple[int, int, int, int]]:
@@ -326,10 +329,8 @@ def main() -> None:
                            "the short-K timings instead (EPILOGUE)")
     args = parser.parse_args()
     if args.command == "fit":
-        fit(args.timings, args.check,
-            LATENCY if args.latency else GEMV_N if args.gemv else TILES if args.tiles
-            else BROAD if args.broad else EPILOGUE if args.epilogue else FREE,
-            short_k=args.epilogue)
+        chosen = [names for flag, names in FREE_SETS.items() if getattr(args, flag)]
+        fit(args.timings, args.check, chosen[0] if chosen else FREE, short_k=args.epilogue)
         return
     seed = SEEDS[args.set] if args.seed is None else args.seed
     shapes = ([_shape(s) for s in args.shapes] if args.shapes
