@@ -445,7 +445,7 @@ def _free_names(timings: Sequence[Timing]) -> list[tuple[str, str]]:
                    if t.k <= STORE_BOUND_K and t.m * t.n * t.batch >= STORE_BOUND_OUTPUTS}
     # Rung 24's M-side variants: their latency entry is their round's time.
     m_side = {t.candidate.variant.key for t in timings
-              if t.candidate.family == "gemv" and t.candidate.config.side == "m"}
+              if isinstance(t.candidate.config, GemvConfig) and t.candidate.config.side == "m"}
     for t in timings:
         key = t.candidate.variant.key
         side = getattr(t.candidate.config, "side", "n")
