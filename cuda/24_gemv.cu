@@ -20,6 +20,17 @@
 //   From SKINNY 8 up each lane takes two columns, so that every word of A read
 //   from shared memory feeds two FMAs (4096x16x4096, row-major: 54.4 -> 50.3 us
 //   in 8 slices on the H100; cuBLAS 45.1);
+// - mm_24_gemv_m keeps two rounds of B's loads in flight: a lane issues the next
+//   round (M_UNROLL loads of each of its columns) before its FMAs wait for this
+//   one, and a panel's first round before the block stages A, which it does not
+//   read. One round at a time, a lane's loads went out in bursts with the SM idle
+//   between them, and a grid of one block an SM (4670x1x5511: 146 blocks) had
+//   too few bytes on the way to reach the memory's rate. From 8 rows up a round
+//   is two loads of each column, not four, so that the second round's registers
+//   keep two blocks an SM. H100, suite timer, row-major, fastest timed plan of
+//   each, cuBLAS in the same run, us: 4670x1x5511 51.1 -> 44.1 (cuBLAS 45.3),
+//   14998x9x3675 148.2 -> 124.4 (126.5), 2961x10x14058 139.1 -> 115.9 (97.0),
+//   4096x16x4096 50.4 -> 41.2 (45.5), 3000x3x12000 73.9 -> 62.8 (108.4);
 // - mm_24_gemv_n prefetches its warps' first round of A into L2 before the block
 //   stages the panel of B, which those loads do not read, so that after the
 //   barrier they wait for L2 rather than the memory (it came with the finer K
@@ -228,9 +239,28 @@ mm_24_gemv_n(int M, int N, int K, float alpha, const float* A, const float* B, f
 #define M_GROUP (M_THREADS / M_LANES)      // a lane's columns are M_GROUP apart
 #define M_COLS (M_CPL * M_GROUP)           // columns of C per block
 #define M_STEP (4 * M_LANES)               // K per load of a column's lanes
-#define M_SUB (((PANEL_FLOATS / (SKINNY + 1)) / (UNROLL * M_STEP)) * (UNROLL * M_STEP))
+#ifndef M_UNROLL
+#define M_UNROLL (SKINNY >= 8 ? 2 : 4)     // a lane's 16-byte loads of a column per round
+#endif
+#define M_ROUND (M_UNROLL * M_STEP)        // K per round of a column's lanes
+#define M_SUB (((PANEL_FLOATS / (SKINNY + 1)) / M_ROUND) * M_ROUND)
 #define M_AT(k, r) ((k) * SKINNY + (r) + ((k) >> 2) * 4)  // A(r, kc + k) in the panel
 static_assert(M_AT(M_SUB - 1, SKINNY - 1) < PANEL_FLOATS, "A panel must fit");
+
+// A lane's round of B: M_UNROLL float4s of each of its columns, M_STEP apart from K
+// offset k of the panel at kc; those at or past `sub` are zeros and load nothing.
+__device__ __forceinline__ void load_round_m(float4 (&v)[M_UNROLL][M_CPL],
+                                             const float* const (&b)[M_CPL],
+                                             const bool (&inside)[M_CPL], int kc, int k, int sub,
+                                             bool vec_k) {
+#pragma unroll
+    for (int u = 0; u < M_UNROLL; ++u) {
+        const int kk = k + u * M_STEP;
+#pragma unroll
+        for (int c = 0; c < M_CPL; ++c)
+            v[u][c] = load4(b[c] + kc + kk, inside[c] && kk < sub ? sub - kk : 0, vec_k);
+    }
+}
 
 // C (or slice blockIdx.y of W) columns [M_COLS bx, +M_COLS) = A x B columns over K slice
 // [kchunk y, +kchunk); M <= SKINNY, kchunk a multiple of 4.
@@ -256,7 +286,10 @@ mm_24_gemv_m(int M, int N, int K, float alpha, const float* A, const float* B, f
     float acc[M_CPL][SKINNY] = {};
     for (int kc = kb; kc < ke; kc += M_SUB) {
         const int sub = min(M_SUB, ke - kc);
-        __syncthreads();
+        // The lane's first round of B needs no panel: in flight while the block stages A.
+        float4 v[M_UNROLL][M_CPL];
+        load_round_m(v, b, inside, kc, 4 * q, sub, vec_k);
+        __syncthreads();  // the previous panel is read
         // Up to a whole float4 of B past `sub`: those columns of the panel hold zeros,
         // never stale words (0 x NaN would be NaN).
         for (int e = threadIdx.x; e < ((sub + 3) & ~3) * SKINNY; e += M_THREADS) {
@@ -264,17 +297,12 @@ mm_24_gemv_m(int M, int N, int K, float alpha, const float* A, const float* B, f
             panel[M_AT(k, r)] = r < M && k < sub ? A[(size_t)(kc + k) * M + r] : 0.0f;
         }
         __syncthreads();
-        for (int k = 4 * q; k < sub; k += UNROLL * M_STEP) {
-            float4 v[UNROLL][M_CPL];
+        for (int k = 4 * q; k < sub; k += M_ROUND) {
+            // The next round's loads go out before this round's FMAs wait for its own.
+            float4 next[M_UNROLL][M_CPL];
+            load_round_m(next, b, inside, kc, k + M_ROUND, sub, vec_k);
 #pragma unroll
-            for (int u = 0; u < UNROLL; ++u) {
-                const int kk = k + u * M_STEP;
-#pragma unroll
-                for (int c = 0; c < M_CPL; ++c)
-                    v[u][c] = load4(b[c] + kc + kk, inside[c] && kk < sub ? sub - kk : 0, vec_k);
-            }
-#pragma unroll
-            for (int u = 0; u < UNROLL; ++u) {
+            for (int u = 0; u < M_UNROLL; ++u) {
                 const int kk = k + u * M_STEP;
                 if (kk >= sub) break;
 #pragma unroll
@@ -292,6 +320,10 @@ mm_24_gemv_m(int M, int N, int K, float alpha, const float* A, const float* B, f
                     }
                 }
             }
+#pragma unroll
+            for (int u = 0; u < M_UNROLL; ++u)
+#pragma unroll
+                for (int c = 0; c < M_CPL; ++c) v[u][c] = next[u][c];
         }
     }
 #pragma unroll

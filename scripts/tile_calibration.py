@@ -8,6 +8,7 @@ the cost model's store share for rung 21's tiles there.
     python scripts/tile_calibration.py fit timings.json ... --epilogue
     python scripts/tile_calibration.py fit timings.json ... --tiles
     python scripts/tile_calibration.py fit timings.json ... --broad
+    python scripts/tile_calibration.py fit timings.json ... --gemv-m
 
 ``measure`` (on a GPU) verifies and times, per problem, the model's eight best plans and
 every split-K, stream-K, short-K and GEMV variant at the split the model likes best for it, then
@@ -46,7 +47,9 @@ multiple of 4), or with ``--epilogue`` the SM's time per output of rung 21's sta
 ``model.STORE_BOUND_K`` or less (where C's stores are most of the time), or with
 ``--tiles`` the split-K and stream-K tiles' rates and block latencies and their shared terms,
 or with ``--broad`` the rates and round times of rung 24's M-side variants of 1, 2 and 8
-rows, its time per wave and rung 30's terms, every other figure held at the device's
+rows, its time per wave and rung 30's terms, or with ``--gemv-m`` the rates, round times
+and unaligned shares of every M-side variant of rung 24 and the M side's wave time,
+blocks-per-SM need and SM crowding, every other figure held at the device's
 model file, and writes them there; it prints the error of the times and how the model ranks
 the measured plans, before and after, on the fitted timings and on those given with ``--check``.
 """
@@ -107,6 +110,13 @@ BROAD = [("shared", "gemv_wave_s")] + [
     and v.config.skinny in (1, 2, 8) for table in ("efficiency", "latency")] + [
     ("shared", name) for name in ("dot_block_s", "dot_latency_s", "dot_round_s")] + [
     ("efficiency", "dot:dot_4x4")]
+#: ``fit --gemv-m`` frees the rates, round times and unaligned shares of every M-side variant
+#: of rung 24 and its time per wave (``calibration.pipelined_refit``: refitted when the M side
+#: came to keep a second round of B's loads in flight).
+GEMV_M = [("shared", "gemv_m_wave_s"), ("shared", "gemv_sm_blocks"),
+          ("shared", "gemv_m_blocks_per_sm")] + [
+    (table, v.key) for v in VARIANTS if v.family == "gemv" and v.config.side == "m"
+    for table in ("efficiency", "latency", "unaligned")]
 #: ``fit --epilogue`` frees the SM's time per output of rung 21's staged store of C and the
 #: store shares of rung 27's tiles, the plans rung 22 weighs against them where K is short.
 EPILOGUE = [("shared", "staged_epilogue_s")] + [
@@ -114,7 +124,7 @@ EPILOGUE = [("shared", "staged_epilogue_s")] + [
     for name in ("shortk_128x32_t4", "shortk_128x64_t8", "shortk_64x128_t8")]
 #: ``fit``'s flags, each the figures it frees instead of FREE (at most one is given).
 FREE_SETS = {"latency": LATENCY, "gemv": GEMV_N, "tiles": TILES, "broad": BROAD,
-             "epilogue": EPILOGUE}
+             "gemv_m": GEMV_M, "epilogue": EPILOGUE}
 
 
 def calibration_shapes(kind: str, seed: int, count: int) -> list[tuple[int, int, int, int]]:
@@ -324,6 +334,9 @@ def main() -> None:
                            "their shared terms instead (TILES)")
     free.add_argument("--broad", action="store_true",
                       help="refit rung 24's M-side and rung 30's terms instead (BROAD)")
+    free.add_argument("--gemv-m", action="store_true",
+                      help="refit every M-side variant of rung 24 and its time per wave "
+                           "instead (GEMV_M)")
     free.add_argument("--epilogue", action="store_true",
                       help="refit the staged store's SM time and rung 27's store shares on "
                            "the short-K timings instead (EPILOGUE)")

@@ -80,6 +80,15 @@ SHARED_DEFAULTS: dict[str, float] = {
     # A wave of rung 24's blocks beyond its rounds: staging the skinny operand's panel, the
     # block's sums and their store (what makes a split past the SMs' fill cost time).
     "gemv_wave_s": 1e-9,
+    # The same two for the M side, whose blocks stage A and hold two rounds of loads (a file
+    # without them gives the M side the shared ones: _SIDE_FALLBACK).
+    "gemv_m_wave_s": 1e-9,
+    "gemv_m_blocks_per_sm": 3.0,
+    # Blocks of rung 24's M side an SM runs at once at full pace (their FMAs and shared-memory
+    # reads of A): an SM given more of a wave's blocks (its share rounded up) takes that much
+    # longer over their rounds (138 blocks of gemv_m8 on 132 SMs: six SMs run two). The
+    # default is past any SM's blocks: no effect.
+    "gemv_sm_blocks": 64.0,
     "dot_latency_s": 1.5e-6,  # rung 30's launch, block sum and store beyond launch_s
     "dot_round_s": 1.0e-6,  # one round of rung 30's K loop (every thread's loads in flight)
     "launch_s": 2e-6,  # a kernel's start and end, however small (the timer's floor included)
@@ -98,6 +107,9 @@ SHARED_DEFAULTS: dict[str, float] = {
     # start, barriers and sums (a batch of tiny products is thousands of short blocks).
     "dot_block_s": 1e-9,
 }
+#: Figures of rung 24's M side that a model file may leave out, and the shared figure they
+#: then take (files fitted before the M side had figures of its own).
+_SIDE_FALLBACK = {"gemv_m_wave_s": "gemv_wave_s", "gemv_m_blocks_per_sm": "gemv_blocks_per_sm"}
 #: The per-variant tables of :class:`Parameters`.
 PER_VARIANT = ("efficiency", "unaligned", "latency", "store")
 _SOFT_MAX_POWER = 4.0  # compute and memory overlap: the time is near the larger of the two
@@ -159,8 +171,11 @@ class Parameters:
 
     @classmethod
     def from_dict(cls, data: dict, source: str = "") -> Parameters:
-        shared = {**SHARED_DEFAULTS, **{k: float(v) for k, v in data.get("shared", {}).items()
-                                        if k in SHARED_DEFAULTS}}
+        given = {k: float(v) for k, v in data.get("shared", {}).items() if k in SHARED_DEFAULTS}
+        shared = {**SHARED_DEFAULTS, **given}
+        for name, fallback in _SIDE_FALLBACK.items():
+            if name not in given:
+                shared[name] = shared[fallback]
         efficiency, unaligned, latency, store = (
             {k: float(v) for k, v in data.get(name, {}).items()}
             for name in PER_VARIANT)
@@ -293,39 +308,45 @@ def _gemv_seconds(c: Candidate, m: int, n: int, k: int, batch: int, device: Devi
     assert isinstance(config, GemvConfig)
     grid = gemv_grid(config, m, n, batch, split)
     blocks = grid[0] * grid[1] * grid[2]
-    # Loads in flight per block against a 256-thread block of one column a lane: the M-side
-    # kernel from 8 rows of A up holds two columns a lane, the 16-column N-side one 128 threads.
-    in_flight = config.threads / 256 * (2 if config.side == "m" and config.skinny >= 8 else 1)
+    # Loads in flight per block against a 256-thread block of one column a lane and four
+    # loads: the M-side kernel keeps two rounds of its lanes' loads in flight (from 8 rows of
+    # A up, two loads of each of two columns a round), the 16-column N-side one 128 threads.
+    in_flight = config.threads / 256 * (2 if config.side == "m" else 1)
     rate = device.memory_bytes_per_s * p["gemv_bandwidth"] * p.rate(c.variant.key, config)
     if (m % 4 if config.side == "n" else k % 4):
         rate *= p.misaligned(c.variant.key, config)
     moved = 4.0 * batch * (m * k * gemv_groups(config, n) + k * n + m * n)
-    # A block's K slice in rounds of loads (each lane UNROLL = 4 loads, then their FMAs):
-    # N-side, its warps step 4 x warps along K; M-side, its lanes 4 x UNROLL x lanes.
+    # A block's K slice in rounds of loads (N side: each lane UNROLL = 4 loads, then their
+    # FMAs; M side: M_UNROLL loads of each column, 4 below 8 rows, else 2): N-side, its warps
+    # step 4 x warps along K; M-side, its lanes 4 x M_UNROLL x lanes.
     if config.side == "n":
         per_round = 4 * (4 if config.skinny == 16 else 8)
         # The 16-column block's round holds half the K steps of A in flight that the others'
         # do: its grid needs twice the blocks to keep as many bytes on the way.
         in_flight *= per_round / 32
     else:
-        per_round = 16 * (4 if config.skinny >= 8 else 8)
+        per_round = 4 * 2 * 4 if config.skinny >= 8 else 4 * 4 * 8
     rounds = -(-gemv_kchunk(k, split) // per_round) if split > 1 else -(-k // per_round)
     power = _SOFT_MAX_POWER
     round_s = p.gemv_round(c.variant.key)
+    needed = "gemv_m_blocks_per_sm" if config.side == "m" else "gemv_blocks_per_sm"
 
     def wave(count: int) -> float:
         """``count`` blocks at once: their bytes at the rate their loads in flight reach
         (fewer blocks than ``gemv_blocks_per_sm`` an SM: proportionally less), or their
         rounds of loads, whichever is longer."""
-        fill = min(1.0, count * in_flight / (p["gemv_blocks_per_sm"] * device.sms))
+        fill = min(1.0, count * in_flight / (p[needed] * device.sms))
         stream_s = moved * count / blocks / (rate * fill)
-        return (stream_s ** power + (rounds * round_s) ** power) ** (1 / power)
+        crowd = (max(1.0, -(-count // device.sms) / p["gemv_sm_blocks"])
+                 if config.side == "m" else 1.0)
+        return (stream_s ** power + (rounds * round_s * crowd) ** power) ** (1 / power)
 
     # More blocks than the SMs hold run in waves, the last one short (gemv_n16 holds 4 blocks
     # an SM, gemv_n16f 5: 74 x 8 blocks took 185 and 122 us on the H100).
     full_waves, rest = divmod(blocks, device.sms * config.blocks_per_sm)
     seconds = full_waves * wave(device.sms * config.blocks_per_sm) + (wave(rest) if rest else 0)
-    seconds += (full_waves + bool(rest)) * p["gemv_wave_s"]
+    seconds += (full_waves + bool(rest)) * p["gemv_m_wave_s" if config.side == "m"
+                                             else "gemv_wave_s"]
     seconds += p["gemv_latency_s"]
     if split > 1 and config.fused:  # each slice written and read back once, no second launch
         seconds += _fused_sum_seconds(batch * m * n, split, p, config.tail_rounds)
@@ -469,7 +490,9 @@ def _free_names(timings: Sequence[Timing]) -> list[tuple[str, str]]:
 
 #: The constants that only some families' timings inform.
 _SHARED_OF: dict[str, tuple[str, ...]] = {
-    "gemv_round_s": ("gemv",), "gemv_wave_s": ("gemv",), "gemv_fuse_s": ("gemv", "dot"),
+    "gemv_round_s": ("gemv",), "gemv_wave_s": ("gemv",), "gemv_m_wave_s": ("gemv",),
+    "gemv_sm_blocks": ("gemv",), "gemv_m_blocks_per_sm": ("gemv",),
+    "gemv_fuse_s": ("gemv", "dot"),
     "fuse_slice_s": ("gemv", "dot"),
     "fuse_bytes_per_thread_s": ("splitk",), "tile_round_s": ("splitk",),
     "dot_latency_s": ("dot",), "dot_round_s": ("dot",), "gemv_bandwidth": ("gemv",),
@@ -485,7 +508,7 @@ BOUNDS: dict[str, tuple[float, float]] = {
     "store_bytes_per_s": (2e11, 4e12), "load_bytes_per_s": (1e12, 2e13),
     "reduce_bytes_per_s": (5e11, 1e13), "gemv_bandwidth": (0.3, 1.0), "store": (0.2, 5.0),
     "unaligned_store": (0.1, 1.0), "staged_store": (0.1, 1.5), "gemv_round_s": (1e-8, 1e-5),
-    "gemv_wave_s": (1e-9, 2e-5),
+    "gemv_wave_s": (1e-9, 2e-5), "gemv_m_wave_s": (1e-9, 2e-5), "gemv_sm_blocks": (0.5, 64.0),
     "dot_round_s": (1e-8, 1e-5),
     "dot_latency_s": (1e-9, 1e-5), "gemv_fuse_s": (1e-8, 2e-5), "fuse_slice_s": (1e-10, 1e-6),
     "fuse_bytes_per_thread_s": (1e7, 1e11), "tile_round_s": (1e-8, 2e-6),

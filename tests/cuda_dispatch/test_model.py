@@ -358,6 +358,32 @@ def test_rung_24s_m_side_rounds_take_the_time_fitted_for_their_variant() -> None
             plan, *dims, H100, shared)
 
 
+def test_an_sm_given_more_m_side_blocks_than_it_runs_at_pace_stretches_their_rounds() -> None:
+    """138 blocks on 132 SMs leave six SMs two: with ``gemv_sm_blocks`` 1 the wave lasts two
+    blocks' rounds where 132 blocks last one; the N side, and the default, see no crowd."""
+    crowded = dataclasses.replace(model.STARTING, shared={
+        **model.STARTING.shared, "gemv_sm_blocks": 1.0, "gemv_round_s": 1e-5})
+    roomy = dataclasses.replace(crowded, shared={**crowded.shared, "gemv_sm_blocks": 64.0})
+    m8 = Candidate(variants.BY_KEY["gemv:gemv_m8"], 1)
+    # 128 columns a block: 132 and 138 blocks, rounds the whole time (K long, bytes few).
+    full, over = (estimate_seconds(m8, 8, 128 * blocks, 8192, 1, H100, crowded)
+                  for blocks in (H100.sms, H100.sms + 6))
+    assert over > 1.8 * full
+    assert estimate_seconds(m8, 8, 128 * (H100.sms + 6), 8192, 1, H100, roomy) < 1.1 * full
+    n8 = Candidate(variants.BY_KEY["gemv:gemv_n8"], 1)
+    assert estimate_seconds(n8, 128 * (H100.sms + 6), 8, 8192, 1, H100, crowded) == (
+        estimate_seconds(n8, 128 * (H100.sms + 6), 8, 8192, 1, H100, roomy))
+
+
+def test_a_model_file_without_m_side_figures_gives_the_m_side_the_shared_ones() -> None:
+    """Files fitted before the M side had a wave time and a blocks-per-SM figure of its own
+    (the H200's) keep ranking its plans as they did."""
+    old = Parameters.from_dict({"shared": {"gemv_wave_s": 3e-7, "gemv_blocks_per_sm": 0.5}})
+    assert (old["gemv_m_wave_s"], old["gemv_m_blocks_per_sm"]) == (3e-7, 0.5)
+    own = Parameters.from_dict({"shared": {"gemv_wave_s": 3e-7, "gemv_m_wave_s": 1e-6}})
+    assert (own["gemv_wave_s"], own["gemv_m_wave_s"]) == (3e-7, 1e-6)
+
+
 def test_rung_30_pays_for_each_round_of_blocks_past_the_first() -> None:
     """A batch of tiny products is thousands of short blocks: each round of them past what
     the SMs take at once costs ``dot_block_s``; a grid the SMs take in one round does not."""
@@ -374,14 +400,17 @@ def test_rung_30_pays_for_each_round_of_blocks_past_the_first() -> None:
 
 
 @pytest.mark.parametrize(("dims", "faster", "slower"), [
-    # (column-major m, n, k, batch; H100, suite timer: the faster plan and its us, then
-    # the slower: the pick of the model fitted before these timings, or, for the named
-    # 8192x4x8192 and 4096x16x4096, of a refit that freed rung 24's 4- and 16-row variants)
-    ((7, 6927, 7262, 1), ("gemv:gemv_m8f", 4, 115.5), ("splitk:32x128x16_t4x8_lr8", 24, 158.6)),
-    ((8, 8717, 4589, 1), ("gemv:gemv_m8f", 4, 98.3), ("splitk:32x128x16_t4x8_lr8", 32, 125.3)),
-    ((6, 3240, 161, 28), ("gemv:gemv_m8", 1, 39.1), ("splitk:32x128x16_t4x8_lr8", 1, 54.3)),
-    ((4, 8192, 8192, 1), ("gemv:gemv_m4f", 16, 111.5), ("gemv:gemv_m4", 1, 142.4)),
-    ((16, 4096, 4096, 1), ("splitk:32x128x16_t4x8_lr8", 16, 44.5), ("gemv:gemv_m16f", 8, 50.9)),
+    # (column-major m, n, k, batch; H100, suite timer, rung 24's M side pipelined: the
+    # faster plan and its us, then the slower: the pick of the model fitted before the M
+    # side kept two rounds of loads in flight, or, for the named 8192x4x8192 and
+    # 4096x16x4096, the plan a refit that freed their variants alone took)
+    ((7, 6927, 7262, 1), ("gemv:gemv_m8f", 4, 103.1), ("splitk:32x128x16_t4x8_lr8", 24, 157.8)),
+    ((8, 8717, 4589, 1), ("gemv:gemv_m8f", 16, 91.1), ("splitk:32x128x16_t4x8_lr8", 32, 124.5)),
+    ((6, 3240, 161, 28), ("gemv:gemv_m8", 1, 35.2), ("splitk:32x128x16_t4x8_lr8", 1, 54.4)),
+    ((13, 1818, 13878, 1), ("gemv:gemv_m16", 16, 72.2), ("splitk:32x128x16_t4x8_lr8", 24, 79.6)),
+    ((13, 154, 8720, 1), ("splitk:32x32x16_t4x4_lr4_f", 46, 14.8), ("gemv:gemv_m16f", 32, 23.3)),
+    ((4, 8192, 8192, 1), ("gemv:gemv_m4f", 2, 100.0), ("gemv:gemv_m4", 1, 105.9)),
+    ((16, 4096, 4096, 1), ("splitk:32x128x16_t4x8_lr8", 16, 44.0), ("gemv:gemv_m16f", 8, 49.2)),
     ((31, 7, 3, 43), ("splitk:32x32x16_t4x4_lr4", 1, 2.9), ("dot:dot_4x4", 1, 5.1)),
 ])
 def test_the_shipped_h100_model_orders_m_side_and_batched_plans_as_measured(
