@@ -23,6 +23,8 @@ M and N swapped in half of them;
 ``mid``, M and N log-uniform in [16, 16384] with M x N in [2^14, 2^20] and K
 log-uniform in [150, 1500] (where a few hundred tiles or fewer meet a K of hundreds);
 ``skinny_m``, the skinny set with M and N swapped (B streamed by rung 24's M-side kernel);
+``rows``, N in [1, 4], M in [64, 16384] and K in [500, 16384] with M x K at most 2^27, M and
+N swapped in half of them (each output a dot product of hundreds to thousands of terms);
 ``batched``, the judge's batched draws (batch 2-64, M, N and K log-uniform in [1, 16384],
 M x N x K x batch at most 2^35);
 ``small``, M, N and K log-uniform in [1, 4096] with M x N x K at most 2^24 (where a launch's
@@ -34,7 +36,8 @@ or given as row-major ``MxNxK`` with ``--shapes``. The fitted seeds are 2323 (mo
 2325 (short), 2327 (long), 2329 (skinny), 2341 and 2371 (narrow), 2343 and 2365 (few), 2361
 and 2363 (slim), 2381 (tiny), 2391 (small) and 2395 (mid), and for the broad refit also
 2324 and 2326, 2382, 2392, 2396, 2401 and 2402 (skinny_m) and 2411-2415 (batched); none of
-their shapes is in a judge seed's draw. Other seeds give shapes to check a fit on.
+their shapes is in a judge seed's draw. Other seeds give shapes to check a fit on (the
+pipelined refit was checked on skinny_m 2403, batched 2416 and rows 2421 and 2422).
 ``--splits N`` also times rung 24's variants at every split and the small tiles at the N
 splits the model ranks best for each (the waves of blocks a split makes).
 
@@ -70,7 +73,7 @@ from mmsuite.cuda_dispatch.variants import BY_KEY, VARIANTS, Candidate, Config, 
 
 SEEDS = {"moderate": 2323, "short": 2325, "long": 2327, "skinny": 2329, "narrow": 2341,
          "few": 2343, "slim": 2361, "tiny": 2381, "small": 2391, "mid": 2395,
-         "skinny_m": 2401, "batched": 2411}
+         "skinny_m": 2401, "batched": 2411, "rows": 2421}
 #: The model's terms these timings inform: rung 21's staged store share and its plain tiles'
 #: unaligned shares (fitted before with C's scalar stores beside them; rung 23's tiles store
 #: scalars still, and these timings would charge that to their loads; the fused tiles'
@@ -143,6 +146,11 @@ def calibration_shapes(kind: str, seed: int, count: int) -> list[tuple[int, int,
             if m * n * k * batch <= 2**35:
                 out.append((m, n, k, batch))
             continue
+        elif kind == "rows":  # 1-4 rows or columns of C, each a dot product of long K
+            m, n = log_uniform(rng, 64, 16384), int(rng.integers(1, 5))
+            k = log_uniform(rng, 500, 16384)
+            fits = m * k <= 2**27
+            skinny_m = bool(rng.integers(0, 2))
         elif kind == "narrow":
             m, n = log_uniform(rng, 200, 16384), int(rng.integers(1, 17))
             k = log_uniform(rng, 200, 16384)
@@ -181,7 +189,7 @@ def calibration_shapes(kind: str, seed: int, count: int) -> list[tuple[int, int,
             continue
         if len(out) % 4 != 3:
             m += (1, 2, 3, 0)[m % 4] if len(out) % 2 else (2, 1, 0, 3)[m % 4]
-        if (kind == "tiny" and skinny_m) or kind == "skinny_m":
+        if (kind in ("tiny", "rows") and skinny_m) or kind == "skinny_m":
             m, n = n, m
         out.append((m, n, k, 1))
     return out
