@@ -69,7 +69,14 @@ import numpy as np
 from mmsuite.cuda_dispatch import model
 from mmsuite.cuda_dispatch.device import H100_SXM
 from mmsuite.cuda_dispatch.search import log_uniform
-from mmsuite.cuda_dispatch.variants import BY_KEY, VARIANTS, Candidate, Config, candidates
+from mmsuite.cuda_dispatch.variants import (
+    BY_KEY,
+    VARIANTS,
+    Candidate,
+    Config,
+    GemvConfig,
+    candidates,
+)
 
 SEEDS = {"moderate": 2323, "short": 2325, "long": 2327, "skinny": 2329, "narrow": 2341,
          "few": 2343, "slim": 2361, "tiny": 2381, "small": 2391, "mid": 2395,
@@ -91,6 +98,9 @@ LATENCY = [("latency", f"splitk:{name}") for name in (
 #: are spread 32 apart; fitted before at the bound, 0.3, when a warp's loads were strided).
 GEMV_N = [("unaligned", v.key) for v in VARIANTS
           if v.family == "gemv" and getattr(v.config, "side", "") == "n"]
+#: Rung 24's M-side variants (B streamed), each with the rows of A it holds.
+M_SIDE = {v.key: v.config.skinny for v in VARIANTS
+          if isinstance(v.config, GemvConfig) and v.config.side == "m"}
 #: ``fit --tiles`` frees the split-K and stream-K tiles' rates and block latencies and the
 #: shared terms of their waves, slices and fix-ups (``calibration.mid_refit``, fitted on the
 #: mid set with the earlier draws). The plain 32x32 tile is held: freed, it took short-K
@@ -109,8 +119,8 @@ TILES = [("shared", name) for name in ("tile_round_s", "fuse_bytes_per_thread_s"
 #: they ranked the held-back mid and slim draws worse; the 32x128 tiles alone took
 #: 4096x16x4096 to the fused 32x64 tile, slower there).
 BROAD = [("shared", "gemv_wave_s")] + [
-    (table, v.key) for v in VARIANTS if v.family == "gemv" and v.config.side == "m"
-    and v.config.skinny in (1, 2, 8) for table in ("efficiency", "latency")] + [
+    (table, key) for key, skinny in M_SIDE.items() if skinny in (1, 2, 8)
+    for table in ("efficiency", "latency")] + [
     ("shared", name) for name in ("dot_block_s", "dot_latency_s", "dot_round_s")] + [
     ("efficiency", "dot:dot_4x4")]
 #: ``fit --gemv-m`` frees the rates, round times and unaligned shares of every M-side variant
@@ -118,8 +128,7 @@ BROAD = [("shared", "gemv_wave_s")] + [
 #: came to keep a second round of B's loads in flight).
 GEMV_M = [("shared", "gemv_m_wave_s"), ("shared", "gemv_sm_blocks"),
           ("shared", "gemv_m_blocks_per_sm")] + [
-    (table, v.key) for v in VARIANTS if v.family == "gemv" and v.config.side == "m"
-    for table in ("efficiency", "latency", "unaligned")]
+    (table, key) for key in M_SIDE for table in ("efficiency", "latency", "unaligned")]
 #: ``fit --epilogue`` frees the SM's time per output of rung 21's staged store of C and the
 #: store shares of rung 27's tiles, the plans rung 22 weighs against them where K is short.
 EPILOGUE = [("shared", "staged_epilogue_s")] + [

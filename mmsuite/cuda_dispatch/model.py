@@ -81,7 +81,7 @@ SHARED_DEFAULTS: dict[str, float] = {
     # block's sums and their store (what makes a split past the SMs' fill cost time).
     "gemv_wave_s": 1e-9,
     # The same two for the M side, whose blocks stage A and hold two rounds of loads (a file
-    # without them gives the M side the shared ones: _SIDE_FALLBACK).
+    # without them gives the M side the shared ones: _M_SIDE_OF).
     "gemv_m_wave_s": 1e-9,
     "gemv_m_blocks_per_sm": 3.0,
     # Blocks of rung 24's M side an SM runs at once at full pace (their FMAs and shared-memory
@@ -107,9 +107,9 @@ SHARED_DEFAULTS: dict[str, float] = {
     # start, barriers and sums (a batch of tiny products is thousands of short blocks).
     "dot_block_s": 1e-9,
 }
-#: Figures of rung 24's M side that a model file may leave out, and the shared figure they
-#: then take (files fitted before the M side had figures of its own).
-_SIDE_FALLBACK = {"gemv_m_wave_s": "gemv_wave_s", "gemv_m_blocks_per_sm": "gemv_blocks_per_sm"}
+#: Rung 24's figures that its M side has its own of; a model file without the M side's (one
+#: fitted before the M side had them) gives it the shared ones.
+_M_SIDE_OF = {"gemv_wave_s": "gemv_m_wave_s", "gemv_blocks_per_sm": "gemv_m_blocks_per_sm"}
 #: The per-variant tables of :class:`Parameters`.
 PER_VARIANT = ("efficiency", "unaligned", "latency", "store")
 _SOFT_MAX_POWER = 4.0  # compute and memory overlap: the time is near the larger of the two
@@ -159,6 +159,10 @@ class Parameters:
         return self.latency.get(key, self.latency.get(key.removesuffix("f"),
                                                       self["gemv_round_s"]))
 
+    def gemv_figure(self, name: str, side: str) -> float:
+        """Rung 24's figure ``name`` for its ``side`` ("m": the M side's own)."""
+        return self[_M_SIDE_OF[name]] if side == "m" else self[name]
+
     def store_share(self, key: str, config: AnyConfig | None = None) -> float:
         return self.store.get(key, getattr(config, "store", 1.0))
 
@@ -173,9 +177,9 @@ class Parameters:
     def from_dict(cls, data: dict, source: str = "") -> Parameters:
         given = {k: float(v) for k, v in data.get("shared", {}).items() if k in SHARED_DEFAULTS}
         shared = {**SHARED_DEFAULTS, **given}
-        for name, fallback in _SIDE_FALLBACK.items():
-            if name not in given:
-                shared[name] = shared[fallback]
+        for name, m_side in _M_SIDE_OF.items():
+            if m_side not in given:
+                shared[m_side] = shared[name]
         efficiency, unaligned, latency, store = (
             {k: float(v) for k, v in data.get(name, {}).items()}
             for name in PER_VARIANT)
@@ -319,23 +323,21 @@ def _gemv_seconds(c: Candidate, m: int, n: int, k: int, batch: int, device: Devi
     # A block's K slice in rounds of loads (N side: each lane UNROLL = 4 loads, then their
     # FMAs; M side: M_UNROLL loads of each column, 4 below 8 rows, else 2): N-side, its warps
     # step 4 x warps along K; M-side, its lanes 4 x M_UNROLL x lanes.
+    per_round = config.k_per_round
     if config.side == "n":
-        per_round = 4 * (4 if config.skinny == 16 else 8)
         # The 16-column block's round holds half the K steps of A in flight that the others'
         # do: its grid needs twice the blocks to keep as many bytes on the way.
         in_flight *= per_round / 32
-    else:
-        per_round = 4 * 2 * 4 if config.skinny >= 8 else 4 * 4 * 8
     rounds = -(-gemv_kchunk(k, split) // per_round) if split > 1 else -(-k // per_round)
     power = _SOFT_MAX_POWER
     round_s = p.gemv_round(c.variant.key)
-    needed = "gemv_m_blocks_per_sm" if config.side == "m" else "gemv_blocks_per_sm"
+    needed = p.gemv_figure("gemv_blocks_per_sm", config.side)
 
     def wave(count: int) -> float:
         """``count`` blocks at once: their bytes at the rate their loads in flight reach
         (fewer blocks than ``gemv_blocks_per_sm`` an SM: proportionally less), or their
         rounds of loads, whichever is longer."""
-        fill = min(1.0, count * in_flight / (p[needed] * device.sms))
+        fill = min(1.0, count * in_flight / (needed * device.sms))
         stream_s = moved * count / blocks / (rate * fill)
         crowd = (max(1.0, -(-count // device.sms) / p["gemv_sm_blocks"])
                  if config.side == "m" else 1.0)
@@ -345,8 +347,7 @@ def _gemv_seconds(c: Candidate, m: int, n: int, k: int, batch: int, device: Devi
     # an SM, gemv_n16f 5: 74 x 8 blocks took 185 and 122 us on the H100).
     full_waves, rest = divmod(blocks, device.sms * config.blocks_per_sm)
     seconds = full_waves * wave(device.sms * config.blocks_per_sm) + (wave(rest) if rest else 0)
-    seconds += (full_waves + bool(rest)) * p["gemv_m_wave_s" if config.side == "m"
-                                             else "gemv_wave_s"]
+    seconds += (full_waves + bool(rest)) * p.gemv_figure("gemv_wave_s", config.side)
     seconds += p["gemv_latency_s"]
     if split > 1 and config.fused:  # each slice written and read back once, no second launch
         seconds += _fused_sum_seconds(batch * m * n, split, p, config.tail_rounds)

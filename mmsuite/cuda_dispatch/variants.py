@@ -243,11 +243,29 @@ class GemvConfig:
         return 256 if self.side == "m" or self.skinny < 16 else 128
 
     @property
+    def lanes(self) -> int:
+        """M side: lanes reading one column of B (M_LANES): 4 from 8 rows of A up, else 8."""
+        return 4 if self.skinny >= 8 else 8
+
+    @property
+    def columns_per_lane(self) -> int:
+        """M side: columns of B a lane reads (M_CPL): 2 from 8 rows of A up, else 1."""
+        return 2 if self.skinny >= 8 else 1
+
+    @property
+    def k_per_round(self) -> int:
+        """K a block's round of loads covers: N side, four steps of each warp (UNROLL); M side,
+        a column's lanes' 16-byte loads, M_UNROLL each (M_ROUND: 2 from 8 rows up, else 4)."""
+        if self.side == "n":
+            return 4 * (self.threads // 32)
+        return 4 * (2 if self.skinny >= 8 else 4) * self.lanes
+
+    @property
     def rows(self) -> int:
-        """Columns (side "m": 256 threads, 4 lanes a column and 2 columns a lane from 8 rows
-        of A up, else 8 lanes and one) or rows (side "n") of C one block covers."""
+        """Columns (side "m": the threads over a column's lanes, times a lane's columns) or
+        rows (side "n") of C one block covers."""
         if self.side == "m":
-            return 256 // 4 * 2 if self.skinny >= 8 else 256 // 8
+            return self.threads // self.lanes * self.columns_per_lane
         return 128
 
     @property
