@@ -41,10 +41,13 @@ def test_fma_probe_matches_a_whole_number_of_fma_lanes_per_cycle(tmp_path: Path)
             break
     else:
         pytest.fail(f"no try landed on a whole number of FMA lanes a cycle: {tries}")
-    # All cores together deliver about cores x one core (within clock changes).
+    # All threads together sum every thread's own figure: never much above threads x one
+    # core (that would count a thread twice), never much below one core. How far above
+    # one core they reach depends on the host: a VM's two CPUs may be one core's two
+    # hardware threads (2 vCPUs read 1.13x one core on such a host), so no more is asserted.
     one_core = figures["fma_gflops"]["1"]
-    cores = max(int(k) for k in figures["fma_gflops"])
-    assert figures["fma_gflops"][str(cores)] == pytest.approx(cores * one_core, rel=0.3)
+    for threads, gflops in figures["fma_gflops"].items():
+        assert 0.6 * one_core <= gflops <= 1.3 * int(threads) * one_core, (threads, tries)
 
 
 def test_figures_are_cached_per_machine_and_remeasured_when_damaged(tmp_path: Path,
