@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import math
 from pathlib import Path
 
 import pytest
@@ -375,6 +376,22 @@ def test_an_sm_given_more_m_side_blocks_than_it_runs_at_pace_stretches_their_rou
         estimate_seconds(n8, 128 * (H100.sms + 6), 8, 8192, 1, H100, roomy))
 
 
+def test_the_m_side_rate_bends_towards_full_as_sharply_as_its_fill_power() -> None:
+    """Past the blocks-per-SM need the M side keeps gaining (a soft bend, power 2), below it
+    the rate is the share of the loads in flight; an infinite power is the hard min(1, share)
+    and the default is within 0.1% of it."""
+    shares = [0.05, 0.5, 0.9, 1.0, 1.1, 2.0, 5.0, 50.0]
+    assert [model._soft_fill(s, math.inf) for s in shares] == [min(1.0, s) for s in shares]
+    for s in shares:
+        assert model._soft_fill(s, model.SHARED_DEFAULTS["gemv_m_fill_power"]) == (
+            pytest.approx(min(1.0, s), rel=1e-3))
+    soft = [model._soft_fill(s, 2.0) for s in shares]
+    assert soft == sorted(soft) and all(f < min(1.0, s) for f, s in zip(soft, shares))
+    assert model._soft_fill(1.0, 2.0) == pytest.approx(2 ** -0.5)
+    assert model._soft_fill(50.0, 2.0) == pytest.approx(1.0, rel=1e-3)
+    assert model._soft_fill(1e-3, 2.0) == pytest.approx(1e-3, rel=1e-3)
+
+
 def test_a_model_file_without_m_side_figures_gives_the_m_side_the_shared_ones() -> None:
     """Files fitted before the M side had a wave time and a blocks-per-SM figure of its own
     (the H200's) keep ranking its plans as they did."""
@@ -412,6 +429,11 @@ def test_rung_30_pays_for_each_round_of_blocks_past_the_first() -> None:
     ((4, 8192, 8192, 1), ("gemv:gemv_m4f", 2, 100.0), ("gemv:gemv_m4", 1, 105.9)),
     ((16, 4096, 4096, 1), ("splitk:32x128x16_t4x8_lr8", 16, 44.0), ("gemv:gemv_m16f", 8, 49.2)),
     ((31, 7, 3, 43), ("splitk:32x32x16_t4x4_lr4", 1, 2.9), ("dot:dot_4x4", 1, 5.1)),
+    # The M side's grids keep gaining past their blocks-per-SM need (gemv_m_fill_power):
+    # the pick of the model fitted with a hard bend (min(1, blocks in flight / need)) slower.
+    ((1, 2514, 7498, 1), ("gemv:gemv_m1f", 8, 34.6), ("gemv:gemv_m1f", 4, 37.5)),
+    ((4, 5000, 6000, 1), ("gemv:gemv_m4f", 2, 54.3), ("gemv:gemv_m4", 1, 61.0)),
+    ((7, 6001, 4317, 44), ("gemv:gemv_m8", 1, 1890.2), ("splitk:32x128x16_t4x8_lr8", 3, 2496.4)),
 ])
 def test_the_shipped_h100_model_orders_m_side_and_batched_plans_as_measured(
         dims: tuple, faster: tuple, slower: tuple) -> None:
