@@ -559,6 +559,12 @@ def _with(start: Parameters, names: list[tuple[str, str]], values: np.ndarray) -
     return Parameters.from_dict(tables, "fitted")
 
 
+def _exp(theta: np.ndarray) -> np.ndarray:
+    """Parameters from their logarithms; a damped step far past a bound (which ``_with``
+    clamps to anyway) would otherwise overflow."""
+    return np.exp(np.clip(theta, -700.0, 700.0))
+
+
 def _start_value(start: Parameters, table: str, name: str) -> float:
     if table == "shared":
         return start[name]
@@ -595,7 +601,7 @@ def fit(timings: Sequence[Timing], device: DeviceFacts, start: Parameters = STAR
     everything = np.arange(len(timings))
 
     def modelled(theta: np.ndarray, rows: np.ndarray) -> np.ndarray:
-        params = _with(start, names, np.exp(theta))
+        params = _with(start, names, _exp(theta))
         return np.log([estimate_seconds(timings[i].candidate, timings[i].m, timings[i].n,
                                         timings[i].k, timings[i].batch, device, params)
                        for i in rows])
@@ -629,7 +635,7 @@ def fit(timings: Sequence[Timing], device: DeviceFacts, start: Parameters = STAR
             damping *= 4
         if not improved or np.abs(delta).max() < 1e-5:
             break
-    return extrapolated(_with(start, names, np.exp(theta)), start)
+    return extrapolated(_with(start, names, _exp(theta)), start)
 
 
 def extrapolated(fitted: Parameters, start: Parameters = STARTING) -> Parameters:
