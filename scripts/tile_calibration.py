@@ -52,7 +52,8 @@ multiple of 4), or with ``--epilogue`` the SM's time per output of rung 21's sta
 or with ``--broad`` the rates and round times of rung 24's M-side variants of 1, 2 and 8
 rows, its time per wave and rung 30's terms, or with ``--gemv-m`` the rates, round times
 and unaligned shares of every M-side variant of rung 24 and the M side's wave time,
-blocks-per-SM need and SM crowding, every other figure held at the device's
+blocks-per-SM need, SM crowding and the bend of its fill, every other figure held at the
+device's
 model file, and writes them there; it prints the error of the times and how the model ranks
 the measured plans, before and after, on the fitted timings and on those given with ``--check``.
 """
