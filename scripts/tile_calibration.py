@@ -53,8 +53,7 @@ or with ``--broad`` the rates and round times of rung 24's M-side variants of 1,
 rows, its time per wave and rung 30's terms, or with ``--gemv-m`` the rates, round times
 and unaligned shares of every M-side variant of rung 24 and the M side's wave time,
 blocks-per-SM need, SM crowding and the bend of its fill, every other figure held at the
-device's
-model file, and writes them there; it prints the error of the times and how the model ranks
+device's model file, and writes them there; it prints the error of the times and how the model ranks
 the measured plans, before and after, on the fitted timings and on those given with ``--check``.
 """
 
