@@ -127,7 +127,7 @@ BROAD = [("shared", "gemv_wave_s")] + [
 #: of rung 24, its time per wave and the bend of its fill (``calibration.pipelined_refit``,
 #: refitted when the M side came to keep a second round of B's loads in flight, and
 #: ``calibration.fill_refit``, when its fill came to bend softly).
-GEMV_M = [("shared", "gemv_m_wave_s"), ("shared", "gemv_sm_blocks"),
+GEMV_M = [("shared", "gemv_m_wave_s"), ("shared", "gemv_m_sm_blocks"),
           ("shared", "gemv_m_blocks_per_sm"), ("shared", "gemv_m_fill_power")] + [
     (table, key) for key in M_SIDE for table in ("efficiency", "latency", "unaligned")]
 #: ``fit --epilogue`` frees the SM's time per output of rung 21's staged store of C and the

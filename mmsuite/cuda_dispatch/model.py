@@ -56,6 +56,8 @@ from .variants import (
 
 AnyConfig = Config | GemvConfig | ShortKConfig | DotConfig
 
+#: A fill power this large is the hard bend (``_soft_fill``), and the fit's bound.
+_HARD_BEND = 1000.0
 #: The constants shared by every variant, and their starting figures (H100 fits of the
 #: hand-set model: a block's prologue, latency hiding at partial fill, the reduction's
 #: bandwidth from L2 and one reduction block's rate, a second kernel's launch gap).
@@ -84,16 +86,18 @@ SHARED_DEFAULTS: dict[str, float] = {
     # without them gives the M side the shared ones: _M_SIDE_OF).
     "gemv_m_wave_s": 1e-9,
     "gemv_m_blocks_per_sm": 3.0,
-    # Blocks of rung 24's M side an SM runs at once at full pace (their FMAs and shared-memory
-    # reads of A): an SM given more of a wave's blocks (its share rounded up) takes that much
-    # longer over their rounds (138 blocks of gemv_m8 on 132 SMs: six SMs run two). The
-    # default is past any SM's blocks: no effect.
+    # Blocks of rung 24 an SM runs at once at full pace (their FMAs and shared-memory reads
+    # of the panel): an SM given more of a wave's blocks (its share rounded up) takes that
+    # much longer over their rounds (138 blocks of gemv_m8 on 132 SMs: six SMs run two). The
+    # default is past any SM's blocks: no effect. Fitted for the M side only.
     "gemv_sm_blocks": 64.0,
-    # How sharply the M side's rate reaches its full share as blocks are added: its grids
-    # keep gaining past the blocks-per-SM need (1x2514x7498 on the H100: 79 blocks 48.0 us,
-    # 4x as many 37.5, 8x 34.6), as a latency-bound stream does. The default is so sharp
-    # that the rate is the old min(1, blocks in flight / need).
-    "gemv_m_fill_power": 1000.0,
+    "gemv_m_sm_blocks": 64.0,
+    # How sharply rung 24's rate reaches its full share as blocks are added. The M side's
+    # grids keep gaining past the blocks-per-SM need (1x2514x7498 on the H100: 79 blocks
+    # 48.0 us, 4x as many 37.5, 8x 34.6), as a latency-bound stream does. The default (the
+    # N side's) is the hard bend, min(1, blocks in flight / need).
+    "gemv_fill_power": _HARD_BEND,
+    "gemv_m_fill_power": _HARD_BEND,
     "dot_latency_s": 1.5e-6,  # rung 30's launch, block sum and store beyond launch_s
     "dot_round_s": 1.0e-6,  # one round of rung 30's K loop (every thread's loads in flight)
     "launch_s": 2e-6,  # a kernel's start and end, however small (the timer's floor included)
@@ -114,7 +118,8 @@ SHARED_DEFAULTS: dict[str, float] = {
 }
 #: Rung 24's figures that its M side has its own of; a model file without the M side's (one
 #: fitted before the M side had them) gives it the shared ones.
-_M_SIDE_OF = {"gemv_wave_s": "gemv_m_wave_s", "gemv_blocks_per_sm": "gemv_m_blocks_per_sm"}
+_M_SIDE_OF = {"gemv_wave_s": "gemv_m_wave_s", "gemv_blocks_per_sm": "gemv_m_blocks_per_sm",
+              "gemv_sm_blocks": "gemv_m_sm_blocks", "gemv_fill_power": "gemv_m_fill_power"}
 #: The per-variant tables of :class:`Parameters`.
 PER_VARIANT = ("efficiency", "unaligned", "latency", "store")
 _SOFT_MAX_POWER = 4.0  # compute and memory overlap: the time is near the larger of the two
@@ -337,17 +342,16 @@ def _gemv_seconds(c: Candidate, m: int, n: int, k: int, batch: int, device: Devi
     power = _SOFT_MAX_POWER
     round_s = p.gemv_round(c.variant.key)
     needed = p.gemv_figure("gemv_blocks_per_sm", config.side)
-    fill_power = p["gemv_m_fill_power"] if config.side == "m" else math.inf
+    fill_power = p.gemv_figure("gemv_fill_power", config.side)
+    sm_blocks = p.gemv_figure("gemv_sm_blocks", config.side)
 
     def wave(count: int) -> float:
         """``count`` blocks at once: their bytes at the rate their loads in flight reach
-        (fewer blocks than ``gemv_blocks_per_sm`` an SM: proportionally less; the M side
-        bends softly, ``gemv_m_fill_power``), or their rounds of loads, whichever is
-        longer."""
+        (fewer blocks than ``gemv_blocks_per_sm`` an SM: proportionally less, bending as
+        softly as ``gemv_fill_power``), or their rounds of loads, whichever is longer."""
         fill = _soft_fill(count * in_flight / (needed * device.sms), fill_power)
         stream_s = moved * count / blocks / (rate * fill)
-        crowd = (max(1.0, -(-count // device.sms) / p["gemv_sm_blocks"])
-                 if config.side == "m" else 1.0)
+        crowd = max(1.0, -(-count // device.sms) / sm_blocks)
         return (stream_s ** power + (rounds * round_s * crowd) ** power) ** (1 / power)
 
     # More blocks than the SMs hold run in waves, the last one short (gemv_n16 holds 4 blocks
@@ -366,9 +370,9 @@ def _gemv_seconds(c: Candidate, m: int, n: int, k: int, batch: int, device: Devi
 
 def _soft_fill(share: float, power: float) -> float:
     """``share`` of the loads in flight a full rate needs, as a share of that rate: near
-    ``share`` below 1 and near 1 above, the bend as sharp as ``power`` is large (infinite:
-    min(1, share))."""
-    if math.isinf(power):
+    ``share`` below 1 and near 1 above, the bend as sharp as ``power`` is large (from
+    ``_HARD_BEND`` up: min(1, share))."""
+    if power >= _HARD_BEND:
         return min(1.0, share)
     if share <= 1.0:  # written so that neither branch overflows
         return share / (1.0 + share ** power) ** (1.0 / power)
@@ -510,7 +514,8 @@ def _free_names(timings: Sequence[Timing]) -> list[tuple[str, str]]:
 #: The constants that only some families' timings inform.
 _SHARED_OF: dict[str, tuple[str, ...]] = {
     "gemv_round_s": ("gemv",), "gemv_wave_s": ("gemv",), "gemv_m_wave_s": ("gemv",),
-    "gemv_sm_blocks": ("gemv",), "gemv_m_blocks_per_sm": ("gemv",),
+    "gemv_sm_blocks": ("gemv",), "gemv_m_sm_blocks": ("gemv",),
+    "gemv_m_blocks_per_sm": ("gemv",), "gemv_fill_power": ("gemv",),
     "gemv_m_fill_power": ("gemv",),
     "gemv_fuse_s": ("gemv", "dot"),
     "fuse_slice_s": ("gemv", "dot"),
@@ -530,7 +535,8 @@ BOUNDS: dict[str, tuple[float, float]] = {
     "reduce_bytes_per_s": (5e11, 1e13), "gemv_bandwidth": (0.3, 1.0), "store": (0.2, 5.0),
     "unaligned_store": (0.1, 1.0), "staged_store": (0.1, 1.5), "gemv_round_s": (1e-8, 1e-5),
     "gemv_wave_s": (1e-9, 2e-5), "gemv_m_wave_s": (1e-9, 2e-5), "gemv_sm_blocks": (0.5, 64.0),
-    "gemv_m_fill_power": (0.5, 1000.0),
+    "gemv_m_sm_blocks": (0.5, 64.0), "gemv_fill_power": (0.5, _HARD_BEND),
+    "gemv_m_fill_power": (0.5, _HARD_BEND),
     "dot_round_s": (1e-8, 1e-5),
     "dot_latency_s": (1e-9, 1e-5), "gemv_fuse_s": (1e-8, 2e-5), "fuse_slice_s": (1e-10, 1e-6),
     "fuse_bytes_per_thread_s": (1e7, 1e11), "tile_round_s": (1e-8, 2e-6),

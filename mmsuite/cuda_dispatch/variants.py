@@ -253,12 +253,18 @@ class GemvConfig:
         return 2 if self.skinny >= 8 else 1
 
     @property
+    def loads_per_round(self) -> int:
+        """M side: a lane's 16-byte loads of each of its columns a round (M_UNROLL): 2 from
+        8 rows of A up, else 4."""
+        return 2 if self.skinny >= 8 else 4
+
+    @property
     def k_per_round(self) -> int:
         """K a block's round of loads covers: N side, four steps of each warp (UNROLL); M side,
-        a column's lanes' 16-byte loads, M_UNROLL each (M_ROUND: 2 from 8 rows up, else 4)."""
+        a column's lanes' 16-byte loads, ``loads_per_round`` each (M_ROUND)."""
         if self.side == "n":
             return 4 * (self.threads // 32)
-        return 4 * (2 if self.skinny >= 8 else 4) * self.lanes
+        return 4 * self.loads_per_round * self.lanes
 
     @property
     def rows(self) -> int:

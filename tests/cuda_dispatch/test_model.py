@@ -360,11 +360,11 @@ def test_rung_24s_m_side_rounds_take_the_time_fitted_for_their_variant() -> None
 
 
 def test_an_sm_given_more_m_side_blocks_than_it_runs_at_pace_stretches_their_rounds() -> None:
-    """138 blocks on 132 SMs leave six SMs two: with ``gemv_sm_blocks`` 1 the wave lasts two
+    """138 blocks on 132 SMs leave six SMs two: with ``gemv_m_sm_blocks`` 1 the wave lasts two
     blocks' rounds where 132 blocks last one; the N side, and the default, see no crowd."""
     crowded = dataclasses.replace(model.STARTING, shared={
-        **model.STARTING.shared, "gemv_sm_blocks": 1.0, "gemv_round_s": 1e-5})
-    roomy = dataclasses.replace(crowded, shared={**crowded.shared, "gemv_sm_blocks": 64.0})
+        **model.STARTING.shared, "gemv_m_sm_blocks": 1.0, "gemv_round_s": 1e-5})
+    roomy = dataclasses.replace(crowded, shared={**crowded.shared, "gemv_m_sm_blocks": 64.0})
     m8 = Candidate(variants.BY_KEY["gemv:gemv_m8"], 1)
     # 128 columns a block: 132 and 138 blocks, rounds the whole time (K long, bytes few).
     full, over = (estimate_seconds(m8, 8, 128 * blocks, 8192, 1, H100, crowded)
