@@ -93,9 +93,9 @@ SHARED_DEFAULTS: dict[str, float] = {
     "gemv_sm_blocks": 64.0,
     "gemv_m_sm_blocks": 64.0,
     # How sharply rung 24's rate reaches its full share as blocks are added. The M side's
-    # grids keep gaining past the blocks-per-SM need (1x2514x7498 on the H100: 79 blocks
-    # 48.0 us, 4x as many 37.5, 8x 34.6), as a latency-bound stream does. The default (the
-    # N side's) is the hard bend, min(1, blocks in flight / need).
+    # grids keep gaining past the blocks-per-SM need (2514x1x7498 row-major on the H100: 79
+    # blocks 48.0 us, 4x as many 37.5, 8x 34.6), as a latency-bound stream does. The default
+    # (the N side's) is the hard bend, min(1, blocks in flight / need).
     "gemv_fill_power": _HARD_BEND,
     "gemv_m_fill_power": _HARD_BEND,
     "dot_latency_s": 1.5e-6,  # rung 30's launch, block sum and store beyond launch_s
