@@ -8,7 +8,7 @@
 // operand in shared memory and the outputs in registers:
 // - mm_24_gemv_n (N <= SKINNY, or SKINNY columns per grid z): A (M x K) is big. A warp's 32 lanes read 128
 //   consecutive rows of one column of A (512 bytes, coalesced), four columns
-//   in flight; the block's warps take interleaved columns and add their
+//   a round; the block's warps take interleaved columns and add their
 //   4 x SKINNY sums per lane in shared memory at the end. The K x N panel of B
 //   is staged in shared memory, where every lane of a warp reads the same
 //   word (a broadcast);
@@ -31,11 +31,18 @@
 //   each, cuBLAS in the same run, us: 4670x1x5511 51.1 -> 44.1 (cuBLAS 45.3),
 //   14998x9x3675 148.2 -> 124.4 (126.5), 2961x10x14058 139.1 -> 115.9 (97.0),
 //   4096x16x4096 50.4 -> 41.2 (45.5), 3000x3x12000 73.9 -> 62.8 (108.4);
-// - mm_24_gemv_n prefetches its warps' first round of A into L2 before the block
-//   stages the panel of B, which those loads do not read, so that after the
-//   barrier they wait for L2 rather than the memory (it came with the finer K
-//   slices below and was measured only with them; in mm_24_gemv_m the same
-//   prefetch cost gemv_m4 14 registers: 4 blocks an SM, not 6);
+// - mm_24_gemv_n keeps two rounds of A's loads in flight the same way: a warp issues
+//   its next four columns before its FMAs wait for these, and a panel's first round
+//   before the block stages B (it replaces a prefetch of that round into L2). The
+//   second round's registers leave 4 blocks an SM (6 before, and 5 of the fused
+//   16-column variant); with 16 columns of B a round stays four columns of A, as
+//   two (the M side's choice from 8 rows up) were slower on every 16-column shape
+//   timed. H100, suite timer, row-major, fastest timed plan of rung 24, before and
+//   after in the same run, us: batch 16 of 1x172x10570 54.1 -> 47.3 (cuBLAS 47.7),
+//   1x4413x236 6.1 -> 5.4 (5.2-6.0), 16x4096x4096 46.2 -> 40.1 (78.1; 43.7 with two
+//   columns a round, another run), 1x8192x8192 94.8 -> 92.1 (92.4), 13x11302x412
+//   16.4 -> 16.0 (11.9), 8x8192x8192 102.4 -> 103.1 (131); the shortest K lost (batch 56
+//   of 3x3504x1, separate runs: 7.6 -> 10.0 us, where rung 27 takes 6.5);
 // - when the grid over M or N leaves the SMs short of loads in flight, K is
 //   split over blocks (blockIdx.y) in slices of any multiple of 4 (whole 128s
 //   before: the small products could not be split, and 2125x7x246 streamed its
@@ -74,11 +81,6 @@ static_assert(SKINNY == 1 || SKINNY == 2 || SKINNY == 4 || SKINNY == 8 || SKINNY
 #define FUSED 0
 #endif
 
-// Brings p's line into L2 without waiting for it or holding a register.
-__device__ __forceinline__ void prefetch_l2(const float* p) {
-    asm volatile("prefetch.global.L2 [%0];" ::"l"(p));
-}
-
 // C = alpha * (the slices of a tile, splits of them added in order, as slice_sum adds them)
 // + beta * C, by a tile's last block: the fused sum. The tile's outputs are numbered
 // e = fast + FAST x slow, at row row0 + fast and column col0 + slow of the M x N output
@@ -87,6 +89,7 @@ __device__ __forceinline__ void prefetch_l2(const float* p) {
 // slice are in flight together (one output at a time, gemv_n8f at 2125x7x246 in 4 slices
 // waited 16 times for L2: 3.6 of its 10 us).
 #define TAIL_OUTPUTS 4  // at most, a thread's outputs summed at once
+#define TAIL_LOADS 8    // a thread's loads of slices in flight at once
 template <int FAST, int OUTPUTS, int THREADS>
 __device__ __forceinline__ void store_slice_sums(const float* slices, size_t plane, int splits,
                                                  int row0, int col0, int M, int N, float* C,
@@ -102,14 +105,24 @@ __device__ __forceinline__ void store_slice_sums(const float* slices, size_t pla
             live[u] = e < OUTPUTS && r < M && c < N;
             at[u] = r + (size_t)c * M;
         }
+        // SLICES slices' loads go out together and are added in order, so that the sum is
+        // the same as one slice at a time (one load waited for at a time, a 1-column
+        // product's last block waited 16 times for L2 in 16 slices).
+        constexpr int SLICES = TAIL_LOADS / TAIL;
         float s[TAIL];
-        for (int t = 0; t < splits; ++t) {
-            float v[TAIL];
+        for (int t0 = 0; t0 < splits; t0 += SLICES) {
+            float v[SLICES][TAIL];
 #pragma unroll
-            for (int u = 0; u < TAIL; ++u)
-                v[u] = live[u] ? __ldcg(slices + t * plane + at[u]) : 0.0f;
+            for (int t = 0; t < SLICES; ++t)
 #pragma unroll
-            for (int u = 0; u < TAIL; ++u) s[u] = t == 0 ? v[u] : s[u] + v[u];
+                for (int u = 0; u < TAIL; ++u)
+                    v[t][u] = live[u] && t0 + t < splits
+                                  ? __ldcg(slices + (t0 + t) * plane + at[u]) : 0.0f;
+#pragma unroll
+            for (int t = 0; t < SLICES; ++t)
+#pragma unroll
+                for (int u = 0; u < TAIL; ++u)
+                    if (t0 + t < splits) s[u] = t0 + t == 0 ? v[t][u] : s[u] + v[t][u];
         }
 #pragma unroll
         for (int u = 0; u < TAIL; ++u)
@@ -118,24 +131,29 @@ __device__ __forceinline__ void store_slice_sums(const float* slices, size_t pla
 }
 
 #define PANEL_FLOATS 8192  // shared memory of either kernel: 32 KB
-#define UNROLL 4           // 16-byte loads in flight per lane
 
 // ----------------------------------------------------------------- N skinny
 #define N_WARPS (SKINNY == 16 ? 4 : 8)   // warps along K; their sums meet in shared memory
 #define N_THREADS (32 * N_WARPS)
 #define N_ROWS 128                       // rows of C per block: 32 lanes x 4
 #define N_SUB (PANEL_FLOATS / SKINNY < 1024 ? PANEL_FLOATS / SKINNY : 1024)  // B rows staged
+#define N_UNROLL 4  // columns of A a warp loads a round
 static_assert(N_WARPS * N_ROWS * SKINNY <= PANEL_FLOATS, "sums must fit the panel");
-#if FUSED && SKINNY == 16  // 5 blocks an SM (unbounded, ptxas took 120 registers: 4 blocks,
-#define N_BOUNDS __launch_bounds__(N_THREADS, 5)  // as NVRTC's 109 give the plain variant)
-#else
-#define N_BOUNDS __launch_bounds__(N_THREADS)
-#endif
+
+// A warp's round of A: N_UNROLL columns kc + k .. of its lanes' rows (the lane's first row
+// at `a`); columns at or past `sub` are zeros and load nothing.
+__device__ __forceinline__ void load_round_n(float4 (&v)[N_UNROLL], const float* a, int M,
+                                             int kc, int k, int sub, int rows_left, bool vec_m) {
+#pragma unroll
+    for (int u = 0; u < N_UNROLL; ++u)
+        v[u] = load4_rows<32, true>(a + (size_t)(kc + k + u) * M, k + u < sub ? rows_left : 0,
+                                    vec_m);
+}
 
 // C (or slice blockIdx.y of W) rows [128 bx, +128) = A rows x B over K slice
 // [kchunk y, +kchunk), for SKINNY columns of B and C per blockIdx.z (any N: wider
 // problems read A once per SKINNY columns, which only rung 24 alone asks of it).
-extern "C" __global__ void N_BOUNDS
+extern "C" __global__ void __launch_bounds__(N_THREADS)
 mm_24_gemv_n(int M, int N, int K, float alpha, const float* A, const float* B, float beta,
              float* C, float* W, int kchunk) {
     __shared__ __align__(16) float panel[PANEL_FLOATS];
@@ -161,29 +179,21 @@ mm_24_gemv_n(int M, int N, int K, float alpha, const float* A, const float* B, f
     float acc[4][SKINNY] = {};
     for (int kc = kb; kc < ke; kc += N_SUB) {
         const int sub = min(N_SUB, ke - kc);
-        // The warp's first round of A needs no panel: prefetched while the block stages B,
-        // its loads after the barrier wait for L2, not for the memory. (The warp's 128 rows
-        // are 4 lines of 128 bytes a column, whichever way its lanes split them.)
-        if (blockIdx.x * N_ROWS + 4 * lane < M)
-#pragma unroll
-            for (int u = 0; u < UNROLL; ++u)
-                if (warp * UNROLL + u < sub)
-                    prefetch_l2(A + (size_t)(kc + warp * UNROLL + u) * M + blockIdx.x * N_ROWS
-                                + 4 * lane);
+        // The warp's first round of A needs no panel: in flight while the block stages B.
+        float4 a[N_UNROLL];
+        load_round_n(a, A + i, M, kc, warp * N_UNROLL, sub, rows_left, vec_m);
         __syncthreads();  // the previous panel is read
         for (int e = threadIdx.x; e < sub * SKINNY; e += N_THREADS) {
             const int k = e % sub, j = e / sub;  // consecutive threads: consecutive k of B
             panel[k * SKINNY + j] = j < N ? B[(size_t)j * K + kc + k] : 0.0f;
         }
         __syncthreads();
-        for (int k = warp * UNROLL; k < sub; k += N_WARPS * UNROLL) {
-            float4 a[UNROLL];
+        for (int k = warp * N_UNROLL; k < sub; k += N_WARPS * N_UNROLL) {
+            // The next round's loads go out before this round's FMAs wait for its own.
+            float4 next[N_UNROLL];
+            load_round_n(next, A + i, M, kc, k + N_WARPS * N_UNROLL, sub, rows_left, vec_m);
 #pragma unroll
-            for (int u = 0; u < UNROLL; ++u)
-                a[u] = load4_rows<32, true>(A + (size_t)(kc + k + u) * M + i,
-                                            k + u < sub ? rows_left : 0, vec_m);
-#pragma unroll
-            for (int u = 0; u < UNROLL; ++u) {
+            for (int u = 0; u < N_UNROLL; ++u) {
                 if (k + u >= sub) break;
                 const float* b = panel + (k + u) * SKINNY;
 #pragma unroll
@@ -195,6 +205,8 @@ mm_24_gemv_n(int M, int N, int K, float alpha, const float* A, const float* B, f
                     acc[3][j] += a[u].w * bj;
                 }
             }
+#pragma unroll
+            for (int u = 0; u < N_UNROLL; ++u) a[u] = next[u];
         }
     }
     __syncthreads();  // the panel now holds each warp's sums: [warp][j][row]

@@ -9,6 +9,7 @@ the cost model's store share for rung 21's tiles there.
     python scripts/tile_calibration.py fit timings.json ... --tiles
     python scripts/tile_calibration.py fit timings.json ... --broad
     python scripts/tile_calibration.py fit timings.json ... --gemv-m
+    python scripts/tile_calibration.py fit timings.json ... --gemv-n
 
 ``measure`` (on a GPU) verifies and times, per problem, the model's eight best plans and
 every split-K, stream-K, short-K and GEMV variant at the split the model likes best for it, then
@@ -52,7 +53,9 @@ multiple of 4), or with ``--epilogue`` the SM's time per output of rung 21's sta
 or with ``--broad`` the rates and round times of rung 24's M-side variants of 1, 2 and 8
 rows, its time per wave and rung 30's terms, or with ``--gemv-m`` the rates, round times
 and unaligned shares of every M-side variant of rung 24 and the M side's wave time,
-blocks-per-SM need, SM crowding and the bend of its fill, every other figure held at the
+blocks-per-SM need, SM crowding and the bend of its fill, or with ``--gemv-n`` the same of
+every N-side variant (but the blocks-per-SM need, which rung 30 shares), every other figure
+held at the
 device's model file, and writes them there; it prints the error of the times and how the model ranks
 the measured plans, before and after, on the fitted timings and on those given with ``--check``.
 """
@@ -98,6 +101,9 @@ LATENCY = [("latency", f"splitk:{name}") for name in (
 #: are spread 32 apart; fitted before at the bound, 0.3, when a warp's loads were strided).
 GEMV_N = [("unaligned", v.key) for v in VARIANTS
           if v.family == "gemv" and getattr(v.config, "side", "") == "n"]
+#: Rung 24's N-side variants (A streamed), each with the columns of B it holds.
+N_SIDE = {v.key: v.config.skinny for v in VARIANTS
+          if isinstance(v.config, GemvConfig) and v.config.side == "n"}
 #: Rung 24's M-side variants (B streamed), each with the rows of A it holds.
 M_SIDE = {v.key: v.config.skinny for v in VARIANTS
           if isinstance(v.config, GemvConfig) and v.config.side == "m"}
@@ -130,6 +136,13 @@ BROAD = [("shared", "gemv_wave_s")] + [
 GEMV_M = [("shared", "gemv_m_wave_s"), ("shared", "gemv_m_sm_blocks"),
           ("shared", "gemv_m_blocks_per_sm"), ("shared", "gemv_m_fill_power")] + [
     (table, key) for key in M_SIDE for table in ("efficiency", "latency", "unaligned")]
+#: ``fit --gemv-n`` frees the rates, round times and unaligned shares of every N-side variant
+#: of rung 24, its time per wave, SM crowding and the bend of its fill
+#: (``calibration.n_pipelined_refit``, refitted when the N side came to keep a second round of
+#: A's loads in flight). Its blocks-per-SM need is held: rung 30 shares it.
+GEMV_N_SIDE = [("shared", "gemv_wave_s"), ("shared", "gemv_sm_blocks"),
+               ("shared", "gemv_fill_power")] + [
+    (table, key) for key in N_SIDE for table in ("efficiency", "latency", "unaligned")]
 #: ``fit --epilogue`` frees the SM's time per output of rung 21's staged store of C and the
 #: store shares of rung 27's tiles, the plans rung 22 weighs against them where K is short.
 EPILOGUE = [("shared", "staged_epilogue_s")] + [
@@ -137,7 +150,7 @@ EPILOGUE = [("shared", "staged_epilogue_s")] + [
     for name in ("shortk_128x32_t4", "shortk_128x64_t8", "shortk_64x128_t8")]
 #: ``fit``'s flags, each the figures it frees instead of FREE (at most one is given).
 FREE_SETS = {"latency": LATENCY, "gemv": GEMV_N, "tiles": TILES, "broad": BROAD,
-             "gemv_m": GEMV_M, "epilogue": EPILOGUE}
+             "gemv_m": GEMV_M, "gemv_n": GEMV_N_SIDE, "epilogue": EPILOGUE}
 
 
 def calibration_shapes(kind: str, seed: int, count: int) -> list[tuple[int, int, int, int]]:
@@ -355,6 +368,9 @@ def main() -> None:
     free.add_argument("--gemv-m", action="store_true",
                       help="refit every M-side variant of rung 24 and its time per wave "
                            "instead (GEMV_M)")
+    free.add_argument("--gemv-n", action="store_true",
+                      help="refit every N-side variant of rung 24 and its time per wave "
+                           "instead (GEMV_N_SIDE)")
     free.add_argument("--epilogue", action="store_true",
                       help="refit the staged store's SM time and rung 27's store shares on "
                            "the short-K timings instead (EPILOGUE)")

@@ -163,9 +163,9 @@ class Parameters:
         return self.latency.get(key, self["block_latency_s"])
 
     def gemv_round(self, key: str) -> float:
-        """One round of a rung 24 variant's K loop (its ``latency`` entry where fitted: the
-        M-side kernels' rounds hold 2-4x the FMAs and shared-memory reads of A per load as
-        the skinny side grows, so one shared figure cannot serve them all)."""
+        """One round of a rung 24 variant's K loop (its ``latency`` entry where fitted: a
+        round holds 2-4x the FMAs and shared-memory reads per load as the skinny side grows,
+        on either side, so one shared figure cannot serve them all)."""
         return self.latency.get(key, self.latency.get(key.removesuffix("f"),
                                                       self["gemv_round_s"]))
 
@@ -323,16 +323,16 @@ def _gemv_seconds(c: Candidate, m: int, n: int, k: int, batch: int, device: Devi
     grid = gemv_grid(config, m, n, batch, split)
     blocks = grid[0] * grid[1] * grid[2]
     # Loads in flight per block against a 256-thread block of one column a lane and four
-    # loads: the M-side kernel keeps two rounds of its lanes' loads in flight (from 8 rows of
-    # A up, two loads of each of two columns a round), the 16-column N-side one 128 threads.
-    in_flight = config.threads / 256 * (2 if config.side == "m" else 1)
+    # loads: both kernels keep two rounds of loads in flight (the M side, from 8 rows of A
+    # up, two loads of each of two columns a round), the 16-column N-side one 128 threads.
+    in_flight = config.threads / 256 * 2
     rate = device.memory_bytes_per_s * p["gemv_bandwidth"] * p.rate(c.variant.key, config)
     if (m % 4 if config.side == "n" else k % 4):
         rate *= p.misaligned(c.variant.key, config)
     moved = 4.0 * batch * (m * k * gemv_groups(config, n) + k * n + m * n)
-    # A block's K slice in rounds of loads (N side: each lane UNROLL = 4 loads, then their
-    # FMAs; M side: M_UNROLL loads of each column, 4 below 8 rows, else 2): N-side, its warps
-    # step 4 x warps along K; M-side, its lanes 4 x M_UNROLL x lanes.
+    # A block's K slice in rounds of loads (N side: each warp's loads_per_round columns of
+    # A; M side: loads_per_round loads of each column): N-side, its warps step
+    # loads_per_round x warps along K; M-side, its lanes 4 x loads_per_round x lanes.
     per_round = config.k_per_round
     if config.side == "n":
         # The 16-column block's round holds half the K steps of A in flight that the others'
@@ -487,9 +487,6 @@ def _free_names(timings: Sequence[Timing]) -> list[tuple[str, str]]:
     # be most of the time.
     store_bound = {t.candidate.variant.key for t in timings
                    if t.k <= STORE_BOUND_K and t.m * t.n * t.batch >= STORE_BOUND_OUTPUTS}
-    # Rung 24's M-side variants: their latency entry is their round's time.
-    m_side = {t.candidate.variant.key for t in timings
-              if isinstance(t.candidate.config, GemvConfig) and t.candidate.config.side == "m"}
     for t in timings:
         key = t.candidate.variant.key
         side = getattr(t.candidate.config, "side", "n")
@@ -500,12 +497,9 @@ def _free_names(timings: Sequence[Timing]) -> list[tuple[str, str]]:
     for key, misaligned in seen.items():
         if key in compute_bound or key.startswith("gemv:"):
             names.append(("efficiency", key))
-        if key in m_side:
-            names.append(("latency", key))
-        elif not key.startswith("gemv:"):
-            names.append(("latency", key))
-            if key in store_bound:
-                names.append(("store", key))
+        names.append(("latency", key))  # rung 24's: its round's time
+        if key in store_bound and not key.startswith("gemv:"):
+            names.append(("store", key))
         if misaligned and key in compute_bound:
             names.append(("unaligned", key))
     return names

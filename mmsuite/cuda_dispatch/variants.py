@@ -254,16 +254,20 @@ class GemvConfig:
 
     @property
     def loads_per_round(self) -> int:
-        """M side: a lane's 16-byte loads of each of its columns a round (M_UNROLL): 2 from
-        8 rows of A up, else 4."""
+        """A round of loads, of which a block keeps two in flight: M side, a lane's 16-byte
+        loads of each of its columns (M_UNROLL), 2 from 8 rows of A up, else 4; N side, the
+        columns of A a warp loads (N_UNROLL), 4."""
+        if self.side == "n":
+            return 4
         return 2 if self.skinny >= 8 else 4
 
     @property
     def k_per_round(self) -> int:
-        """K a block's round of loads covers: N side, four steps of each warp (UNROLL); M side,
-        a column's lanes' 16-byte loads, ``loads_per_round`` each (M_ROUND)."""
+        """K a block's round of loads covers: N side, ``loads_per_round`` columns of each
+        warp (N_UNROLL); M side, a column's lanes' 16-byte loads, ``loads_per_round`` each
+        (M_ROUND)."""
         if self.side == "n":
-            return 4 * (self.threads // 32)
+            return self.loads_per_round * (self.threads // 32)
         return 4 * self.loads_per_round * self.lanes
 
     @property
@@ -423,13 +427,14 @@ _STREAMK_REGS = {"256x128x16_t8x8_lr2": 127, "256x128x16": 127, "128x256x16": 12
                  "32x32x16_t4x4_lr4": 89}
 STREAMK_CONFIGS: tuple[Config, ...] = tuple(
     replace(CONFIGS[name], regs=regs) for name, regs in _STREAMK_REGS.items())
-# Rung 24: registers as NVRTC compiles them for the H100 (the suite's own compile; nvcc 13
-# gives gemv_n16 96, not 109), none spills. The M side's pipelined rounds of B hold a second
-# round in registers: 4 blocks an SM below 8 rows (6 before), 2 from 8 rows up.
-_GEMV_REGS = {("n", 1): 38, ("n", 2): 43, ("n", 4): 52, ("n", 8): 70, ("n", 16): 109,
+# Rung 24: registers as NVRTC compiles them for the H100 (the suite's own compile), none
+# spills. Both sides hold a second round of loads in registers: below 8 rows the M side keeps
+# 4 blocks an SM, from 8 rows up 2 (gemv_m8f 3); the N side 4 up to 4 columns (gemv_n4: 3),
+# 2 with 8, and 4 of the 16-column block's 128 threads.
+_GEMV_REGS = {("n", 1): 59, ("n", 2): 63, ("n", 4): 70, ("n", 8): 90, ("n", 16): 121,
               ("m", 1): 56, ("m", 2): 56, ("m", 4): 64, ("m", 8): 86, ("m", 16): 121}
-_GEMV_FUSED_REGS = {("n", 1): 40, ("n", 2): 40, ("n", 4): 48, ("n", 8): 63, ("n", 16): 95,
-                    ("m", 1): 48, ("m", 2): 60, ("m", 4): 60, ("m", 8): 86, ("m", 16): 104}
+_GEMV_FUSED_REGS = {("n", 1): 54, ("n", 2): 58, ("n", 4): 64, ("n", 8): 92, ("n", 16): 123,
+                    ("m", 1): 47, ("m", 2): 62, ("m", 4): 64, ("m", 8): 74, ("m", 16): 103}
 GEMV_CONFIGS: tuple[GemvConfig, ...] = tuple(
     GemvConfig(side, skinny, regs, fused)
     for fused, table in ((False, _GEMV_REGS), (True, _GEMV_FUSED_REGS))

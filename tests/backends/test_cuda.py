@@ -563,7 +563,7 @@ def _gemv_problems(config) -> list[Problem]:
 
 def _agreeing(variant) -> list[tuple[Problem, int]]:
     """(problem, split) pairs a variant is checked on: the odd grid, whole and split in K."""
-    from mmsuite.cuda_dispatch.variants import Candidate, gemv_config, why_not
+    from mmsuite.cuda_dispatch.variants import Candidate, gemv_config, gemv_splits, why_not
 
     problems = _gemv_problems(variant.config) if variant.family == "gemv" else list(
         NO_TILE_DIVIDES)
@@ -582,7 +582,10 @@ def _agreeing(variant) -> list[tuple[Problem, int]]:
         if variant.family == "gemv" and gemv_config(m, n, variant.config.fused) != variant.config:
             continue
         many = variant.family == "dot" or getattr(variant.config, "fused", False)
-        for split in (1, 2, 3) + ((4, 8, 16) if many else ()):
+        splits = (1, 2, 3) + ((4, 8, 16) if many else ())
+        if variant.family == "gemv":  # and the finest, a count no power of two need be
+            splits += (gemv_splits(problem.k)[-1],)
+        for split in dict.fromkeys(splits):
             if not why_not(Candidate(variant, split), m, n, problem.k, problem.batch):
                 out.append((problem, split))
     return out
