@@ -85,9 +85,9 @@ static_assert(SKINNY == 1 || SKINNY == 2 || SKINNY == 4 || SKINNY == 8 || SKINNY
 // + beta * C, by a tile's last block: the fused sum. The tile's outputs are numbered
 // e = fast + FAST x slow, at row row0 + fast and column col0 + slow of the M x N output
 // (N side: rows of the block's 128 outputs fast; M side: the SKINNY rows fast). A thread
-// sums TAIL of its outputs at once, the slices the outer loop, so that the TAIL loads of a
-// slice are in flight together (one output at a time, gemv_n8f at 2125x7x246 in 4 slices
-// waited 16 times for L2: 3.6 of its 10 us).
+// sums TAIL of its outputs at once, the slices the outer loop, so that the loads of TAIL
+// outputs of TAIL_LOADS / TAIL slices are in flight together (one output at a time,
+// gemv_n8f at 2125x7x246 in 4 slices waited 16 times for L2: 3.6 of its 10 us).
 #define TAIL_OUTPUTS 4  // at most, a thread's outputs summed at once
 #define TAIL_LOADS 8    // a thread's loads of slices in flight at once
 template <int FAST, int OUTPUTS, int THREADS>
@@ -106,8 +106,8 @@ __device__ __forceinline__ void store_slice_sums(const float* slices, size_t pla
             at[u] = r + (size_t)c * M;
         }
         // SLICES slices' loads go out together and are added in order, so that the sum is
-        // the same as one slice at a time (one load waited for at a time, a 1-column
-        // product's last block waited 16 times for L2 in 16 slices).
+        // the one a slice at a time gives, without a wait for L2 per slice (not timed on
+        // its own: it came with the N side's second round of loads).
         constexpr int SLICES = TAIL_LOADS / TAIL;
         float s[TAIL];
         for (int t0 = 0; t0 < splits; t0 += SLICES) {
