@@ -583,7 +583,7 @@ def _agreeing(variant) -> list[tuple[Problem, int]]:
             continue
         many = variant.family == "dot" or getattr(variant.config, "fused", False)
         splits = (1, 2, 3) + ((4, 8, 16) if many else ())
-        if variant.family == "gemv":  # and the finest, a count no power of two need be
+        if variant.family == "gemv":  # and its finest split: the most slices to add
             splits += (gemv_splits(problem.k)[-1],)
         for split in dict.fromkeys(splits):
             if not why_not(Candidate(variant, split), m, n, problem.k, problem.batch):
