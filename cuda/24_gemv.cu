@@ -34,10 +34,10 @@
 // - mm_24_gemv_n keeps two rounds of A's loads in flight the same way: a warp issues
 //   its next four columns before its FMAs wait for these, and a panel's first round
 //   before the block stages B (it replaces a prefetch of that round into L2). The
-//   second round's registers leave 4 blocks an SM (6 before, and 5 of the fused
-//   16-column variant); with 16 columns of B a round stays four columns of A, as
-//   two (the M side's choice from 8 rows up) were slower on every 16-column shape
-//   timed. H100, suite timer, row-major, fastest timed plan of rung 24, before and
+//   second round's registers leave 2 to 4 blocks an SM (3 to 6 before). A round stays
+//   four columns of A whatever the columns of B: two, the M side's choice from 8 rows
+//   up, were slower on 15 of the 16 shapes of 8 or 16 columns timed side by side on the
+//   H100. Suite timer, row-major, fastest timed plan of rung 24, before and
 //   after in the same run, us: batch 16 of 1x172x10570 54.1 -> 47.3 (cuBLAS 47.7),
 //   1x4413x236 6.1 -> 5.4 (5.2-6.0), 16x4096x4096 46.2 -> 40.1 (78.1; 43.7 with two
 //   columns a round, another run), 1x8192x8192 94.8 -> 92.1 (92.4), 13x11302x412
