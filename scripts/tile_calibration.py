@@ -55,9 +55,9 @@ rows, its time per wave and rung 30's terms, or with ``--gemv-m`` the rates, rou
 and unaligned shares of every M-side variant of rung 24 and the M side's wave time,
 blocks-per-SM need, SM crowding and the bend of its fill, or with ``--gemv-n`` the same of
 every N-side variant (but the blocks-per-SM need, which rung 30 shares), every other figure
-held at the
-device's model file, and writes them there; it prints the error of the times and how the model ranks
-the measured plans, before and after, on the fitted timings and on those given with ``--check``.
+held at the device's model file, and writes them there; it prints the error of the times and
+how the model ranks the measured plans, before and after, on the fitted timings and on those
+given with ``--check``.
 """
 
 from __future__ import annotations
@@ -96,17 +96,22 @@ FREE = [("shared", "staged_store")] + [
 #: 256x128 tiles with BK 8 had a latency of their own fitted, 19 us, and are held).
 LATENCY = [("latency", f"splitk:{name}") for name in (
     "256x128x16_t8x8_lr2", "256x128x16", "128x256x16", "128x256x8_s2", "512x64x16_t8x8_lr8")]
+
+
+def _rung_24(side: str) -> dict[str, int]:
+    """Rung 24's variants of ``side`` ("n": A streamed, "m": B streamed), each with the
+    columns of B or rows of A it holds."""
+    return {v.key: v.config.skinny for v in VARIANTS
+            if isinstance(v.config, GemvConfig) and v.config.side == side}
+
+
+N_SIDE, M_SIDE = _rung_24("n"), _rung_24("m")
+#: A rung 24 variant's own figures: its rate, its round's time and its unaligned share.
+VARIANT_FIGURES = ("efficiency", "latency", "unaligned")
 #: ``fit --gemv`` frees the unaligned shares of rung 24's N-side variants, which read A's
 #: columns in scalar loads where M is not a multiple of 4 (coalesced since the lanes' rows
 #: are spread 32 apart; fitted before at the bound, 0.3, when a warp's loads were strided).
-GEMV_N = [("unaligned", v.key) for v in VARIANTS
-          if v.family == "gemv" and getattr(v.config, "side", "") == "n"]
-#: Rung 24's N-side variants (A streamed), each with the columns of B it holds.
-N_SIDE = {v.key: v.config.skinny for v in VARIANTS
-          if isinstance(v.config, GemvConfig) and v.config.side == "n"}
-#: Rung 24's M-side variants (B streamed), each with the rows of A it holds.
-M_SIDE = {v.key: v.config.skinny for v in VARIANTS
-          if isinstance(v.config, GemvConfig) and v.config.side == "m"}
+GEMV_N = [("unaligned", key) for key in N_SIDE]
 #: ``fit --tiles`` frees the split-K and stream-K tiles' rates and block latencies and the
 #: shared terms of their waves, slices and fix-ups (``calibration.mid_refit``, fitted on the
 #: mid set with the earlier draws). The plain 32x32 tile is held: freed, it took short-K
@@ -135,14 +140,14 @@ BROAD = [("shared", "gemv_wave_s")] + [
 #: ``calibration.fill_refit``, when its fill came to bend softly).
 GEMV_M = [("shared", "gemv_m_wave_s"), ("shared", "gemv_m_sm_blocks"),
           ("shared", "gemv_m_blocks_per_sm"), ("shared", "gemv_m_fill_power")] + [
-    (table, key) for key in M_SIDE for table in ("efficiency", "latency", "unaligned")]
+    (table, key) for key in M_SIDE for table in VARIANT_FIGURES]
 #: ``fit --gemv-n`` frees the rates, round times and unaligned shares of every N-side variant
 #: of rung 24, its time per wave, SM crowding and the bend of its fill
 #: (``calibration.n_pipelined_refit``, refitted when the N side came to keep a second round of
 #: A's loads in flight). Its blocks-per-SM need is held: rung 30 shares it.
 GEMV_N_SIDE = [("shared", "gemv_wave_s"), ("shared", "gemv_sm_blocks"),
                ("shared", "gemv_fill_power")] + [
-    (table, key) for key in N_SIDE for table in ("efficiency", "latency", "unaligned")]
+    (table, key) for key in N_SIDE for table in VARIANT_FIGURES]
 #: ``fit --epilogue`` frees the SM's time per output of rung 21's staged store of C and the
 #: store shares of rung 27's tiles, the plans rung 22 weighs against them where K is short.
 EPILOGUE = [("shared", "staged_epilogue_s")] + [

@@ -89,7 +89,7 @@ SHARED_DEFAULTS: dict[str, float] = {
     # Blocks of rung 24 an SM runs at once at full pace (their FMAs and shared-memory reads
     # of the panel): an SM given more of a wave's blocks (its share rounded up) takes that
     # much longer over their rounds (138 blocks of gemv_m8 on 132 SMs: six SMs run two). The
-    # default is past any SM's blocks: no effect. Fitted for the M side only.
+    # default is past any SM's blocks: no effect, where the N side's fit left it.
     "gemv_sm_blocks": 64.0,
     "gemv_m_sm_blocks": 64.0,
     # How sharply rung 24's rate reaches its full share as blocks are added. The M side's
@@ -355,7 +355,8 @@ def _gemv_seconds(c: Candidate, m: int, n: int, k: int, batch: int, device: Devi
         return (stream_s ** power + (rounds * round_s * crowd) ** power) ** (1 / power)
 
     # More blocks than the SMs hold run in waves, the last one short (gemv_n16 holds 4 blocks
-    # an SM, gemv_n16f 5: 74 x 8 blocks took 185 and 122 us on the H100).
+    # an SM, 528 on the H100: 74 row blocks with K 6144 took 121.5 us in 4 slices, one wave,
+    # and 140.1 in 8, two).
     full_waves, rest = divmod(blocks, device.sms * config.blocks_per_sm)
     seconds = full_waves * wave(device.sms * config.blocks_per_sm) + (wave(rest) if rest else 0)
     seconds += (full_waves + bool(rest)) * p.gemv_figure("gemv_wave_s", config.side)
@@ -382,7 +383,9 @@ def _soft_fill(share: float, power: float) -> float:
 def _fused_sum_seconds(outputs: int, split: int, p: Parameters, rounds: int = 1) -> float:
     """The last block of each tile adding the slices (rungs 24 FUSED and 30): their bytes,
     and a wait for L2 per slice for each of a thread's ``rounds`` of loads (rung 24's
-    16-column block has 16 outputs a thread, four at a time)."""
+    16-column block has 16 outputs a thread, four at a time). Rung 24's last block now loads
+    up to eight slices' words at once; ``fuse_slice_s``, which rung 30 shares, was fitted
+    before that and held since."""
     return (8.0 * outputs * split / p["reduce_bytes_per_s"] + p["gemv_fuse_s"]
             + rounds * split * p["fuse_slice_s"])
 
