@@ -43,6 +43,18 @@
 //   columns a round, another run), 1x8192x8192 94.8 -> 92.1 (92.4), 13x11302x412
 //   16.4 -> 16.0 (11.9), 8x8192x8192 102.4 -> 103.1 (131); the shortest K lost (batch 56
 //   of 3x3504x1, separate runs: 7.6 -> 10.0 us, where rung 27 takes 6.5);
+// - mm_24_gemv_n with N_LANES 8 (variants gemv_n*_r32): eight lanes read 32 rows of a
+//   column of A (128 bytes, still whole segments), so a warp's four groups load four
+//   columns each a round, and a block covers 32 rows, not 128. A short M (a few thousand
+//   rows) had too few blocks to fill the SMs, and each block's warps walked K one column
+//   of four at a time; now it has four times the blocks and a round of loads covers four
+//   times the K. The groups' sums of the same rows meet by shuffles. The 16-column block
+//   has 8 warps, not 4, since 32 rows of sums fit the panel 8 times. A long M keeps the
+//   128-row blocks, which load A in fewer, longer rows. H100, suite timer, row-major,
+//   fastest plan of each, same run, us: 8x3486x188 6.8 -> 5.1 (cuBLAS 5.4), 1x308x1924
+//   6.9 -> 5.8 (5.6), 8x39x2916 10.7 -> 7.0 (10.1), 14x2487x292 11.2 -> 8.0 (6.6), batch
+//   26 of 8x29x13101 52.4 -> 30.6; kept by the 128-row blocks: 8x8192x8192 103.3 (narrow
+//   127.8; cuBLAS 128.6), 16x4096x4096 40.4 (48.5; 73.5), 13x11302x412 16.4 (19.7; 12.2);
 // - when the grid over M or N leaves the SMs short of loads in flight, K is
 //   split over blocks (blockIdx.y) in slices of any multiple of 4 (whole 128s
 //   before: the small products could not be split, and 2125x7x246 streamed its
@@ -133,24 +145,34 @@ __device__ __forceinline__ void store_slice_sums(const float* slices, size_t pla
 #define PANEL_FLOATS 8192  // shared memory of either kernel: 32 KB
 
 // ----------------------------------------------------------------- N skinny
-#define N_WARPS (SKINNY == 16 ? 4 : 8)   // warps along K; their sums meet in shared memory
+#ifndef N_LANES
+#define N_LANES 32  // lanes across one column of A: 32 read 512 bytes, 8 read 128 (the header)
+#endif
+// Warps along K; their sums meet in the panel, which holds four warps' sums of 128 rows x 16
+// columns, or eight warps' of 32 rows.
+#define N_WARPS (SKINNY == 16 && N_LANES == 32 ? 4 : 8)
 #define N_THREADS (32 * N_WARPS)
-#define N_ROWS 128                       // rows of C per block: 32 lanes x 4
+static_assert(N_LANES == 32 || N_LANES == 8, "N_LANES is 8 or 32");
+#define N_GROUPS (32 / N_LANES)          // a warp's groups of lanes, each on columns of its own
+#define N_ROWS (4 * N_LANES)             // rows of C per block: a group's lanes x 4
 #define N_SUB (PANEL_FLOATS / SKINNY < 1024 ? PANEL_FLOATS / SKINNY : 1024)  // B rows staged
 #define N_UNROLL 4  // columns of A a warp loads a round
 static_assert(N_WARPS * N_ROWS * SKINNY <= PANEL_FLOATS, "sums must fit the panel");
 
-// A warp's round of A: N_UNROLL columns kc + k .. of its lanes' rows (the lane's first row
-// at `a`); columns at or past `sub` are zeros and load nothing.
+// A group's round of A: N_UNROLL columns kc + k, + N_GROUPS .. of its lanes' rows (the
+// lane's first row at `a`; the warp's groups take interleaved columns); columns at or past
+// `sub` are zeros and load nothing.
 __device__ __forceinline__ void load_round_n(float4 (&v)[N_UNROLL], const float* a, int M,
                                              int kc, int k, int sub, int rows_left, bool vec_m) {
 #pragma unroll
-    for (int u = 0; u < N_UNROLL; ++u)
-        v[u] = load4_rows<32, true>(a + (size_t)(kc + k + u) * M, k + u < sub ? rows_left : 0,
-                                    vec_m);
+    for (int u = 0; u < N_UNROLL; ++u) {
+        const int col = k + u * N_GROUPS;
+        v[u] = load4_rows<N_LANES, true>(a + (size_t)(kc + col) * M,
+                                         col < sub ? rows_left : 0, vec_m);
+    }
 }
 
-// C (or slice blockIdx.y of W) rows [128 bx, +128) = A rows x B over K slice
+// C (or slice blockIdx.y of W) rows [N_ROWS bx, +N_ROWS) = A rows x B over K slice
 // [kchunk y, +kchunk), for SKINNY columns of B and C per blockIdx.z (any N: wider
 // problems read A once per SKINNY columns, which only rung 24 alone asks of it).
 extern "C" __global__ void __launch_bounds__(N_THREADS)
@@ -167,12 +189,15 @@ mm_24_gemv_n(int M, int N, int K, float alpha, const float* A, const float* B, f
     B += mat * (size_t)K * N_all + (size_t)SKINNY * group * K;
     C += mat * (size_t)M * N_all + (size_t)SKINNY * group * M;
     W += (size_t)SKINNY * group * M;
-    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+    const int warp = threadIdx.x >> 5, lane_group = (threadIdx.x & 31) / N_LANES,
+              lane = threadIdx.x % N_LANES;
     // M a multiple of 4: a lane's rows are 4 lane .. +3 (one 16-byte load). Else its
-    // rows are lane, +32, +64, +96, so that each scalar load of the warp reads 32
-    // consecutive floats (128 bytes) rather than 512 bytes at a stride of 16.
+    // rows are lane, + N_LANES, + 2 N_LANES, + 3 N_LANES, so that each scalar load of a
+    // group reads consecutive floats rather than 16-byte words at a stride of 16.
     const bool vec_m = (M & 3) == 0;
     const int lane_row = vec_m ? 4 * lane : lane;
+    // K of a warp's round of loads; its lane_group-th group starts that many columns in.
+    constexpr int WARP_K = N_GROUPS * N_UNROLL;
     const int i = blockIdx.x * N_ROWS + lane_row;
     const int rows_left = M - i;
     const int kb = min(K, slice * kchunk), ke = min(K, kb + kchunk);
@@ -181,21 +206,21 @@ mm_24_gemv_n(int M, int N, int K, float alpha, const float* A, const float* B, f
         const int sub = min(N_SUB, ke - kc);
         // The warp's first round of A needs no panel: in flight while the block stages B.
         float4 a[N_UNROLL];
-        load_round_n(a, A + i, M, kc, warp * N_UNROLL, sub, rows_left, vec_m);
+        load_round_n(a, A + i, M, kc, warp * WARP_K + lane_group, sub, rows_left, vec_m);
         __syncthreads();  // the previous panel is read
         for (int e = threadIdx.x; e < sub * SKINNY; e += N_THREADS) {
             const int k = e % sub, j = e / sub;  // consecutive threads: consecutive k of B
             panel[k * SKINNY + j] = j < N ? B[(size_t)j * K + kc + k] : 0.0f;
         }
         __syncthreads();
-        for (int k = warp * N_UNROLL; k < sub; k += N_WARPS * N_UNROLL) {
+        for (int k = warp * WARP_K + lane_group; k < sub; k += N_WARPS * WARP_K) {
             // The next round's loads go out before this round's FMAs wait for its own.
             float4 next[N_UNROLL];
-            load_round_n(next, A + i, M, kc, k + N_WARPS * N_UNROLL, sub, rows_left, vec_m);
+            load_round_n(next, A + i, M, kc, k + N_WARPS * WARP_K, sub, rows_left, vec_m);
 #pragma unroll
             for (int u = 0; u < N_UNROLL; ++u) {
-                if (k + u >= sub) break;
-                const float* b = panel + (k + u) * SKINNY;
+                if (k + u * N_GROUPS >= sub) break;
+                const float* b = panel + (k + u * N_GROUPS) * SKINNY;
 #pragma unroll
                 for (int j = 0; j < SKINNY; ++j) {
                     const float bj = b[j];
@@ -209,11 +234,23 @@ mm_24_gemv_n(int M, int N, int K, float alpha, const float* A, const float* B, f
             for (int u = 0; u < N_UNROLL; ++u) a[u] = next[u];
         }
     }
-    __syncthreads();  // the panel now holds each warp's sums: [warp][j][row]
+    // A warp's groups hold sums of the same rows over different columns: added by
+    // shuffles, in a fixed order, into the first group's lanes.
 #pragma unroll
-    for (int j = 0; j < SKINNY; ++j)
-        store4_rows<32, true>(panel + (warp * SKINNY + j) * N_ROWS + lane_row,
-                              make_float4(acc[0][j], acc[1][j], acc[2][j], acc[3][j]), vec_m);
+    for (int step = N_LANES; step < 32; step *= 2)
+#pragma unroll
+        for (int r = 0; r < 4; ++r)
+#pragma unroll
+            for (int j = 0; j < SKINNY; ++j)
+                acc[r][j] += __shfl_xor_sync(0xffffffffu, acc[r][j], step);
+    __syncthreads();  // the panel now holds each warp's sums: [warp][j][row]
+    if (lane_group == 0) {
+#pragma unroll
+        for (int j = 0; j < SKINNY; ++j)
+            store4_rows<N_LANES, true>(panel + (warp * SKINNY + j) * N_ROWS + lane_row,
+                                       make_float4(acc[0][j], acc[1][j], acc[2][j], acc[3][j]),
+                                       vec_m);
+    }
     __syncthreads();
     float* out = splits == 1 ? C : W + (mat * splits + slice) * (size_t)M * N_all;
     const float alpha_c = alpha, beta_c = beta;  // C's, for a fused sum

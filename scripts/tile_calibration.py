@@ -10,6 +10,7 @@ the cost model's store share for rung 21's tiles there.
     python scripts/tile_calibration.py fit timings.json ... --broad
     python scripts/tile_calibration.py fit timings.json ... --gemv-m
     python scripts/tile_calibration.py fit timings.json ... --gemv-n
+    python scripts/tile_calibration.py fit timings.json ... --gemv-narrow
 
 ``measure`` (on a GPU) verifies and times, per problem, the model's eight best plans and
 every split-K, stream-K, short-K and GEMV variant at the split the model likes best for it, then
@@ -54,7 +55,9 @@ or with ``--broad`` the rates and round times of rung 24's M-side variants of 1,
 rows, its time per wave and rung 30's terms, or with ``--gemv-m`` the rates, round times
 and unaligned shares of every M-side variant of rung 24 and the M side's wave time,
 blocks-per-SM need, SM crowding and the bend of its fill, or with ``--gemv-n`` the same of
-every N-side variant (but the blocks-per-SM need, which rung 30 shares), every other figure
+every N-side variant (but the blocks-per-SM need, which rung 30 shares), or with
+``--gemv-narrow`` the rates, round times and unaligned shares of the N side's 32-row blocks
+alone, every other figure
 held at the device's model file, and writes them there; it prints the error of the times and
 how the model ranks the measured plans, before and after, on the fitted timings and on those
 given with ``--check``.
@@ -148,6 +151,11 @@ GEMV_M = [("shared", "gemv_m_wave_s"), ("shared", "gemv_m_sm_blocks"),
 GEMV_N_SIDE = [("shared", "gemv_wave_s"), ("shared", "gemv_sm_blocks"),
                ("shared", "gemv_fill_power")] + [
     (table, key) for key in N_SIDE for table in VARIANT_FIGURES]
+#: ``fit --gemv-narrow`` frees only the rates, round times and unaligned shares of the N side's
+#: 32-row blocks (``calibration.narrow_blocks``): freed with the rest of the N side, the
+#: 128-row blocks' figures moved too, and their picks on the held-back N-side shapes got worse.
+GEMV_NARROW = [(table, key) for key in N_SIDE if BY_KEY[key].config.column_lanes != 32
+               for table in VARIANT_FIGURES]
 #: ``fit --epilogue`` frees the SM's time per output of rung 21's staged store of C and the
 #: store shares of rung 27's tiles, the plans rung 22 weighs against them where K is short.
 EPILOGUE = [("shared", "staged_epilogue_s")] + [
@@ -155,7 +163,8 @@ EPILOGUE = [("shared", "staged_epilogue_s")] + [
     for name in ("shortk_128x32_t4", "shortk_128x64_t8", "shortk_64x128_t8")]
 #: ``fit``'s flags, each the figures it frees instead of FREE (at most one is given).
 FREE_SETS = {"latency": LATENCY, "gemv": GEMV_N, "tiles": TILES, "broad": BROAD,
-             "gemv_m": GEMV_M, "gemv_n": GEMV_N_SIDE, "epilogue": EPILOGUE}
+             "gemv_m": GEMV_M, "gemv_n": GEMV_N_SIDE, "gemv_narrow": GEMV_NARROW,
+             "epilogue": EPILOGUE}
 
 
 def calibration_shapes(kind: str, seed: int, count: int) -> list[tuple[int, int, int, int]]:
@@ -376,6 +385,9 @@ def main() -> None:
     free.add_argument("--gemv-n", action="store_true",
                       help="refit every N-side variant of rung 24 and its time per wave "
                            "instead (GEMV_N_SIDE)")
+    free.add_argument("--gemv-narrow", action="store_true",
+                      help="refit the N side's 32-row blocks of rung 24 alone instead "
+                           "(GEMV_NARROW)")
     free.add_argument("--epilogue", action="store_true",
                       help="refit the staged store's SM time and rung 27's store shares on "
                            "the short-K timings instead (EPILOGUE)")

@@ -34,12 +34,13 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
 from .device import H100_SXM, DeviceFacts
 from .variants import (
+    BY_KEY,
     VARIANTS,
     Candidate,
     Config,
@@ -145,8 +146,8 @@ class Parameters:
     def rate(self, key: str, config: AnyConfig) -> float:
         if isinstance(config, DotConfig):
             return self.efficiency.get(key, 1.0)
-        if isinstance(config, GemvConfig):  # a fused variant streams as its plain one
-            return self.efficiency.get(key, self.efficiency.get(key.removesuffix("f"), 1.0))
+        if isinstance(config, GemvConfig):
+            return _gemv_figure(self.efficiency, key, 1.0)
         # A fused split-K tile runs its K loop as its plain variant does.
         return self.efficiency.get(key, self.efficiency.get(key.removesuffix("_f"),
                                                             config.efficiency))
@@ -155,7 +156,7 @@ class Parameters:
         if isinstance(config, DotConfig):
             return 1.0
         if isinstance(config, GemvConfig):
-            return self.unaligned.get(key, self.unaligned.get(key.removesuffix("f"), 0.9))
+            return _gemv_figure(self.unaligned, key, 0.9)
         return self.unaligned.get(key, self.unaligned.get(key.removesuffix("_f"),
                                                           config.unaligned))
 
@@ -166,8 +167,7 @@ class Parameters:
         """One round of a rung 24 variant's K loop (its ``latency`` entry where fitted: a
         round holds 2-4x the FMAs and shared-memory reads per load as the skinny side grows,
         on either side, so one shared figure cannot serve them all)."""
-        return self.latency.get(key, self.latency.get(key.removesuffix("f"),
-                                                      self["gemv_round_s"]))
+        return _gemv_figure(self.latency, key, self["gemv_round_s"])
 
     def gemv_figure(self, name: str, side: str) -> float:
         """Rung 24's figure ``name`` for its ``side`` ("m": the M side's own)."""
@@ -198,6 +198,21 @@ class Parameters:
 
 
 STARTING = Parameters()
+
+
+def _gemv_figure(table: dict[str, float], key: str, default: float) -> float:
+    """A rung 24 variant's figure in ``table``: its own, else its plain variant's (a fused
+    one streams as it does), else those of the 128-row block of its width (where the narrow
+    blocks were not fitted: the H200's file), else ``default``."""
+    config = BY_KEY[key].config
+    assert isinstance(config, GemvConfig)
+    plain = replace(config, fused=False)
+    for stand_in in (config, plain, replace(config, column_lanes=32),
+                     replace(plain, column_lanes=32)):
+        name = f"gemv:{stand_in.name}"
+        if name in table:
+            return table[name]
+    return default
 
 
 def _fill(per_sm: int, threads: int, exponent: float) -> float:
@@ -336,8 +351,10 @@ def _gemv_seconds(c: Candidate, m: int, n: int, k: int, batch: int, device: Devi
     per_round = config.k_per_round
     if config.side == "n":
         # The 16-column block's round holds half the K steps of A in flight that the others'
-        # do: its grid needs twice the blocks to keep as many bytes on the way.
-        in_flight *= per_round / 32
+        # do: its grid needs twice the blocks to keep as many bytes on the way (a 32-row
+        # block has as many lanes and loads as the 128-row one of its width; its round is
+        # its groups' columns, not more loads).
+        in_flight *= config.loads_per_round * config.warps / 32
     rounds = -(-gemv_kchunk(k, split) // per_round) if split > 1 else -(-k // per_round)
     power = _SOFT_MAX_POWER
     round_s = p.gemv_round(c.variant.key)

@@ -225,8 +225,11 @@ def plan_dot(call: GemmCall, device: DeviceFacts,
 
 def plan_gemv(call: GemmCall, device: DeviceFacts,
               override: Candidate | None = None) -> CudaPlan:
-    """Rung 24: its variant for the skinny side (plain or fused), the split factor the
-    model prefers (16 columns at a time when no side is skinny)."""
+    """Rung 24: its variant for the skinny side (plain or fused; on the N side, blocks of
+    128 or 32 rows), the split factor the model prefers (16 columns at a time when no side
+    is skinny)."""
+    configs = dict.fromkeys(gemv_config(call.m, call.n, fused, lanes)
+                            for fused in (False, True) for lanes in (32, 8))
     return _plan_own(call, device, override, "gemv",
-                     [Candidate(variant("gemv", gemv_config(call.m, call.n, fused)), s)
-                      for fused in (False, True) for s in gemv_splits(call.k)])
+                     [Candidate(variant("gemv", config), s)
+                      for config in configs for s in gemv_splits(call.k)])

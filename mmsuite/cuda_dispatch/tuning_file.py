@@ -132,7 +132,8 @@ def candidate_of(entry: dict, path: Path | str) -> Candidate:
         if entry.get("gemv"):
             params = entry["params"]
             config: Config | GemvConfig | ShortKConfig | DotConfig = GemvConfig(
-                str(params["SIDE"]), int(params["SKINNY"]), fused=bool(params.get("FUSED", 0)))
+                str(params["SIDE"]), int(params["SKINNY"]), fused=bool(params.get("FUSED", 0)),
+                column_lanes=int(params.get("N_LANES", 32)))
             family = "gemv"
         elif entry.get("dot"):
             config, family = DOT_CONFIG, "dot"

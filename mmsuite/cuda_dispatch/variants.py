@@ -229,18 +229,27 @@ class GemvConfig:
     skinny: int
     regs: int = 64
     fused: bool = False  # with K split, the slices are added in the same launch (FUSED=1)
+    # N side: lanes across one column of A (N_LANES). 32 give a block 128 rows; 8 give it
+    # 32, four times the blocks of a short M, each warp on four columns at once.
+    column_lanes: int = 32
 
     @property
     def name(self) -> str:
-        return f"gemv_{self.side}{self.skinny}" + ("f" if self.fused else "")
+        narrow = f"_r{self.rows}" if self.side == "n" and self.column_lanes != 32 else ""
+        return f"gemv_{self.side}{self.skinny}{narrow}" + ("f" if self.fused else "")
 
     @property
     def defines(self) -> dict[str, int]:
-        return {"SKINNY": self.skinny, **({"FUSED": 1} if self.fused else {})}
+        narrow = {"N_LANES": self.column_lanes} if self.column_lanes != 32 else {}
+        return {"SKINNY": self.skinny, **narrow, **({"FUSED": 1} if self.fused else {})}
+
+    @property
+    def warps(self) -> int:
+        return self.threads // 32
 
     @property
     def threads(self) -> int:
-        return 256 if self.side == "m" or self.skinny < 16 else 128
+        return 256 if self.side == "m" or self.skinny < 16 or self.column_lanes < 32 else 128
 
     @property
     def lanes(self) -> int:
@@ -267,7 +276,7 @@ class GemvConfig:
         warp (N_UNROLL); M side, a column's lanes' 16-byte loads, ``loads_per_round`` each
         (M_ROUND)."""
         if self.side == "n":
-            return self.loads_per_round * (self.threads // 32)
+            return self.loads_per_round * self.warps * (32 // self.column_lanes)
         return 4 * self.loads_per_round * self.lanes
 
     @property
@@ -276,7 +285,7 @@ class GemvConfig:
         rows (side "n") of C one block covers."""
         if self.side == "m":
             return self.threads // self.lanes * self.columns_per_lane
-        return 128
+        return 4 * self.column_lanes
 
     @property
     def tail_rounds(self) -> int:
@@ -285,7 +294,7 @@ class GemvConfig:
         return -(-self.rows * self.skinny // (GEMV_TAIL_OUTPUTS * self.threads))
 
     def params(self) -> dict:
-        return {"SIDE": self.side, "SKINNY": self.skinny, **({"FUSED": 1} if self.fused else {})}
+        return {"SIDE": self.side, **self.defines}
 
     @property
     def blocks_per_sm(self) -> int:
@@ -430,15 +439,22 @@ STREAMK_CONFIGS: tuple[Config, ...] = tuple(
 # Rung 24: registers as NVRTC compiles them for the H100 (the suite's own compile), none
 # spills. Both sides hold a second round of loads in registers: below 8 rows the M side keeps
 # 4 blocks an SM, from 8 rows up 2 (gemv_m8f 3); the N side 4 up to 4 columns (gemv_n4: 3),
-# 2 with 8, and 4 of the 16-column block's 128 threads.
+# 2 with 8, and 4 of the 16-column block's 128 threads (its 32-row block's 256: 2).
 _GEMV_REGS = {("n", 1): 59, ("n", 2): 63, ("n", 4): 70, ("n", 8): 90, ("n", 16): 121,
               ("m", 1): 56, ("m", 2): 56, ("m", 4): 64, ("m", 8): 86, ("m", 16): 121}
 _GEMV_FUSED_REGS = {("n", 1): 54, ("n", 2): 58, ("n", 4): 64, ("n", 8): 92, ("n", 16): 123,
                     ("m", 1): 47, ("m", 2): 62, ("m", 4): 64, ("m", 8): 74, ("m", 16): 103}
+# The N side's narrow blocks (32 rows, 8 lanes a column of A): a short M's grid has four
+# times the blocks, and a block's rounds walk K four times as fast.
+_GEMV_NARROW_REGS = {(1, False): 55, (2, False): 64, (4, False): 70, (8, False): 94,
+                     (16, False): 121, (1, True): 52, (2, True): 60, (4, True): 64,
+                     (8, True): 120, (16, True): 120}
 GEMV_CONFIGS: tuple[GemvConfig, ...] = tuple(
     GemvConfig(side, skinny, regs, fused)
     for fused, table in ((False, _GEMV_REGS), (True, _GEMV_FUSED_REGS))
-    for (side, skinny), regs in table.items())
+    for (side, skinny), regs in table.items()) + tuple(
+    GemvConfig("n", skinny, regs, fused, column_lanes=8)
+    for (skinny, fused), regs in _GEMV_NARROW_REGS.items())
 # Rung 27: registers as NVRTC compiles them for the H100 (nvcc 13 gives the TN 8 tiles 94 and
 # shortk_cols8 40), none spills (TN 16 spilled, and 32x128 with TN 4 was never the fastest
 # on the H100: both left out); efficiency and store share as measured on the H100.
@@ -683,13 +699,15 @@ def gemv_side(m: int, n: int) -> str:
     return "m" if m < n and m <= GEMV_MAX_SKINNY else "n"
 
 
-def gemv_config(m: int, n: int, fused: bool = False) -> GemvConfig:
+def gemv_config(m: int, n: int, fused: bool = False, column_lanes: int = 32) -> GemvConfig:
     """The least GEMV variant that holds the skinny side (16 columns at a time when both
-    sides pass 16: rung 24 alone is right for every shape, if slow there)."""
+    sides pass 16: rung 24 alone is right for every shape, if slow there), of the N side's
+    ``column_lanes`` (the M side has one width)."""
     side = gemv_side(m, n)
     skinny = min(GEMV_MAX_SKINNY, n if side == "n" else m)
-    return next(c for c in GEMV_CONFIGS
-                if c.side == side and c.skinny >= skinny and c.fused == fused)
+    lanes = column_lanes if side == "n" else 32
+    return next(c for c in GEMV_CONFIGS if c.side == side and c.skinny >= skinny
+                and c.fused == fused and c.column_lanes == lanes)
 
 
 def gemv_counters(config: GemvConfig, m: int, n: int, batch: int, split: int) -> int:
@@ -753,7 +771,7 @@ def why_not(candidate: Candidate, m: int, n: int, k: int, batch: int,
         return "" if max(grid[1:]) <= MAX_GRID_YZ else f"grid {grid} passes CUDA's y/z limit"
     if candidate.family == "gemv":
         assert isinstance(config, GemvConfig)
-        if gemv_config(m, n, config.fused) != config:
+        if gemv_config(m, n, config.fused, config.column_lanes) != config:
             return f"{config.name} is not rung 24's variant for {m}x{n}"
         if config.fused and split == 1:
             return "one K slice needs no fused sum (the plain variant)"
@@ -823,7 +841,8 @@ def candidates(m: int, n: int, k: int, batch: int = 1, device: DeviceFacts = H10
         elif row.family == "gemv":  # only where a side is skinny: elsewhere tiles win
             assert isinstance(row.config, GemvConfig)
             fused = row.config.fused
-            if min(m, n) > GEMV_MAX_SKINNY or gemv_config(m, n, fused) != row.config:
+            if (min(m, n) > GEMV_MAX_SKINNY
+                    or gemv_config(m, n, fused, row.config.column_lanes) != row.config):
                 continue
             splits = [s for s in gemv_splits(k) if s > 1 or not fused]
         elif row.family == "shortk":

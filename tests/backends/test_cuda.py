@@ -579,7 +579,8 @@ def _agreeing(variant) -> list[tuple[Problem, int]]:
     out = []
     for problem in problems:
         m, n = (problem.n, problem.m) if problem.layout == "row" else (problem.m, problem.n)
-        if variant.family == "gemv" and gemv_config(m, n, variant.config.fused) != variant.config:
+        if variant.family == "gemv" and gemv_config(m, n, variant.config.fused,
+                                                     variant.config.column_lanes) != variant.config:
             continue
         many = variant.family == "dot" or getattr(variant.config, "fused", False)
         splits = (1, 2, 3) + ((4, 8, 16) if many else ())

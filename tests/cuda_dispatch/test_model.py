@@ -343,6 +343,20 @@ def test_the_shipped_h100_model_keeps_the_32x128_tile_for_16_rows_with_long_k() 
         two_warps, *dims, H100, params)
 
 
+def test_a_narrow_gemv_block_without_figures_of_its_own_takes_its_wide_siblings() -> None:
+    """A model file fitted before the N side's 32-row blocks (the H200's) ranks them with the
+    figures of the 128-row block of their width; their own figures, where fitted, come first."""
+    wide = dataclasses.replace(model.STARTING, efficiency={"gemv:gemv_n8": 0.7},
+                               latency={"gemv:gemv_n8f": 2e-6}, unaligned={"gemv:gemv_n8": 0.5})
+    narrow_f = variants.BY_KEY["gemv:gemv_n8_r32f"].config
+    assert wide.rate("gemv:gemv_n8_r32f", narrow_f) == 0.7
+    assert wide.misaligned("gemv:gemv_n8_r32f", narrow_f) == 0.5
+    assert wide.gemv_round("gemv:gemv_n8_r32f") == 2e-6
+    assert wide.gemv_round("gemv:gemv_n8_r32") == wide["gemv_round_s"]  # the plain one's
+    own = dataclasses.replace(wide, efficiency={**wide.efficiency, "gemv:gemv_n8_r32": 0.9})
+    assert own.rate("gemv:gemv_n8_r32f", narrow_f) == 0.9
+
+
 def test_rung_24s_m_side_rounds_take_the_time_fitted_for_their_variant() -> None:
     """An M-side round of 16 rows holds four times the FMAs and reads of A per load that one
     of 4 rows does: a variant's own round time (its latency entry) replaces the shared one,

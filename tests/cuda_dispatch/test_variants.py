@@ -86,6 +86,21 @@ def test_a_warps_registers_come_from_one_quarter_of_the_register_file() -> None:
     assert variants.resident_blocks(32, 64, 60 * 1024) == 3  # shared memory bounds it
 
 
+def test_the_narrow_gemv_blocks_cover_a_quarter_of_the_rows_in_twice_the_warps() -> None:
+    """8 lanes a column of A: 32 rows a block, four columns of A a warp at once, so a round of
+    loads walks four times the K; the 16-column block has the 8 warps the others have, since
+    its sums of 32 rows fit the panel 8 times."""
+    wide, narrow = (variants.gemv_config(1000, 16, column_lanes=lanes) for lanes in (32, 8))
+    assert (wide.name, narrow.name) == ("gemv_n16", "gemv_n16_r32")
+    assert (wide.rows, narrow.rows) == (128, 32)
+    assert (wide.threads, narrow.threads) == (128, 256)
+    assert (wide.k_per_round, narrow.k_per_round) == (16, 128)
+    assert narrow.defines == {"SKINNY": 16, "N_LANES": 8}
+    assert variants.gemv_grid(narrow, 1000, 16, 3, 2) == (32, 2, 3)
+    # The M side has one width: asked for narrow blocks, it gives its own.
+    assert variants.gemv_config(4, 1000, column_lanes=8).name == "gemv_m4"
+
+
 def test_gemv_blocks_hold_their_32kb_panel_and_registers() -> None:
     """A block's second round of loads in registers bounds the N side's blocks an SM below
     what the 32 KB panel allows (6 blocks of 256 threads)."""
@@ -121,7 +136,8 @@ def test_the_manifest_names_each_variant_once_with_its_source_and_entries() -> N
         assert (row.second_entry == "") == (row.family in ("shortk", "dot") or fused), row.key
         assert not row.second_entry or f"\n{row.second_entry}(" in text, row.key
     assert len([v for v in VARIANTS if v.family == "splitk"]) == len(SEARCH) + len(FUSED_CONFIGS)
-    assert len([v for v in VARIANTS if v.family == "gemv"]) == len(GEMV_CONFIGS) == 20
+    # Rung 24: both sides' five widths, plain and fused, and the N side's narrow blocks.
+    assert len([v for v in VARIANTS if v.family == "gemv"]) == len(GEMV_CONFIGS) == 30
     assert len([v for v in VARIANTS if v.family == "shortk"]) == len(SHORTK_CONFIGS)
 
 
@@ -130,8 +146,9 @@ def test_every_family_is_a_candidate_where_it_applies() -> None:
     assert families == {"splitk", "streamk"}  # no side skinny, K long: rungs 24, 27 are not
     skinny = variants.candidates(8192, 1, 8192, 1, H100)
     gemv = [c for c in skinny if c.family == "gemv"]
-    assert {c.config.name for c in gemv} == {"gemv_n1", "gemv_n1f"} and len(gemv) > 8
-    assert all(c.split > 1 for c in gemv if c.config.name == "gemv_n1f")
+    assert {c.config.name for c in gemv} == {"gemv_n1", "gemv_n1f", "gemv_n1_r32",
+                                             "gemv_n1_r32f"} and len(gemv) > 16
+    assert all(c.split > 1 for c in gemv if c.config.fused)
     assert {c.family for c in skinny} == {"splitk", "streamk", "gemv"}
     for m, n, k_max in ((4096, 4097, variants.SHORTK_MAX_K),
                         (4097, 4097, variants.SHORTK_MAX_K_UNALIGNED_WIDE),

@@ -3,15 +3,11 @@ prints (the timings themselves need a GPU)."""
 
 from __future__ import annotations
 
-import importlib.util
-import sys
 from pathlib import Path
 
-SCRIPT = Path(__file__).resolve().parents[2] / "scripts" / "dispatch_judge.py"
-_spec = importlib.util.spec_from_file_location("dispatch_judge", SCRIPT)
-judge_script = importlib.util.module_from_spec(_spec)
-sys.modules["dispatch_judge"] = judge_script
-_spec.loader.exec_module(judge_script)
+from . import load_script
+
+judge_script = load_script("dispatch_judge")
 
 
 def test_a_seed_draws_the_same_shapes_within_the_bounds() -> None:

@@ -1,0 +1,23 @@
+"""scripts/tile_calibration.py: which of the model's figures each ``fit`` flag frees (the
+timings and the fit itself need a GPU's measurements)."""
+
+from __future__ import annotations
+
+from mmsuite.cuda_dispatch.variants import BY_KEY
+
+from . import load_script
+
+calibration = load_script("tile_calibration")
+
+
+def test_the_narrow_refit_frees_the_32_row_blocks_own_figures_and_nothing_else() -> None:
+    freed = set(calibration.FREE_SETS["gemv_narrow"])
+    narrow = {key for key in calibration.N_SIDE if BY_KEY[key].config.rows == 32}
+    assert len(narrow) == 10  # five widths, plain and fused
+    assert freed == {(table, key) for key in narrow for table in calibration.VARIANT_FIGURES}
+
+
+def test_the_n_side_refit_frees_every_n_side_variant_but_no_m_side_one() -> None:
+    freed = {key for _, key in calibration.FREE_SETS["gemv_n"]}
+    assert set(calibration.N_SIDE) <= freed
+    assert not freed & set(calibration.M_SIDE)
