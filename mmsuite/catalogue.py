@@ -297,7 +297,8 @@ CUDA = [
         "23_streamk", layout="col", launch={"planner": planners.plan_streamk}),
     _cu("cuda.24_gemv", 24, "cuda.21_splitk",
         "min(M, N) <= 16: the big operand streamed once in 16-byte loads, the skinny one in "
-        "shared memory, K split over blocks when the grid is small", "beyond", "24_gemv",
+        "shared memory, K split over blocks when the grid is small, a short M in blocks of "
+        "32 rows", "beyond", "24_gemv",
         entry="mm_24_gemv_n", layout="col", launch={"planner": planners.plan_gemv}),
     _cu("cuda.27_shortk", 27, "cuda.21_splitk",
         "short K: each block stages its rows of A and columns of B once and stores whole "
