@@ -40,7 +40,6 @@ import numpy as np
 
 from .device import H100_SXM, DeviceFacts
 from .variants import (
-    BY_KEY,
     VARIANTS,
     Candidate,
     Config,
@@ -200,19 +199,25 @@ class Parameters:
 STARTING = Parameters()
 
 
-def _gemv_figure(table: dict[str, float], key: str, default: float) -> float:
-    """A rung 24 variant's figure in ``table``: its own, else its plain variant's (a fused
-    one streams as it does), else those of the 128-row block of its width (where the narrow
-    blocks were not fitted: the H200's file), else ``default``."""
-    config = BY_KEY[key].config
-    assert isinstance(config, GemvConfig)
+def _gemv_stand_ins(config: GemvConfig) -> tuple[str, ...]:
+    """The keys whose figures a rung 24 variant takes, in order: its own, its plain
+    variant's (a fused one streams as it does), then those of the 128-row block of its width
+    (where the narrow blocks were not fitted: the H200's file)."""
     plain = replace(config, fused=False)
-    for stand_in in (config, plain, replace(config, column_lanes=32),
-                     replace(plain, column_lanes=32)):
-        name = f"gemv:{stand_in.name}"
-        if name in table:
-            return table[name]
-    return default
+    return tuple(dict.fromkeys(
+        f"gemv:{c.name}" for c in (config, plain, replace(config, column_lanes=32),
+                                   replace(plain, column_lanes=32))))
+
+
+#: Each rung 24 variant's stand-ins, worked out once: the model looks them up per estimate.
+_GEMV_STAND_INS = {v.key: _gemv_stand_ins(v.config) for v in VARIANTS
+                   if isinstance(v.config, GemvConfig)}
+
+
+def _gemv_figure(table: dict[str, float], key: str, default: float) -> float:
+    """A rung 24 variant's figure in ``table``: its own or its first stand-in's (else
+    ``default``)."""
+    return next((table[name] for name in _GEMV_STAND_INS[key] if name in table), default)
 
 
 def _fill(per_sm: int, threads: int, exponent: float) -> float:

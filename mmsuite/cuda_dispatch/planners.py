@@ -31,6 +31,7 @@ from .variants import (
     DOT_CONFIG,
     FAMILIES,
     FIXUP_THREADS,
+    GEMV_CONFIGS,
     REDUCE_THREADS,
     RUNG21_CONFIG,
     SHORTK_CONFIGS,
@@ -228,8 +229,8 @@ def plan_gemv(call: GemmCall, device: DeviceFacts,
     """Rung 24: its variant for the skinny side (plain or fused; on the N side, blocks of
     128 or 32 rows), the split factor the model prefers (16 columns at a time when no side
     is skinny)."""
-    configs = dict.fromkeys(gemv_config(call.m, call.n, fused, lanes)
-                            for fused in (False, True) for lanes in (32, 8))
+    configs = dict.fromkeys(gemv_config(call.m, call.n, c.fused, c.column_lanes)
+                            for c in GEMV_CONFIGS)
     return _plan_own(call, device, override, "gemv",
                      [Candidate(variant("gemv", config), s)
                       for config in configs for s in gemv_splits(call.k)])
