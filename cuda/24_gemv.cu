@@ -11,7 +11,7 @@
 //   a round; the block's warps take interleaved columns and add their
 //   4 x SKINNY sums per lane in shared memory at the end. The K x N panel of B
 //   is staged in shared memory, where every lane of a warp reads the same
-//   word (a broadcast);
+//   words (a broadcast);
 // - mm_24_gemv_m (M <= SKINNY): B (K x N) is big. Eight lanes (four when
 //   SKINNY >= 8) read 128 (64) consecutive bytes of one column of B, a warp
 //   four (eight) columns, each lane four loads in flight; the M x K panel of
@@ -45,7 +45,7 @@
 //   of 3x3504x1, separate runs: 7.6 -> 10.0 us, where rung 27 takes 6.5);
 // - mm_24_gemv_n with N_LANES 8 (variants gemv_n*_r32): eight lanes read 32 rows of a
 //   column of A (128 bytes, still whole segments), so a warp's four groups load four
-//   columns each a round, and a block covers 32 rows, not 128. A short M (a few thousand
+//   consecutive columns each a round, and a block covers 32 rows, not 128. A short M (a few thousand
 //   rows) had too few blocks to fill the SMs, and each block's warps walked K one column
 //   of four at a time; now it has four times the blocks and a round of loads covers four
 //   times the K. The groups' sums of the same rows meet by shuffles. The 16-column block
@@ -72,8 +72,26 @@
 //   in 16 slices against 122.3 with the reduction kernel (cuBLAS 130.0); with
 //   many outputs per slice the two are alike, and rung 22's model picks
 //   between them.
+// - mm_24_gemv_n stages B by cp.async (sm_80+), which copies to shared memory without
+//   registers: every thread's copies of the panel are in flight at once. Loaded into
+//   registers, a thread's 27 words of a 16-column panel of K 436 went out a few at a
+//   time, each few a round trip to L2 while the block waited at the barrier (taking the
+//   staging out, as a probe, ran batch 15 of 11x338x436 in 8.0 us instead of 12.3). The
+//   panel keeps four consecutive k of a column in one 16-byte word, so that the copies are
+//   whole 16-byte words of B's columns and a lane reads its round's four k of one column
+//   in one load; a narrow block's groups read words four k apart, so its panel is padded a
+//   word every four k (distinct banks). H100, old -> new kernel in one run, graph-timed,
+//   us, row-major: 16x4096x4096 gemv_n16 203.9 -> 155.5 and gemv_n16_r32 73.3 -> 51.3,
+//   13x11302x412 gemv_n16 16.8 -> 12.9, batch 15 of 11x338x436 gemv_n16_r32 12.3 -> 9.9,
+//   14x2487x292 6.9 -> 6.3; the narrow 8-column block lost on 8x3486x188 (4.3 -> 4.6;
+//   cuBLAS 5.4);
 // SKINNY (1, 2, 4, 8 or 16) sizes the registers and shared panels: the planner
-// (mmsuite/cuda_dispatch) compiles the least one that holds the skinny side.
+// (mmsuite/cuda_dispatch) compiles the least one that holds the skinny side, and on the
+// N side also the one of half its columns, which runs the columns in two groups (grid z)
+// and reads A twice, the second time mostly from L2: blocks of fewer registers, twice as
+// many. H100, suite kernels, one run, graph-timed, us, 16 columns -> 8 twice: batch 5 of
+// 13x409x170 4.5 -> 3.8 (cuBLAS 5.1), 16x1241x202 4.9 -> 3.8 (5.1), batch 15 of
+// 11x338x436 9.8 -> 9.3 (8.8).
 // Edges: predicated 16-byte or scalar loads with zero fill (M or K not a
 // multiple of 4 take scalar loads; in mm_24_gemv_n a lane's four scalar rows are
 // 32 apart, so that a warp's loads stay coalesced), any M, N, K >= 1 and any batch
@@ -155,21 +173,54 @@ __device__ __forceinline__ void store_slice_sums(const float* slices, size_t pla
 static_assert(N_LANES == 32 || N_LANES == 8, "N_LANES is 8 or 32");
 #define N_GROUPS (32 / N_LANES)          // a warp's groups of lanes, each on columns of its own
 #define N_ROWS (4 * N_LANES)             // rows of C per block: a group's lanes x 4
-#define N_SUB (PANEL_FLOATS / SKINNY < 1024 ? PANEL_FLOATS / SKINNY : 1024)  // B rows staged
+// Panel words per four rows of B (N_AT). A narrow block's four groups of lanes read rows of
+// B four apart at once: padded by one 16-byte word, those reads fall on distinct banks.
+#define N_KSTRIDE (4 * SKINNY + (N_GROUPS > 1 ? 4 : 0))
+#define N_SUB_FIT ((PANEL_FLOATS / N_KSTRIDE * 4) & ~31)
+#define N_SUB (N_SUB_FIT < 1024 ? N_SUB_FIT : 1024)  // B rows staged, a multiple of 32
 #define N_UNROLL 4  // columns of A a warp loads a round
 static_assert(N_WARPS * N_ROWS * SKINNY <= PANEL_FLOATS, "sums must fit the panel");
 
-// A group's round of A: N_UNROLL columns kc + k, + N_GROUPS .. of its lanes' rows (the
-// lane's first row at `a`; the warp's groups take interleaved columns); columns at or past
-// `sub` are zeros and load nothing.
+// B(k, j) of the panel: four consecutive k of a column in one 16-byte word, so that the
+// staging copies whole 16-byte words of B's columns and a lane reads the four k of its
+// round and one column in one load.
+#define N_AT(k, j) (((k) >> 2) * N_KSTRIDE + (j) * 4 + ((k) & 3))
+static_assert(N_SUB / 4 * N_KSTRIDE <= PANEL_FLOATS, "B's rows must fit the panel");
+
+// A group's round of A: N_UNROLL consecutive columns kc + k .. of its lanes' rows (the
+// lane's first row at `a`; k a multiple of 4); columns at or past `sub` are zeros and load
+// nothing.
 __device__ __forceinline__ void load_round_n(float4 (&v)[N_UNROLL], const float* a, int M,
                                              int kc, int k, int sub, int rows_left, bool vec_m) {
 #pragma unroll
-    for (int u = 0; u < N_UNROLL; ++u) {
-        const int col = k + u * N_GROUPS;
-        v[u] = load4_rows<N_LANES, true>(a + (size_t)(kc + col) * M,
-                                         col < sub ? rows_left : 0, vec_m);
+    for (int u = 0; u < N_UNROLL; ++u)
+        v[u] = load4_rows<N_LANES, true>(a + (size_t)(kc + k + u) * M,
+                                         k + u < sub ? rows_left : 0, vec_m);
+}
+
+// Stage B's columns [0, SKINNY) over K [kc, kc + sub) in the panel with cp.async, which
+// copies without registers, so that every thread's copies are in flight at once (loaded
+// into registers, a loop of 27 dependent rounds for 16 columns of K 436 took a third of
+// the kernel). Columns at or past N and K at or past `sub` are zeros, to a whole 4 of K.
+__device__ __forceinline__ void stage_b_async(float* panel, const float* B, int N, int K,
+                                              int kc, int sub, bool vec_k) {
+    const int words = ((sub + 3) >> 2) * SKINNY;  // 16-byte words: the column fastest
+    for (int e = threadIdx.x; e < words; e += N_THREADS) {
+        const int j = e % SKINNY, k = 4 * (e / SKINNY);
+        const int left = j < N ? sub - k : 0;
+        const float* src = B + (size_t)j * K + kc + k;
+        const unsigned dst = static_cast<unsigned>(__cvta_generic_to_shared(panel + N_AT(k, j)));
+        if (vec_k) {  // K and kc multiples of 4: left is <= 0 or >= 4
+            asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst),
+                         "l"(left > 0 ? src : B), "r"(left > 0 ? 16 : 0));
+        } else {
+#pragma unroll
+            for (int q = 0; q < 4; ++q)
+                asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n" ::"r"(dst + 4 * q),
+                             "l"(q < left ? src + q : B), "r"(q < left ? 4 : 0));
+        }
     }
+    asm volatile("cp.async.wait_all;\n" ::);
 }
 
 // C (or slice blockIdx.y of W) rows [N_ROWS bx, +N_ROWS) = A rows x B over K slice
@@ -196,8 +247,9 @@ mm_24_gemv_n(int M, int N, int K, float alpha, const float* A, const float* B, f
     // group reads consecutive floats rather than 16-byte words at a stride of 16.
     const bool vec_m = (M & 3) == 0;
     const int lane_row = vec_m ? 4 * lane : lane;
-    // K of a warp's round of loads; its lane_group-th group starts that many columns in.
+    // K of a warp's round of loads; its lane_group-th group takes the lane_group-th 4.
     constexpr int WARP_K = N_GROUPS * N_UNROLL;
+    const bool vec_k = (K & 3) == 0;  // kc is always a multiple of 4 (gemv_kchunk)
     const int i = blockIdx.x * N_ROWS + lane_row;
     const int rows_left = M - i;
     const int kb = min(K, slice * kchunk), ke = min(K, kb + kchunk);
@@ -206,28 +258,26 @@ mm_24_gemv_n(int M, int N, int K, float alpha, const float* A, const float* B, f
         const int sub = min(N_SUB, ke - kc);
         // The warp's first round of A needs no panel: in flight while the block stages B.
         float4 a[N_UNROLL];
-        load_round_n(a, A + i, M, kc, warp * WARP_K + lane_group, sub, rows_left, vec_m);
+        const int k0 = warp * WARP_K + lane_group * N_UNROLL;
+        load_round_n(a, A + i, M, kc, k0, sub, rows_left, vec_m);
         __syncthreads();  // the previous panel is read
-        for (int e = threadIdx.x; e < sub * SKINNY; e += N_THREADS) {
-            const int k = e % sub, j = e / sub;  // consecutive threads: consecutive k of B
-            panel[k * SKINNY + j] = j < N ? B[(size_t)j * K + kc + k] : 0.0f;
-        }
+        stage_b_async(panel, B, N, K, kc, sub, vec_k);
         __syncthreads();
-        for (int k = warp * WARP_K + lane_group; k < sub; k += N_WARPS * WARP_K) {
+        for (int k = k0; k < sub; k += N_WARPS * WARP_K) {
             // The next round's loads go out before this round's FMAs wait for its own.
             float4 next[N_UNROLL];
             load_round_n(next, A + i, M, kc, k + N_WARPS * WARP_K, sub, rows_left, vec_m);
+            // Columns past `sub` are zeros in both a and the panel (k + 3 < sub rounded up).
 #pragma unroll
-            for (int u = 0; u < N_UNROLL; ++u) {
-                if (k + u * N_GROUPS >= sub) break;
-                const float* b = panel + (k + u * N_GROUPS) * SKINNY;
+            for (int j = 0; j < SKINNY; ++j) {
+                const float4 b = *reinterpret_cast<const float4*>(panel + N_AT(k, j));
+                const float bk[N_UNROLL] = {b.x, b.y, b.z, b.w};
 #pragma unroll
-                for (int j = 0; j < SKINNY; ++j) {
-                    const float bj = b[j];
-                    acc[0][j] += a[u].x * bj;
-                    acc[1][j] += a[u].y * bj;
-                    acc[2][j] += a[u].z * bj;
-                    acc[3][j] += a[u].w * bj;
+                for (int u = 0; u < N_UNROLL; ++u) {
+                    acc[0][j] += a[u].x * bk[u];
+                    acc[1][j] += a[u].y * bk[u];
+                    acc[2][j] += a[u].z * bk[u];
+                    acc[3][j] += a[u].w * bk[u];
                 }
             }
 #pragma unroll

@@ -11,9 +11,9 @@ when K is shared, with a workspace and what was chosen and why in
 Rung 22 takes the device's tuned entry for the problem's exact sizes when one
 exists (:mod:`.tuning_file`), else the candidate of the whole manifest
 (:mod:`.variants`: split-K tiles and splits, stream-K tiles, rung 24 for
-min(M, N) <= 16, rung 27 for short K, rung 30 for few outputs) that the device's
-fitted cost model (:mod:`.model`) ranks fastest. Rungs 21, 23, 24, 27 and 30 keep to
-their own kernels
+min(M, N) <= 16, on the N side also in two column groups of half the width, rung 27
+for short K, rung 30 for few outputs) that the device's fitted cost model
+(:mod:`.model`) ranks fastest. Rungs 21, 23, 24, 27 and 30 keep to their own kernels
 and ignore the tuning file (one problem has one entry per device, and it belongs
 to rung 22).
 """
@@ -43,10 +43,10 @@ from .variants import (
     dot_kchunk,
     dot_splits,
     dot_tiles,
-    gemv_config,
     gemv_counters,
     gemv_grid,
     gemv_kchunk,
+    gemv_runs,
     gemv_splits,
     shortk_grid,
     splitk_workspace,
@@ -226,11 +226,10 @@ def plan_dot(call: GemmCall, device: DeviceFacts,
 
 def plan_gemv(call: GemmCall, device: DeviceFacts,
               override: Candidate | None = None) -> CudaPlan:
-    """Rung 24: its variant for the skinny side (plain or fused; on the N side, blocks of
-    128 or 32 rows), the split factor the model prefers (16 columns at a time when no side
-    is skinny)."""
-    configs = dict.fromkeys(gemv_config(call.m, call.n, c.fused, c.column_lanes)
-                            for c in GEMV_CONFIGS)
+    """Rung 24: its variants for the skinny side (plain or fused; on the N side, blocks of
+    128 or 32 rows, of the least columns that hold N or half those in two groups), the
+    split factor the model prefers (16 columns at a time when no side is skinny)."""
     return _plan_own(call, device, override, "gemv",
                      [Candidate(variant("gemv", config), s)
-                      for config in configs for s in gemv_splits(call.k)])
+                      for config in GEMV_CONFIGS if gemv_runs(config, call.m, call.n)
+                      for s in gemv_splits(call.k)])

@@ -438,17 +438,18 @@ STREAMK_CONFIGS: tuple[Config, ...] = tuple(
     replace(CONFIGS[name], regs=regs) for name, regs in _STREAMK_REGS.items())
 # Rung 24: registers as NVRTC compiles them for the H100 (the suite's own compile), none
 # spills. Both sides hold a second round of loads in registers: below 8 rows the M side keeps
-# 4 blocks an SM, from 8 rows up 2 (gemv_m8f 3); the N side 4 up to 4 columns (gemv_n4: 3),
-# 2 with 8, and 4 of the 16-column block's 128 threads (its 32-row block's 256: 2).
-_GEMV_REGS = {("n", 1): 59, ("n", 2): 63, ("n", 4): 70, ("n", 8): 90, ("n", 16): 121,
+# 4 blocks an SM, from 8 rows up 2 (gemv_m8f 3); the N side 4 up to 4 columns (its fused
+# 4-column variants 3), 3 with 8 (fused: 2), and 4 of the 16-column block's 128 threads (its
+# 32-row block's 256: 2).
+_GEMV_REGS = {("n", 1): 57, ("n", 2): 60, ("n", 4): 64, ("n", 8): 80, ("n", 16): 124,
               ("m", 1): 56, ("m", 2): 56, ("m", 4): 64, ("m", 8): 86, ("m", 16): 121}
-_GEMV_FUSED_REGS = {("n", 1): 54, ("n", 2): 58, ("n", 4): 64, ("n", 8): 92, ("n", 16): 123,
+_GEMV_FUSED_REGS = {("n", 1): 57, ("n", 2): 64, ("n", 4): 76, ("n", 8): 96, ("n", 16): 128,
                     ("m", 1): 47, ("m", 2): 62, ("m", 4): 64, ("m", 8): 74, ("m", 16): 103}
 # The N side's narrow blocks (32 rows, 8 lanes a column of A): a short M's grid has four
 # times the blocks, and a block's rounds walk K four times as fast.
-_GEMV_NARROW_REGS = {(1, False): 55, (2, False): 64, (4, False): 70, (8, False): 94,
-                     (16, False): 121, (1, True): 52, (2, True): 60, (4, True): 64,
-                     (8, True): 120, (16, True): 120}
+_GEMV_NARROW_REGS = {(1, False): 59, (2, False): 64, (4, False): 64, (8, False): 80,
+                     (16, False): 123, (1, True): 59, (2, True): 64, (4, True): 75,
+                     (8, True): 112, (16, True): 128}
 GEMV_CONFIGS: tuple[GemvConfig, ...] = tuple(
     GemvConfig(side, skinny, regs, fused)
     for fused, table in ((False, _GEMV_REGS), (True, _GEMV_FUSED_REGS))
@@ -710,6 +711,18 @@ def gemv_config(m: int, n: int, fused: bool = False, column_lanes: int = 32) -> 
                 and c.fused == fused and c.column_lanes == lanes)
 
 
+def gemv_runs(config: GemvConfig, m: int, n: int) -> bool:
+    """Whether rung 24 runs ``config`` on an M x N product: the least variant that holds the
+    skinny side (:func:`gemv_config`) or, where N is the skinny side, the one of half its
+    columns in two column groups (grid z), which reads A twice, the second time mostly from
+    L2, with blocks of half the registers and twice their number."""
+    least = gemv_config(m, n, config.fused, config.column_lanes)
+    return config == least or (least.side == config.side == "n" and n <= GEMV_MAX_SKINNY
+                               and 2 * config.skinny == least.skinny
+                               and (config.fused, config.column_lanes)
+                               == (least.fused, least.column_lanes))
+
+
 def gemv_counters(config: GemvConfig, m: int, n: int, batch: int, split: int) -> int:
     """Ints after the slices in the workspace: one arrival counter per tile of C (FUSED)."""
     if not config.fused or split == 1:
@@ -771,7 +784,7 @@ def why_not(candidate: Candidate, m: int, n: int, k: int, batch: int,
         return "" if max(grid[1:]) <= MAX_GRID_YZ else f"grid {grid} passes CUDA's y/z limit"
     if candidate.family == "gemv":
         assert isinstance(config, GemvConfig)
-        if gemv_config(m, n, config.fused, config.column_lanes) != config:
+        if not gemv_runs(config, m, n):
             return f"{config.name} is not rung 24's variant for {m}x{n}"
         if config.fused and split == 1:
             return "one K slice needs no fused sum (the plain variant)"
@@ -821,7 +834,8 @@ def candidates(m: int, n: int, k: int, batch: int = 1, device: DeviceFacts = H10
                configs: tuple[Config, ...] | None = None) -> list[Candidate]:
     """Every candidate of the manifest that can run the problem: each split-K variant with
     each split factor (a fused one with each past 1), each stream-K variant, rung 24's
-    variant with each of its splits (and its fused variant with each split past 1), rung
+    variants that run the shape (:func:`gemv_runs`) with each of their splits (a fused one
+    with each split past 1), rung
     27's variants where K is at most :func:`shortk_max_k` (its whole-column variants where
     M fits their rows and K is at most :data:`SHORTK_COLS_MAX_K`), rung 30 with each of its
     splits where C has at most :data:`DOT_MAX_TILES` tiles. ``configs`` keeps only those
@@ -841,8 +855,7 @@ def candidates(m: int, n: int, k: int, batch: int = 1, device: DeviceFacts = H10
         elif row.family == "gemv":  # only where a side is skinny: elsewhere tiles win
             assert isinstance(row.config, GemvConfig)
             fused = row.config.fused
-            if (min(m, n) > GEMV_MAX_SKINNY
-                    or gemv_config(m, n, fused, row.config.column_lanes) != row.config):
+            if min(m, n) > GEMV_MAX_SKINNY or not gemv_runs(row.config, m, n):
                 continue
             splits = [s for s in gemv_splits(k) if s > 1 or not fused]
         elif row.family == "shortk":

@@ -556,6 +556,9 @@ def _gemv_problems(config) -> list[Problem]:
                 Problem(m1, n1, 4096 + 3, layout="col")]
     if config.side == "n":  # M a multiple of 4 over three row blocks: the 16-byte loads
         problems.append(Problem(260, max(1, skinny - 1), 77, layout="col", beta=0.5))
+        if skinny < 16:  # twice its columns, less one: two column groups, the last short
+            problems.append(Problem(67, 2 * skinny - 1, 301, batch=2, layout="col",
+                                    alpha=0.5, beta=2.0))
     else:  # K a multiple of 4 (the 16-byte loads of B) in slices of 124, 64, 32 and 16
         problems.append(Problem(max(1, skinny - 1), 300, 4 * 61, layout="col", beta=0.5))
     return problems
@@ -563,7 +566,7 @@ def _gemv_problems(config) -> list[Problem]:
 
 def _agreeing(variant) -> list[tuple[Problem, int]]:
     """(problem, split) pairs a variant is checked on: the odd grid, whole and split in K."""
-    from mmsuite.cuda_dispatch.variants import Candidate, gemv_config, gemv_splits, why_not
+    from mmsuite.cuda_dispatch.variants import Candidate, gemv_runs, gemv_splits, why_not
 
     problems = _gemv_problems(variant.config) if variant.family == "gemv" else list(
         NO_TILE_DIVIDES)
@@ -579,8 +582,7 @@ def _agreeing(variant) -> list[tuple[Problem, int]]:
     out = []
     for problem in problems:
         m, n = (problem.n, problem.m) if problem.layout == "row" else (problem.m, problem.n)
-        if variant.family == "gemv" and gemv_config(m, n, variant.config.fused,
-                                                     variant.config.column_lanes) != variant.config:
+        if variant.family == "gemv" and not gemv_runs(variant.config, m, n):
             continue
         many = variant.family == "dot" or getattr(variant.config, "fused", False)
         splits = (1, 2, 3) + ((4, 8, 16) if many else ())
