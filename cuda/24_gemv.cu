@@ -6,9 +6,9 @@
 // bandwidth, not FMAs over lanes. These kernels stream the big operand once,
 // in 16-byte loads from every lane with several in flight, and keep the skinny
 // operand in shared memory and the outputs in registers:
-// - mm_24_gemv_n (N <= SKINNY, or SKINNY columns per grid z): A (M x K) is big. A warp's 32 lanes read 128
-//   consecutive rows of one column of A (512 bytes, coalesced), four columns
-//   a round; the block's warps take interleaved columns and add their
+// - mm_24_gemv_n (N <= SKINNY, or SKINNY columns per grid z): A (M x K) is big. A
+//   warp's 32 lanes read 128 consecutive rows of one column of A (512 bytes,
+//   coalesced), four columns a round; the block's warps take interleaved columns and add their
 //   4 x SKINNY sums per lane in shared memory at the end. The K x N panel of B
 //   is staged in shared memory, where every lane of a warp reads the same
 //   words (a broadcast);
@@ -43,18 +43,17 @@
 //   columns a round, another run), 1x8192x8192 94.8 -> 92.1 (92.4), 13x11302x412
 //   16.4 -> 16.0 (11.9), 8x8192x8192 102.4 -> 103.1 (131); the shortest K lost (batch 56
 //   of 3x3504x1, separate runs: 7.6 -> 10.0 us, where rung 27 takes 6.5);
-// - mm_24_gemv_n with N_LANES 8 (variants gemv_n*_r32): eight lanes read 32 rows of a
-//   column of A (128 bytes, still whole segments), so a warp's four groups load four
-//   consecutive columns each a round, and a block covers 32 rows, not 128. A short M (a few thousand
-//   rows) had too few blocks to fill the SMs, and each block's warps walked K one column
-//   of four at a time; now it has four times the blocks and a round of loads covers four
-//   times the K. The groups' sums of the same rows meet by shuffles. The 16-column block
-//   has 8 warps, not 4, since 32 rows of sums fit the panel 8 times. A long M keeps the
-//   128-row blocks, which load A in fewer, longer rows. H100, suite timer, row-major,
-//   fastest plan of each, same run, us: 8x3486x188 6.8 -> 5.1 (cuBLAS 5.4), 1x308x1924
-//   6.9 -> 5.8 (5.6), 8x39x2916 10.7 -> 7.0 (10.1), 14x2487x292 11.2 -> 8.0 (6.6), batch
-//   26 of 8x29x13101 52.4 -> 30.6; kept by the 128-row blocks: 8x8192x8192 103.3 (narrow
-//   127.8; cuBLAS 128.6), 16x4096x4096 40.4 (48.5; 73.5), 13x11302x412 16.4 (19.7; 12.2);
+// - mm_24_gemv_n with N_LANES 8 (variants gemv_n*_r32): eight lanes read 32 rows of a column of A
+//   (128 bytes, still whole segments), so a warp's four groups load four consecutive columns each a
+//   round, and a block covers 32 rows, not 128. A short M (a few thousand rows) had too few blocks
+//   to fill the SMs, and each block's warps walked K one column of four at a time; now it has four
+//   times the blocks and a round of loads covers four times the K. The groups' sums of the same
+//   rows meet by shuffles. The 16-column block has 8 warps, not 4, since 32 rows of sums fit the
+//   panel 8 times. A long M keeps the 128-row blocks, which load A in fewer, longer rows. H100,
+//   suite timer, row-major, fastest plan of each, same run, us: 8x3486x188 6.8 -> 5.1 (cuBLAS 5.4),
+//   1x308x1924 6.9 -> 5.8 (5.6), 8x39x2916 10.7 -> 7.0 (10.1), 14x2487x292 11.2 -> 8.0 (6.6), batch
+//   26 of 8x29x13101 52.4 -> 30.6; kept by the 128-row blocks: 8x8192x8192 103.3 (narrow 127.8;
+//   cuBLAS 128.6), 16x4096x4096 40.4 (48.5; 73.5), 13x11302x412 16.4 (19.7; 12.2);
 // - when the grid over M or N leaves the SMs short of loads in flight, K is
 //   split over blocks (blockIdx.y) in slices of any multiple of 4 (whole 128s
 //   before: the small products could not be split, and 2125x7x246 streamed its
@@ -72,19 +71,18 @@
 //   in 16 slices against 122.3 with the reduction kernel (cuBLAS 130.0); with
 //   many outputs per slice the two are alike, and rung 22's model picks
 //   between them.
-// - mm_24_gemv_n stages B by cp.async (sm_80+), which copies to shared memory without
-//   registers: every thread's copies of the panel are in flight at once. Loaded into
-//   registers, a thread's 27 words of a 16-column panel of K 436 went out a few at a
-//   time, each few a round trip to L2 while the block waited at the barrier (taking the
-//   staging out, as a probe, ran batch 15 of 11x338x436 in 8.0 us instead of 12.3). The
-//   panel keeps four consecutive k of a column in one 16-byte word, so that the copies are
-//   whole 16-byte words of B's columns and a lane reads its round's four k of one column
-//   in one load; a narrow block's groups read words four k apart, so its panel is padded a
-//   word every four k (distinct banks). H100, old -> new kernel in one run, graph-timed,
-//   us, row-major: 16x4096x4096 gemv_n16 203.9 -> 155.5 and gemv_n16_r32 73.3 -> 51.3,
-//   13x11302x412 gemv_n16 16.8 -> 12.9, batch 15 of 11x338x436 gemv_n16_r32 12.3 -> 9.9,
-//   14x2487x292 6.9 -> 6.3; the narrow 8-column block lost on 8x3486x188 (4.3 -> 4.6;
-//   cuBLAS 5.4);
+// - mm_24_gemv_n stages B by cp.async (sm_80+), which copies to shared memory without registers:
+//   every thread's copies of the panel are in flight at once. Loaded into registers, a thread's 27
+//   words of a 16-column panel of K 436 went out a few at a time, each few a round trip to L2 while
+//   the block waited at the barrier (taking the staging out, as a probe, ran batch 15 of 11x338x436
+//   in 8.0 us instead of 12.3). The panel keeps four consecutive k of a column in one 16-byte word,
+//   so that the copies are whole 16-byte words of B's columns and a lane reads its round's four k
+//   of one column in one load; a narrow block's groups read words four k apart, so its panel is
+//   padded a word every four k (distinct banks; 2-4% on the short products, same run). H100, old ->
+//   new kernel in one run, graph-timed, us, row-major: 16x4096x4096 gemv_n16 203.9 -> 155.5 and
+//   gemv_n16_r32 73.3 -> 51.3, 13x11302x412 gemv_n16 16.8 -> 12.9, batch 15 of 11x338x436
+//   gemv_n16_r32 12.3 -> 9.9, 14x2487x292 6.9 -> 6.3; the narrow 8-column block lost on 8x3486x188
+//   (4.3 -> 4.6; cuBLAS 5.4);
 // SKINNY (1, 2, 4, 8 or 16) sizes the registers and shared panels: the planner
 // (mmsuite/cuda_dispatch) compiles the least one that holds the skinny side, and on the
 // N side also the one of half its columns, which runs the columns in two groups (grid z)
@@ -200,8 +198,8 @@ __device__ __forceinline__ void load_round_n(float4 (&v)[N_UNROLL], const float*
 
 // Stage B's columns [0, SKINNY) over K [kc, kc + sub) in the panel with cp.async, which
 // copies without registers, so that every thread's copies are in flight at once (loaded
-// into registers, a loop of 27 dependent rounds for 16 columns of K 436 took a third of
-// the kernel). Columns at or past N and K at or past `sub` are zeros, to a whole 4 of K.
+// into registers, a thread's 27 words of 16 columns of K 436 went out a few at a time:
+// a third of the kernel). Columns at or past N and K at or past `sub` are zeros, to a whole 4 of K.
 __device__ __forceinline__ void stage_b_async(float* panel, const float* B, int N, int K,
                                               int kc, int sub, bool vec_k) {
     const int words = ((sub + 3) >> 2) * SKINNY;  // 16-byte words: the column fastest

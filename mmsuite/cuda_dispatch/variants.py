@@ -715,7 +715,7 @@ def gemv_runs(config: GemvConfig, m: int, n: int) -> bool:
     """Whether rung 24 runs ``config`` on an M x N product: the least variant that holds the
     skinny side (:func:`gemv_config`) or, where N is the skinny side, the one of half its
     columns in two column groups (grid z), which reads A twice, the second time mostly from
-    L2, with blocks of half the registers and twice their number."""
+    L2, with blocks of fewer registers and twice their number."""
     least = gemv_config(m, n, config.fused, config.column_lanes)
     return config == least or (least.side == config.side == "n" and n <= GEMV_MAX_SKINNY
                                and 2 * config.skinny == least.skinny
