@@ -165,6 +165,20 @@ EPILOGUE = [("shared", "staged_epilogue_s")] + [
 FREE_SETS = {"latency": LATENCY, "gemv": GEMV_N, "tiles": TILES, "broad": BROAD,
              "gemv_m": GEMV_M, "gemv_n": GEMV_N_SIDE, "gemv_narrow": GEMV_NARROW,
              "epilogue": EPILOGUE}
+#: What each of ``fit``'s flags refits, for its help.
+FREE_SET_HELP = {
+    "latency": "the largest tiles' block latency (LATENCY)",
+    "gemv": "rung 24's N-side unaligned shares (GEMV_N)",
+    "tiles": "the split-K and stream-K tiles' rates and latencies and their shared terms "
+             "(TILES)",
+    "broad": "rung 24's M-side and rung 30's terms (BROAD)",
+    "gemv_m": "every M-side variant of rung 24 and its time per wave (GEMV_M)",
+    "gemv_n": "every N-side variant of rung 24 and its time per wave (GEMV_N_SIDE)",
+    "gemv_narrow": "the N side's 32-row blocks of rung 24 alone (GEMV_NARROW)",
+    "epilogue": "the staged store's SM time and rung 27's store shares on the short-K "
+                "timings (EPILOGUE)",
+}
+assert FREE_SET_HELP.keys() == FREE_SETS.keys()
 
 
 def calibration_shapes(kind: str, seed: int, count: int) -> list[tuple[int, int, int, int]]:
@@ -370,27 +384,9 @@ def main() -> None:
     refit.add_argument("--check", type=Path, nargs="*", default=[],
                        help="timings of shapes not fitted on, to report the ranking on")
     free = refit.add_mutually_exclusive_group()
-    free.add_argument("--latency", action="store_true",
-                      help="refit the largest tiles' block latency instead (LATENCY)")
-    free.add_argument("--gemv", action="store_true",
-                      help="refit rung 24's N-side unaligned shares instead (GEMV_N)")
-    free.add_argument("--tiles", action="store_true",
-                      help="refit the split-K and stream-K tiles' rates and latencies and "
-                           "their shared terms instead (TILES)")
-    free.add_argument("--broad", action="store_true",
-                      help="refit rung 24's M-side and rung 30's terms instead (BROAD)")
-    free.add_argument("--gemv-m", action="store_true",
-                      help="refit every M-side variant of rung 24 and its time per wave "
-                           "instead (GEMV_M)")
-    free.add_argument("--gemv-n", action="store_true",
-                      help="refit every N-side variant of rung 24 and its time per wave "
-                           "instead (GEMV_N_SIDE)")
-    free.add_argument("--gemv-narrow", action="store_true",
-                      help="refit the N side's 32-row blocks of rung 24 alone instead "
-                           "(GEMV_NARROW)")
-    free.add_argument("--epilogue", action="store_true",
-                      help="refit the staged store's SM time and rung 27's store shares on "
-                           "the short-K timings instead (EPILOGUE)")
+    for flag, what in FREE_SET_HELP.items():
+        free.add_argument(f"--{flag.replace('_', '-')}", action="store_true",
+                          help=f"refit {what} instead")
     args = parser.parse_args()
     if args.command == "fit":
         chosen = [names for flag, names in FREE_SETS.items() if getattr(args, flag)]
