@@ -19,6 +19,7 @@
 // Edges: cp.async with a source size of 0 fills zeros, so the copies outside
 // A or B need no branches; float4 copies when the column length (M for A, K
 // for B) is a multiple of 4, else 4-byte copies. Stores are predicated.
+#include "async_copy.cuh"
 #include "common.cuh"
 #include "vec4.cuh"
 
@@ -37,36 +38,6 @@
 #define B_STAGE (BN * LDK)
 #define A_CHUNKS (BM * BK / 4 / THREADS)  // float4 copies per thread per tile
 #define B_CHUNKS (BN * BK / 4 / THREADS)
-
-__device__ __forceinline__ unsigned smem_addr(const void* p) {
-    return static_cast<unsigned>(__cvta_generic_to_shared(p));
-}
-
-// Copy 4 consecutive floats of a column, `left` of them inside the matrix, zero-filling
-// the rest; `safe` is any valid global address for copies of zero bytes.
-__device__ __forceinline__ void copy4(float* dst, const float* src, int left, bool vec,
-                                      const float* safe) {
-    if (vec) {  // column length and position are multiples of 4: left is <= 0 or >= 4
-        const int bytes = left > 0 ? 16 : 0;
-        asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(smem_addr(dst)),
-                     "l"(bytes ? src : safe), "r"(bytes));
-    } else {
-#pragma unroll
-        for (int q = 0; q < 4; ++q) {
-            const int bytes = q < left ? 4 : 0;
-            asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n" ::"r"(
-                             smem_addr(dst + q)),
-                         "l"(bytes ? src + q : safe), "r"(bytes));
-        }
-    }
-}
-
-__device__ __forceinline__ void commit() { asm volatile("cp.async.commit_group;\n" ::); }
-
-template <int N>
-__device__ __forceinline__ void wait_pending() {
-    asm volatile("cp.async.wait_group %0;\n" ::"n"(N));
-}
 
 extern "C" __global__ void __launch_bounds__(THREADS, 2)
 mm_19_async_pipeline(int M, int N, int K, float alpha, const float* A, const float* B,

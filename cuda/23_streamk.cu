@@ -23,6 +23,14 @@
 //   plus a pass over at most 2 g partial tiles, which sit in L2. The grid g
 //   is computed from the variant's occupancy (mmsuite/cuda_dispatch), so it only
 //   sets the balance, never correctness;
+// - whole tiles of an M not a multiple of 4 go to C through shared memory in
+//   the tiles of 128 rows or more, as rung 21's plain tiles do (its
+//   store_tile_rows; STAGED_STORE below): with one to three blocks an SM,
+//   nothing hid their scalar stores, a quarter of every sector each. H100,
+//   suite timer, column-major, us, scalar -> staged (rung 21's plain tile of
+//   the same shape in the same run): 2290x5491x141 128x256x16 183.4 -> 111.9
+//   (109.7), 8421x504x387 256x128x16 115.1 -> 86.7 (83.7), 4194x5894x99
+//   312.0 -> 179.4 (173.8), 6839x1008x157 128x64x16 98.2 -> 83.7 (74.8);
 // - tile shape from -D defines exactly as rung 21 (BM, BN, BK, TM, TN, LR,
 //   STAGES, MINB); mmsuite/cuda_dispatch picks the variant per problem.
 // The MAC loop is rung 21's text (cuda/mac_staging.inc, mac_loop.inc) over a
@@ -54,6 +62,15 @@
 #endif
 #include "21_splitk.cu"
 
+// STAGED_STORE (set by the planner where M is not a multiple of 4, in the tiles of 128 rows
+// or more): whole tiles go out through shared memory, rung 21's store_tile_rows. A define,
+// not a branch on M: compiled into every build, the store cost the aligned 256x128 tile
+// 1.5-2.7% (2560^3: 732 -> 752 us); in the smaller tiles the staging's registers cost
+// blocks an SM (64x64x16 with 4 x 8 outputs: 95 registers -> 115, five blocks -> four),
+// and with several blocks an SM their scalar stores overlap other blocks' FMAs.
+#ifndef STAGED_STORE
+#define STAGED_STORE 0
+#endif
 #define FIX_THREADS 128  // threads of a fix-up block: one float4 of a tile each
 static_assert((BM * BN) % (4 * FIX_THREADS) == 0, "fix-up blocks must tile BM x BN");
 
@@ -111,8 +128,14 @@ mm_23_streamk(int M, int N, int K, float alpha, const float* A_all, const float*
     }
     __syncthreads();
 
+#if STAGED_STORE  // one array, as rung 21's: a whole tile goes out through all of it
+    __shared__ __align__(16) float smem_static[STAGES * BK * (BM + LDB)];
+    float* const sa_all = smem_static;
+    float* const sb_all = smem_static + STAGES * BK * BM;
+#else
     __shared__ __align__(16) float sa_all[STAGES * BK * BM];
     __shared__ __align__(16) float sb_all[STAGES * BK * LDB];
+#endif
     for (;;) {
         float acc[TM][TN] = {};
         {
@@ -147,9 +170,23 @@ mm_23_streamk(int M, int N, int K, float alpha, const float* A_all, const float*
         const int stop = min(share[0], tile_begin + ipt);
         if (it == tile_begin && stop == tile_begin + ipt) {  // whole tile: C directly
             const int rest = tile % tiles_mn;
+#if STAGED_STORE
+            float* const c_mat = C + (size_t)(tile / tiles_mn) * M * N;
+            const int r = (rest % tiles_m) * BM + tr, c = (rest / tiles_m) * BN + tc;
+            // The planner's define says M is not a multiple of 4; the aligned store stays
+            // for any M all the same (without it, ptxas spilled 256x128x16 LR 2: 132 bytes).
+            if ((M & 3) == 0) {
+                store_tile(c_mat, acc, M, N, r, c, true, alpha, beta);
+            } else {
+                __syncthreads();  // every warp is done reading the buffers
+                store_tile_rows(c_mat, acc, M, N, r, c, smem_static, alpha, beta);
+                __syncthreads();  // ... and with its part before the next tile's staging
+            }
+#else
             store_tile(C + (size_t)(tile / tiles_mn) * M * N, acc, M, N,
                        (rest % tiles_m) * BM + tr, (rest / tiles_m) * BN + tc, (M & 3) == 0,
                        alpha, beta);
+#endif
         } else {  // part of a split tile: raw partial sums, the whole BM x BN block
             float* out = W + ((size_t)blockIdx.x * 2 + (tile == share[1] ? 0 : 1)) * (BM * BN);
 #pragma unroll

@@ -95,6 +95,7 @@
 // 32 apart, so that a warp's loads stay coalesced), any M, N, K >= 1 and any batch
 // (blockIdx.z). Row-major problems reach these kernels with M and N swapped,
 // so both skinny sides of either layout meet one of the two.
+#include "async_copy.cuh"
 #include "common.cuh"
 #include "slice_sum.cuh"
 #include "vec4.cuh"
@@ -206,19 +207,9 @@ __device__ __forceinline__ void stage_b_async(float* panel, const float* B, int 
     for (int e = threadIdx.x; e < words; e += N_THREADS) {
         const int j = e % SKINNY, k = 4 * (e / SKINNY);
         const int left = j < N ? sub - k : 0;
-        const float* src = B + (size_t)j * K + kc + k;
-        const unsigned dst = static_cast<unsigned>(__cvta_generic_to_shared(panel + N_AT(k, j)));
-        if (vec_k) {  // K and kc multiples of 4: left is <= 0 or >= 4
-            asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst),
-                         "l"(left > 0 ? src : B), "r"(left > 0 ? 16 : 0));
-        } else {
-#pragma unroll
-            for (int q = 0; q < 4; ++q)
-                asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n" ::"r"(dst + 4 * q),
-                             "l"(q < left ? src + q : B), "r"(q < left ? 4 : 0));
-        }
+        copy4(panel + N_AT(k, j), B + (size_t)j * K + kc + k, left, vec_k, B);
     }
-    asm volatile("cp.async.wait_all;\n" ::);
+    wait_all();
 }
 
 // C (or slice blockIdx.y of W) rows [N_ROWS bx, +N_ROWS) = A rows x B over K slice

@@ -40,6 +40,7 @@ import numpy as np
 
 from .device import H100_SXM, DeviceFacts
 from .variants import (
+    STREAMK_STAGED_ROWS,
     VARIANTS,
     Candidate,
     Config,
@@ -307,8 +308,14 @@ def _with_traffic(compute_s: float, c: Candidate, m: int, n: int, k: int, batch:
 
 def _staged(c: Candidate) -> bool:
     """Whether a tile stores C of a misaligned M through shared memory: rung 21's plain
-    tiles (rung 23's tiles, its fix-up and the fused tiles' last blocks store scalars)."""
-    return c.family == "splitk" and isinstance(c.config, Config) and not c.config.fused
+    tiles and rung 23's whole tiles of STREAMK_STAGED_ROWS or more (its STAGED_STORE build;
+    rung 23's smaller tiles, its fix-up and the fused tiles' last blocks store scalars)."""
+    config = c.config
+    if not isinstance(config, Config):
+        return False
+    if c.family == "streamk":  # for a misaligned M, as the planner builds them
+        return config.bm >= STREAMK_STAGED_ROWS
+    return c.family == "splitk" and not config.fused
 
 
 def _streamk_seconds(c: Candidate, m: int, n: int, k: int, batch: int, device: DeviceFacts,
@@ -322,8 +329,10 @@ def _streamk_seconds(c: Candidate, m: int, n: int, k: int, batch: int, device: D
     fma_iter = config.bm * config.bn * config.bk
     occupancy = config.blocks_per_sm
     latency = p.block_latency(c.variant.key)
-    seconds = split.dp_tiles // split.slots * (occupancy * split.ipt * fma_iter / sm_rate
-                                               + latency)
+    # An SM passes its whole tiles' outputs one block after another (as rung 21's, above).
+    staged_s = p["staged_epilogue_s"] * config.bm * config.bn if m % 4 and _staged(c) else 0.0
+    seconds = split.dp_tiles // split.slots * (occupancy * (split.ipt * fma_iter / sm_rate
+                                                            + staged_s) + latency)
     if split.sk_ctas:
         per_sm = -(-split.sk_ctas // device.sms)
         fill = _fill(per_sm, config.threads, p["fill_exponent"])

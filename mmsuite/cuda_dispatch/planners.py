@@ -51,6 +51,7 @@ from .variants import (
     shortk_grid,
     splitk_workspace,
     streamk_split,
+    streamk_staged_store,
     variant,
     why_not,
 )
@@ -115,6 +116,8 @@ def plan_of(decision: Decision, m: int, n: int, k: int, batch: int,
         assert isinstance(config, Config)
         split = streamk_split(config, m, n, k, batch, device)
         counts = (split.sk_ctas, split.sk_tiles)
+        if streamk_staged_store(config, m):
+            defines = tuple(sorted(defines + (("STAGED_STORE", 1),)))
         steps = [CudaStep(split.grid, (config.threads,), row.entry, row.source, defines,
                           args=GEMM_ARGS + ("work",) + counts)]
         if split.sk_ctas:

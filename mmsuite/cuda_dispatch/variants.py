@@ -436,6 +436,15 @@ _STREAMK_REGS = {"256x128x16_t8x8_lr2": 127, "256x128x16": 127, "128x256x16": 12
                  "32x32x16_t4x4_lr4": 89}
 STREAMK_CONFIGS: tuple[Config, ...] = tuple(
     replace(CONFIGS[name], regs=regs) for name, regs in _STREAMK_REGS.items())
+# Rung 23's tiles of this many rows or more are built with STAGED_STORE where M is not a
+# multiple of 4: whole tiles go out through shared memory (128 registers for the tiles of
+# 128 registers above, 167 for 128x64x16_b3; the same blocks an SM, none spills).
+STREAMK_STAGED_ROWS = 128
+
+
+def streamk_staged_store(config: Config, m: int) -> bool:
+    """Whether rung 23 builds ``config`` with STAGED_STORE for an M x ... problem."""
+    return m % 4 != 0 and config.bm >= STREAMK_STAGED_ROWS
 # Rung 24: registers as NVRTC compiles them for the H100 (the suite's own compile), none
 # spills. Both sides hold a second round of loads in registers: below 8 rows the M side keeps
 # 4 blocks an SM, from 8 rows up 2 (gemv_m8f 3); the N side 4 up to 4 columns (its fused

@@ -112,6 +112,22 @@ def test_streamk_has_no_fixup_when_tiles_fill_whole_waves() -> None:
     assert len(plan.steps) == 1 and plan.info["dispatch"]["sk_ctas"] == 0
 
 
+@pytest.mark.parametrize(("m", "name", "staged"), [
+    (4097, "256x128x16", True), (4097, "128x64x16_b3", True), (4096, "256x128x16", False),
+    (4097, "64x64x16_t4x8_lr8", False)])
+def test_rung_23_is_built_to_stage_c_where_m_is_misaligned_and_its_tiles_are_tall(
+        m: int, name: str, staged: bool) -> None:
+    """Rung 23's tiles of 128 rows or more store a misaligned C through shared memory: a
+    build of their own (STAGED_STORE), both of the plan's launches, so that the aligned
+    build stays as it was."""
+    config = next(c for c in STREAMK_CONFIGS if c.name == name)
+    plan = planners.plan_adaptive(_call(m, 1000, 300), H100,
+                                  Candidate(variant("streamk", config)))
+    for step in plan.steps:
+        assert (("STAGED_STORE", 1) in step.defines) == staged
+        assert dict(step.defines).items() >= config.defines.items()
+
+
 def test_an_override_is_forced_by_argument_and_checked() -> None:
     forced = Candidate(variant("splitk", CONFIGS["32x32x16_t4x4_lr4"]), 3)
     info = planners.plan_adaptive(_call(512, 512, 512), H100, forced).info["dispatch"]
