@@ -337,6 +337,18 @@ def test_every_variant_compiles_for_sm90_without_spills_at_its_occupancy(row,
         == row.config.blocks_per_sm), f"{row.key}: {regs} registers"
 
 
+@needs_nvcc
+@pytest.mark.parametrize("config", [c for c in STREAMK_CONFIGS
+                                    if c.bm >= variants.STREAMK_STAGED_ROWS],
+                         ids=lambda c: c.name)
+def test_rung_23s_staged_store_build_keeps_its_occupancy_without_spills(config,
+                                                                       tmp_path: Path) -> None:
+    defines = {**config.defines, "STAGED_STORE": 1}
+    regs, spills = _ptxas(source_path("cuda/23_streamk.cu"), defines, tmp_path)["mm_23_streamk"]
+    assert spills.startswith("0 bytes stack frame, 0 bytes spill"), spills
+    assert dataclasses.replace(config, regs=regs).blocks_per_sm == config.blocks_per_sm, regs
+
+
 # ----------------------------------------------------------------- stream-K
 def _streamk_work(split: variants.StreamK) -> dict[int, list[tuple[int, int, int]]]:
     """Per block of rung 23's grid, the (tile, first, end) iteration runs it computes,
