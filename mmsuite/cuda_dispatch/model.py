@@ -40,7 +40,6 @@ import numpy as np
 
 from .device import H100_SXM, DeviceFacts
 from .variants import (
-    STREAMK_STAGED_ROWS,
     VARIANTS,
     Candidate,
     Config,
@@ -53,6 +52,7 @@ from .variants import (
     gemv_groups,
     gemv_kchunk,
     streamk_split,
+    streamk_staged_store,
 )
 
 AnyConfig = Config | GemvConfig | ShortKConfig | DotConfig
@@ -257,7 +257,7 @@ def _splitk_seconds(c: Candidate, m: int, n: int, k: int, batch: int, device: De
     rounds_s = k_slice / config.bk * p["tile_round_s"]  # the blocks of a wave wait together
     # Where C goes out through shared memory, an SM passes each block's outputs one after
     # another through its load/store unit.
-    staged_s = p["staged_epilogue_s"] * config.bm * config.bn if m % 4 and _staged(c) else 0.0
+    staged_s = p["staged_epilogue_s"] * config.bm * config.bn if _staged(c, m) else 0.0
 
     def wave(per_sm: int) -> float:
         fill = _fill(per_sm, config.threads, p["fill_exponent"])
@@ -296,7 +296,7 @@ def _with_traffic(compute_s: float, c: Candidate, m: int, n: int, k: int, batch:
     stored = 4.0 * batch * m * n * split
     loaded = 4.0 * batch * k * (m * -(-n // config.bn) + n * -(-m // config.bm))
     store_rate = p["store_bytes_per_s"] * p.store_share(c.variant.key, config)
-    if m % 4 and _staged(c):  # the warps take turns at the shared buffers
+    if _staged(c, m):  # the warps take turns at the shared buffers
         assert isinstance(config, Config)
         store_rate *= p["staged_store"] / config.store_rounds
     elif m % 4:
@@ -306,16 +306,17 @@ def _with_traffic(compute_s: float, c: Candidate, m: int, n: int, k: int, batch:
     return (compute_s ** power + memory_s ** power) ** (1 / power)
 
 
-def _staged(c: Candidate) -> bool:
-    """Whether a tile stores C of a misaligned M through shared memory: rung 21's plain
-    tiles and rung 23's whole tiles of STREAMK_STAGED_ROWS or more (its STAGED_STORE build;
-    rung 23's smaller tiles, its fix-up and the fused tiles' last blocks store scalars)."""
+def _staged(c: Candidate, m: int) -> bool:
+    """Whether a tile stores C of this M through shared memory: where M is not a multiple
+    of 4, rung 21's plain tiles and rung 23's tiles of its STAGED_STORE build (the planner's
+    :func:`streamk_staged_store`); rung 23's other tiles, its fix-up and the fused tiles'
+    last blocks store scalars."""
     config = c.config
     if not isinstance(config, Config):
         return False
-    if c.family == "streamk":  # for a misaligned M, as the planner builds them
-        return config.bm >= STREAMK_STAGED_ROWS
-    return c.family == "splitk" and not config.fused
+    if c.family == "streamk":
+        return streamk_staged_store(config, m)
+    return m % 4 != 0 and c.family == "splitk" and not config.fused
 
 
 def _streamk_seconds(c: Candidate, m: int, n: int, k: int, batch: int, device: DeviceFacts,
@@ -330,7 +331,7 @@ def _streamk_seconds(c: Candidate, m: int, n: int, k: int, batch: int, device: D
     occupancy = config.blocks_per_sm
     latency = p.block_latency(c.variant.key)
     # An SM passes its whole tiles' outputs one block after another (as rung 21's, above).
-    staged_s = p["staged_epilogue_s"] * config.bm * config.bn if m % 4 and _staged(c) else 0.0
+    staged_s = p["staged_epilogue_s"] * config.bm * config.bn if _staged(c, m) else 0.0
     seconds = split.dp_tiles // split.slots * (occupancy * (split.ipt * fma_iter / sm_rate
                                                             + staged_s) + latency)
     if split.sk_ctas:
@@ -508,9 +509,9 @@ def _free_names(timings: Sequence[Timing]) -> list[tuple[str, str]]:
     # K short.
     misaligned_stores = [t for t in timings if t.m % 4 and t.k <= STORE_BOUND_K
                          and t.candidate.family in ("splitk", "streamk")]
-    told = {"unaligned_store": any(not _staged(t.candidate) for t in misaligned_stores),
-            "staged_store": any(_staged(t.candidate) for t in misaligned_stores),
-            "staged_epilogue_s": any(_staged(t.candidate) for t in misaligned_stores)}
+    told = {"unaligned_store": any(not _staged(t.candidate, t.m) for t in misaligned_stores),
+            "staged_store": any(_staged(t.candidate, t.m) for t in misaligned_stores),
+            "staged_epilogue_s": any(_staged(t.candidate, t.m) for t in misaligned_stores)}
     names = [("shared", name) for name in SHARED_DEFAULTS
              if families & set(_SHARED_OF.get(name, families)) and told.get(name, True)]
     seen: dict[str, bool] = {}
