@@ -163,13 +163,13 @@ __device__ __forceinline__ void store_slice_sums(const float* slices, size_t pla
 
 // ----------------------------------------------------------------- N skinny
 #ifndef N_LANES
-#define N_LANES 32  // lanes across one column of A: 32 read 512 bytes, 8 read 128 (the header)
+#define N_LANES 32  // lanes across one column of A: 32 read 512 bytes, 16 read 256, 8 read 128
 #endif
 // Warps along K; their sums meet in the panel, which holds four warps' sums of 128 rows x 16
-// columns, or eight warps' of 32 rows.
+// columns, or eight warps' of 32 or 64 rows.
 #define N_WARPS (SKINNY == 16 && N_LANES == 32 ? 4 : 8)
 #define N_THREADS (32 * N_WARPS)
-static_assert(N_LANES == 32 || N_LANES == 8, "N_LANES is 8 or 32");
+static_assert(N_LANES == 32 || N_LANES == 16 || N_LANES == 8, "N_LANES is 8, 16 or 32");
 #define N_GROUPS (32 / N_LANES)          // a warp's groups of lanes, each on columns of its own
 #define N_ROWS (4 * N_LANES)             // rows of C per block: a group's lanes x 4
 // Panel words per four rows of B (N_AT). A narrow block's four groups of lanes read rows of

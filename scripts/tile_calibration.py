@@ -152,7 +152,7 @@ GEMV_N_SIDE = [("shared", "gemv_wave_s"), ("shared", "gemv_sm_blocks"),
                ("shared", "gemv_fill_power")] + [
     (table, key) for key in N_SIDE for table in VARIANT_FIGURES]
 #: ``fit --gemv-narrow`` frees only the rates, round times and unaligned shares of the N side's
-#: 32-row blocks (``calibration.narrow_blocks``): freed with the rest of the N side, the
+#: 32- and 64-row blocks (``calibration.narrow_blocks``): freed with the rest of the N side, the
 #: 128-row blocks' figures moved too, and their picks on the held-back N-side shapes got worse.
 GEMV_NARROW = [(table, key) for key in N_SIDE if BY_KEY[key].config.column_lanes != 32
                for table in VARIANT_FIGURES]
@@ -174,7 +174,7 @@ FREE_SET_HELP = {
     "broad": "rung 24's M-side and rung 30's terms (BROAD)",
     "gemv_m": "every M-side variant of rung 24 and its time per wave (GEMV_M)",
     "gemv_n": "every N-side variant of rung 24 and its time per wave (GEMV_N_SIDE)",
-    "gemv_narrow": "the N side's 32-row blocks of rung 24 alone (GEMV_NARROW)",
+    "gemv_narrow": "the N side's 32- and 64-row blocks of rung 24 alone (GEMV_NARROW)",
     "epilogue": "the staged store's SM time and rung 27's store shares on the short-K "
                 "timings (EPILOGUE)",
 }

@@ -229,8 +229,9 @@ class GemvConfig:
     skinny: int
     regs: int = 64
     fused: bool = False  # with K split, the slices are added in the same launch (FUSED=1)
-    # N side: lanes across one column of A (N_LANES). 32 give a block 128 rows; 8 give it
-    # 32, four times the blocks of a short M, each warp on four columns at once.
+    # N side: lanes across one column of A (N_LANES). 32 give a block 128 rows; 16 give it
+    # 64 and 8 give it 32: two or four times the blocks of a short M, each warp on two or
+    # four columns at once.
     column_lanes: int = 32
 
     @property
@@ -456,17 +457,21 @@ _GEMV_REGS = {("n", 1): 61, ("n", 2): 64, ("n", 4): 64, ("n", 8): 80, ("n", 16):
               ("m", 1): 56, ("m", 2): 56, ("m", 4): 64, ("m", 8): 86, ("m", 16): 121}
 _GEMV_FUSED_REGS = {("n", 1): 61, ("n", 2): 64, ("n", 4): 75, ("n", 8): 96, ("n", 16): 128,
                     ("m", 1): 47, ("m", 2): 62, ("m", 4): 64, ("m", 8): 74, ("m", 16): 103}
-# The N side's narrow blocks (32 rows, 8 lanes a column of A): a short M's grid has four
-# times the blocks, and a block's rounds walk K four times as fast.
-_GEMV_NARROW_REGS = {(1, False): 63, (2, False): 64, (4, False): 64, (8, False): 80,
-                     (16, False): 123, (1, True): 61, (2, True): 64, (4, True): 75,
-                     (8, True): 116, (16, True): 128}
+# The N side's narrow blocks, by lanes a column of A: 8 lanes give a block 32 rows, 16 give
+# it 64. A short M's grid has four (two) times the blocks, and a block's rounds walk K four
+# (two) times as fast.
+_GEMV_NARROW_REGS = {
+    8: {(1, False): 63, (2, False): 64, (4, False): 64, (8, False): 80, (16, False): 123,
+        (1, True): 61, (2, True): 64, (4, True): 75, (8, True): 116, (16, True): 128},
+    16: {(1, False): 57, (2, False): 64, (4, False): 64, (8, False): 80, (16, False): 123,
+         (1, True): 63, (2, True): 64, (4, True): 75, (8, True): 109, (16, True): 126}}
 GEMV_CONFIGS: tuple[GemvConfig, ...] = tuple(
     GemvConfig(side, skinny, regs, fused)
     for fused, table in ((False, _GEMV_REGS), (True, _GEMV_FUSED_REGS))
     for (side, skinny), regs in table.items()) + tuple(
-    GemvConfig("n", skinny, regs, fused, column_lanes=8)
-    for (skinny, fused), regs in _GEMV_NARROW_REGS.items())
+    GemvConfig("n", skinny, regs, fused, column_lanes=lanes)
+    for lanes, table in _GEMV_NARROW_REGS.items()
+    for (skinny, fused), regs in table.items())
 # Rung 27: registers as NVRTC compiles them for the H100 (nvcc 13 gives the TN 8 tiles 94 and
 # shortk_cols8 40), none spills (TN 16 spilled, and 32x128 with TN 4 was never the fastest
 # on the H100: both left out); efficiency and store share as measured on the H100.

@@ -157,8 +157,9 @@ def test_the_manifest_names_each_variant_once_with_its_source_and_entries() -> N
         assert (row.second_entry == "") == (row.family in ("shortk", "dot") or fused), row.key
         assert not row.second_entry or f"\n{row.second_entry}(" in text, row.key
     assert len([v for v in VARIANTS if v.family == "splitk"]) == len(SEARCH) + len(FUSED_CONFIGS)
-    # Rung 24: both sides' five widths, plain and fused, and the N side's narrow blocks.
-    assert len([v for v in VARIANTS if v.family == "gemv"]) == len(GEMV_CONFIGS) == 30
+    # Rung 24: both sides' five widths, plain and fused, and the N side's narrow blocks of
+    # 32 and 64 rows.
+    assert len([v for v in VARIANTS if v.family == "gemv"]) == len(GEMV_CONFIGS) == 40
     assert len([v for v in VARIANTS if v.family == "shortk"]) == len(SHORTK_CONFIGS)
 
 
@@ -168,7 +169,8 @@ def test_every_family_is_a_candidate_where_it_applies() -> None:
     skinny = variants.candidates(8192, 1, 8192, 1, H100)
     gemv = [c for c in skinny if c.family == "gemv"]
     assert {c.config.name for c in gemv} == {"gemv_n1", "gemv_n1f", "gemv_n1_r32",
-                                             "gemv_n1_r32f"} and len(gemv) > 16
+                                             "gemv_n1_r32f", "gemv_n1_r64",
+                                             "gemv_n1_r64f"} and len(gemv) > 16
     assert all(c.split > 1 for c in gemv if c.config.fused)
     assert {c.family for c in skinny} == {"splitk", "streamk", "gemv"}
     for m, n, k_max in ((4096, 4097, variants.SHORTK_MAX_K),

@@ -10,10 +10,10 @@ from . import load_script
 calibration = load_script("tile_calibration")
 
 
-def test_the_narrow_refit_frees_the_32_row_blocks_own_figures_and_nothing_else() -> None:
+def test_the_narrow_refit_frees_the_32_and_64_row_blocks_own_figures_and_nothing_else() -> None:
     freed = set(calibration.FREE_SETS["gemv_narrow"])
-    narrow = {key for key in calibration.N_SIDE if BY_KEY[key].config.rows == 32}
-    assert len(narrow) == 10  # five widths, plain and fused
+    narrow = {key for key in calibration.N_SIDE if BY_KEY[key].config.rows in (32, 64)}
+    assert len(narrow) == 20  # five widths, plain and fused, of each
     assert freed == {(table, key) for key in narrow for table in calibration.VARIANT_FIGURES}
 
 
