@@ -54,6 +54,15 @@
 //   1x308x1924 6.9 -> 5.8 (5.6), 8x39x2916 10.7 -> 7.0 (10.1), 14x2487x292 11.2 -> 8.0 (6.6), batch
 //   26 of 8x29x13101 52.4 -> 30.6; kept by the 128-row blocks: 8x8192x8192 103.3 (narrow 127.8;
 //   cuBLAS 128.6), 16x4096x4096 40.4 (48.5; 73.5), 13x11302x412 16.4 (19.7; 12.2);
+// - mm_24_gemv_n with N_LANES 16 (variants gemv_n*_r64): sixteen lanes read 64 rows of a column
+//   (256 bytes), a warp's two groups two columns' rounds: between the two, for the M of a few
+//   thousand rows to about ten thousand, where the 32-row grid put two or three blocks on each SM
+//   and ran slower than a grid of 128-row blocks of half the SMs (8x6207x100 row-major: 194
+//   32-row blocks 6.2 us, 49 128-row blocks 5.2). H100, suite timer, row-major, fastest plan of
+//   each width in one run, us, 128 / 64 / 32 rows (cuBLAS): 6x7729x500 10.1 / 9.8 / 12.8 (9.0),
+//   7x3808x203 6.0 / 4.8 / 4.6 (5.2), 2x7772x364 7.5 / 6.4 / 7.0 (6.7), 10x3966x110 5.2 / 4.6 /
+//   5.1 (4.4), 6x1817x1370 8.9 / 8.1 / 8.8 (13.0); the 128-row block kept 5x9000x80 5.1 / 6.0 /
+//   7.2 (4.3) and 13x11302x412 13.7 / 15.0 / 19.7 (11.9);
 // - when the grid over M or N leaves the SMs short of loads in flight, K is
 //   split over blocks (blockIdx.y) in slices of any multiple of 4 (whole 128s
 //   before: the small products could not be split, and 2125x7x246 streamed its

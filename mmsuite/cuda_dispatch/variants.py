@@ -464,7 +464,7 @@ _GEMV_NARROW_REGS = {
     8: {(1, False): 63, (2, False): 64, (4, False): 64, (8, False): 80, (16, False): 123,
         (1, True): 61, (2, True): 64, (4, True): 75, (8, True): 116, (16, True): 128},
     16: {(1, False): 57, (2, False): 64, (4, False): 64, (8, False): 80, (16, False): 123,
-         (1, True): 63, (2, True): 64, (4, True): 75, (8, True): 109, (16, True): 126}}
+         (1, True): 61, (2, True): 64, (4, True): 75, (8, True): 109, (16, True): 126}}
 GEMV_CONFIGS: tuple[GemvConfig, ...] = tuple(
     GemvConfig(side, skinny, regs, fused)
     for fused, table in ((False, _GEMV_REGS), (True, _GEMV_FUSED_REGS))
