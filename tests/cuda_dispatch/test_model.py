@@ -362,6 +362,28 @@ def test_a_narrow_gemv_block_without_figures_of_its_own_takes_its_wide_siblings(
     assert own.rate("gemv:gemv_n8_r32f", narrow_f) == 0.9
 
 
+def test_a_narrow_gemv_block_pays_for_each_block_an_sm_runs_past_the_first() -> None:
+    """The N side's 32- and 64-row blocks share an SM badly: with the crowding share at 0.3,
+    a grid of two blocks an SM (rounded up) costs 1.3 times the estimate without it, a grid
+    within one block an SM nothing; the 128-row blocks never pay it."""
+    free = dataclasses.replace(model.STARTING,
+                               shared={**model.STARTING.shared, "gemv_narrow_crowd": 0.0})
+    crowded = dataclasses.replace(model.STARTING,
+                                  shared={**model.STARTING.shared, "gemv_narrow_crowd": 0.3})
+
+    def ratio(key: str, m: int) -> float:
+        c = Candidate(variants.BY_KEY[key], 1)
+        return (estimate_seconds(c, m, 8, 256, 1, H100, crowded)
+                / estimate_seconds(c, m, 8, 256, 1, H100, free))
+
+    assert variants.gemv_grid(variants.BY_KEY["gemv:gemv_n8_r64"].config, 8892, 8, 1, 1) == (
+        139, 1, 1)  # past the 132 SMs: two blocks on some
+    assert ratio("gemv:gemv_n8_r64", 8892) == pytest.approx(1.3)
+    assert ratio("gemv:gemv_n8_r32", 8892) == pytest.approx(1.6)  # 278 blocks: three
+    assert ratio("gemv:gemv_n8_r64", 6207) == pytest.approx(1.0)  # 97 blocks
+    assert ratio("gemv:gemv_n8", 8892) == pytest.approx(1.0)
+
+
 def test_rung_24s_m_side_rounds_take_the_time_fitted_for_their_variant() -> None:
     """An M-side round of 16 rows holds four times the FMAs and reads of A per load that one
     of 4 rows does: a variant's own round time (its latency entry) replaces the shared one,
