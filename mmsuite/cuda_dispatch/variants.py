@@ -76,6 +76,14 @@ SHORTK_COLS_MAX_K = 128
 DOT_TILE = 4  # DT in cuda/30_dot.cu: a block's tile of C is DOT_TILE x DOT_TILE
 DOT_THREADS = 256
 DOT_MAX_TILES = 16  # rung 22 offers rung 30 where C has at most this many tiles (per matrix)
+# Rung 22 offers rung 23 from this K up. Below it a tile's K loop is a few iterations, and the
+# stream-K tail's fix-up (partial sums written, waited for, read back) costs more than its
+# balance gains: on the H100 (suite timer) no stream-K plan was the fastest timed on any of the
+# 298 calibration shapes of K up to 400 (up to 768: on 3 of 342, by at most 2.4%), and at K up
+# to 176 rung 23 ran a tile in a median 1.3 to 1.8 times rung 21's time with the same tile in
+# one slice (batch 20 of 11965x400x30: 64x128x16_b3 313.0 us against 274.9). Rung 23 alone
+# still runs any K.
+STREAMK_MIN_K = 256
 
 
 def resident_blocks(regs: int, threads: int, smem_bytes: int) -> int:
@@ -849,9 +857,9 @@ def candidates(m: int, n: int, k: int, batch: int = 1, device: DeviceFacts = H10
                families: tuple[str, ...] | None = None,
                configs: tuple[Config, ...] | None = None) -> list[Candidate]:
     """Every candidate of the manifest that can run the problem: each split-K variant with
-    each split factor (a fused one with each past 1), each stream-K variant, rung 24's
-    variants that run the shape (:func:`gemv_runs`) with each of their splits (a fused one
-    with each split past 1), rung
+    each split factor (a fused one with each past 1), each stream-K variant (beside split-K
+    only from :data:`STREAMK_MIN_K` up), rung 24's variants that run the shape
+    (:func:`gemv_runs`) with each of their splits (a fused one with each split past 1), rung
     27's variants where K is at most :func:`shortk_max_k` (its whole-column variants where
     M fits their rows and K is at most :data:`SHORTK_COLS_MAX_K`), rung 30 with each of its
     splits where C has at most :data:`DOT_MAX_TILES` tiles. ``configs`` keeps only those
@@ -886,6 +894,10 @@ def candidates(m: int, n: int, k: int, batch: int = 1, device: DeviceFacts = H10
             if dot_tiles(m, n) > DOT_MAX_TILES:
                 continue
             splits = dot_splits(k)
+        elif row.family == "streamk":
+            if k < STREAMK_MIN_K and "splitk" in families:
+                continue  # rung 21's plan of the same tile is as fast or faster
+            splits = [1]
         else:
             splits = [1]
         for split in splits:

@@ -163,6 +163,19 @@ def test_the_manifest_names_each_variant_once_with_its_source_and_entries() -> N
     assert len([v for v in VARIANTS if v.family == "shortk"]) == len(SHORTK_CONFIGS)
 
 
+def test_stream_k_is_offered_beside_split_k_only_from_its_least_k() -> None:
+    """Below STREAMK_MIN_K rung 21's plan of the same tile is as fast or faster: rung 22 does
+    not weigh stream-K there, while rung 23 alone (stream-K the only family) still runs."""
+    short, least = variants.STREAMK_MIN_K - 1, variants.STREAMK_MIN_K
+
+    def families(k: int, **choice) -> set[str]:
+        return {c.family for c in variants.candidates(4000, 3000, k, 2, H100, **choice)}
+
+    assert "streamk" not in families(short) and "splitk" in families(short)
+    assert "streamk" in families(least)
+    assert families(short, families=("streamk",)) == {"streamk"}
+
+
 def test_every_family_is_a_candidate_where_it_applies() -> None:
     families = {c.family for c in variants.candidates(4097, 4097, 4097, 1, H100)}
     assert families == {"splitk", "streamk"}  # no side skinny, K long: rungs 24, 27 are not
