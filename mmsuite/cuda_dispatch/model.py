@@ -359,9 +359,15 @@ def _gemv_seconds(c: Candidate, m: int, n: int, k: int, batch: int, device: Devi
     grid = gemv_grid(config, m, n, batch, split)
     blocks = grid[0] * grid[1] * grid[2]
     # Loads in flight per block against a 256-thread block of one column a lane and four
-    # loads: both kernels keep two rounds of loads in flight (the M side, from 8 rows of A
-    # up, two loads of each of two columns a round), the 16-column N-side one 128 threads.
-    in_flight = config.threads / 256 * 2
+    # loads: the M side keeps two rounds in flight (from 8 rows of A up, two loads of each of
+    # two columns a round). The N side issues its next round before this one's FMAs, but
+    # moving that round into this round's registers at the top of the K loop waits for its
+    # loads (SASS of gemv_n4_r64, nvcc 13: sixteen moves of the loaded registers before the
+    # next loads go out), so a block has one round on the way when it waits: counted as one
+    # (on 48 N-side shapes timed on the H100 the pick came within 3% of the fastest on 33,
+    # 26 counting two; on 143 timed before the 64-row blocks, 106 and 107). The 16-column
+    # N-side block has 128 threads.
+    in_flight = config.threads / 256 * (1 if config.side == "n" else 2)
     rate = device.memory_bytes_per_s * p["gemv_bandwidth"] * p.rate(c.variant.key, config)
     if (m % 4 if config.side == "n" else k % 4):
         rate *= p.misaligned(c.variant.key, config)
