@@ -154,7 +154,7 @@ GEMV_N_SIDE = [("shared", "gemv_wave_s"), ("shared", "gemv_sm_blocks"),
 #: ``fit --gemv-narrow`` frees only the rates, round times and unaligned shares of the N side's
 #: 32- and 64-row blocks (``calibration.narrow_blocks``): freed with the rest of the N side, the
 #: 128-row blocks' figures moved too, and their picks on the held-back N-side shapes got worse.
-GEMV_NARROW = [(table, key) for key in N_SIDE if BY_KEY[key].config.column_lanes != 32
+GEMV_NARROW = [(table, key) for key in N_SIDE if BY_KEY[key].config.narrow
                for table in VARIANT_FIGURES]
 #: ``fit --epilogue`` frees the SM's time per output of rung 21's staged store of C and the
 #: store shares of rung 27's tiles, the plans rung 22 weighs against them where K is short.

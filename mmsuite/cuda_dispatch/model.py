@@ -410,7 +410,7 @@ def _gemv_seconds(c: Candidate, m: int, n: int, k: int, batch: int, device: Devi
     elif split > 1:
         seconds += _reduce_seconds(4 * batch * m * n * split, 8 * batch * m * n,
                                    reduce_blocks(m, n, batch, device), p)
-    if config.side == "n" and config.column_lanes != 32:
+    if config.narrow:
         seconds *= 1.0 + p["gemv_narrow_crowd"] * (-(-blocks // device.sms) - 1)
     return seconds
 

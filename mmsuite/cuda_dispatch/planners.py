@@ -230,7 +230,7 @@ def plan_dot(call: GemmCall, device: DeviceFacts,
 def plan_gemv(call: GemmCall, device: DeviceFacts,
               override: Candidate | None = None) -> CudaPlan:
     """Rung 24: its variants for the skinny side (plain or fused; on the N side, blocks of
-    128 or 32 rows, of the least columns that hold N or half those in two groups), the
+    128, 64 or 32 rows, of the least columns that hold N or half those in two groups), the
     split factor the model prefers (16 columns at a time when no side is skinny)."""
     return _plan_own(call, device, override, "gemv",
                      [Candidate(variant("gemv", config), s)

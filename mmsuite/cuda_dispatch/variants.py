@@ -243,14 +243,19 @@ class GemvConfig:
     column_lanes: int = 32
 
     @property
+    def narrow(self) -> bool:
+        """An N-side block of fewer than 32 lanes a column of A: 32 or 64 rows, not 128."""
+        return self.side == "n" and self.column_lanes != 32
+
+    @property
     def name(self) -> str:
-        narrow = f"_r{self.rows}" if self.side == "n" and self.column_lanes != 32 else ""
-        return f"gemv_{self.side}{self.skinny}{narrow}" + ("f" if self.fused else "")
+        rows = f"_r{self.rows}" if self.narrow else ""
+        return f"gemv_{self.side}{self.skinny}{rows}" + ("f" if self.fused else "")
 
     @property
     def defines(self) -> dict[str, int]:
-        narrow = {"N_LANES": self.column_lanes} if self.column_lanes != 32 else {}
-        return {"SKINNY": self.skinny, **narrow, **({"FUSED": 1} if self.fused else {})}
+        lanes = {"N_LANES": self.column_lanes} if self.narrow else {}
+        return {"SKINNY": self.skinny, **lanes, **({"FUSED": 1} if self.fused else {})}
 
     @property
     def warps(self) -> int:
@@ -258,7 +263,7 @@ class GemvConfig:
 
     @property
     def threads(self) -> int:
-        return 256 if self.side == "m" or self.skinny < 16 or self.column_lanes < 32 else 128
+        return 256 if self.side == "m" or self.skinny < 16 or self.narrow else 128
 
     @property
     def lanes(self) -> int:
@@ -894,10 +899,8 @@ def candidates(m: int, n: int, k: int, batch: int = 1, device: DeviceFacts = H10
             if dot_tiles(m, n) > DOT_MAX_TILES:
                 continue
             splits = dot_splits(k)
-        elif row.family == "streamk":
-            if k < STREAMK_MIN_K and "splitk" in families:
-                continue  # rung 21's plan of the same tile is as fast or faster
-            splits = [1]
+        elif row.family == "streamk" and k < STREAMK_MIN_K and "splitk" in families:
+            continue  # rung 21's plan of the same tile is as fast or faster
         else:
             splits = [1]
         for split in splits:
