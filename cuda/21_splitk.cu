@@ -19,10 +19,10 @@
 //   long K (10x75x5228) want many short slices, and there the reduction's
 //   launch was a sixth of the time (H100, suite timer, cuBLAS 11.2-11.6 us in
 //   the same runs: 15.3 us in 24 slices with the reduction, 12.8 fused, 11.1
-//   fused in 41 slices of 8 K tiles). The last block adds each of its float4s' slices in order,
-//   all its float4s' loads in flight together. On large tiles the one block
-//   that adds a tile is a serial tail (see rung 22), so only small tiles are
-//   compiled so;
+//   fused in 41 slices of 8 K tiles). The last block adds each of its float4s'
+//   slices in order, several slices' loads of all its float4s in flight together
+//   (16 float4s a thread). On large tiles the one block that adds a tile is a
+//   serial tail (see rung 22), so only small tiles are compiled so;
 // - M not a multiple of 4 (scalar loads of A, scalar stores of C): the tile's
 //   outputs go out through shared memory (store_tile_rows), consecutive lanes
 //   on consecutive rows, where four rows a lane wrote a quarter of every sector
@@ -242,25 +242,35 @@ mm_21_splitk(int M, int N, int K, float alpha, const float* A, const float* B, f
         store_tile(first + slice * pitch, acc, BM, BN, tr, tc, true, 1.0f, 0.0f);
         int* const counters = reinterpret_cast<int*>(W + gridDim.z * pitch);
         if (!last_slice(counters + mat * tiles + tile, splits)) return;
-        // Each thread adds the slices of its QUADS float4s of the tile together, so that
-        // QUADS x 4 loads are in flight ahead of their adds (which stay in slice order).
+        // Each thread adds the slices of its QUADS float4s of the tile, SLICES slices' loads
+        // of all of them in flight ahead of their adds (which stay in slice order).
         constexpr int QUADS = BM * BN / 4 / THREADS;
+        constexpr int SLICES = QUADS >= 2 * SUM_LOADS ? 1 : 2 * SUM_LOADS / QUADS;
         static_assert(QUADS * THREADS * 4 == BM * BN, "a fused tile's quads per thread");
+        const float* const mine = first + 4 * tid;
         float4 s[QUADS];
 #pragma unroll
         for (int u = 0; u < QUADS; ++u)
-            s[u] = __ldcg(reinterpret_cast<const float4*>(first + 4 * (tid + u * THREADS)));
-#pragma unroll 4
-        for (int t = 1; t < splits; ++t) {
+            s[u] = __ldcg(reinterpret_cast<const float4*>(mine + 4 * u * THREADS));
+        int t = 1;
+        for (; t + SLICES <= splits; t += SLICES) {
+            float4 v[SLICES][QUADS];
 #pragma unroll
-            for (int u = 0; u < QUADS; ++u) {
-                const float4 v = __ldcg(reinterpret_cast<const float4*>(
-                    first + t * pitch + 4 * (tid + u * THREADS)));
-                s[u].x += v.x;
-                s[u].y += v.y;
-                s[u].z += v.z;
-                s[u].w += v.w;
-            }
+            for (int q = 0; q < SLICES; ++q)
+#pragma unroll
+                for (int u = 0; u < QUADS; ++u)
+                    v[q][u] = __ldcg(reinterpret_cast<const float4*>(
+                        mine + (t + q) * pitch + 4 * u * THREADS));
+#pragma unroll
+            for (int q = 0; q < SLICES; ++q)
+#pragma unroll
+                for (int u = 0; u < QUADS; ++u) add4(s[u], v[q][u]);
+        }
+        for (; t < splits; ++t) {
+#pragma unroll
+            for (int u = 0; u < QUADS; ++u)
+                add4(s[u], __ldcg(reinterpret_cast<const float4*>(mine + t * pitch
+                                                                  + 4 * u * THREADS)));
         }
         float* const c_mat = C + mat * (size_t)M * N;
 #pragma unroll
