@@ -71,8 +71,11 @@ SHORTK_THREADS = 256
 SHORTK_KC = 32  # K staged per chunk (KC in the source)
 SHORTK_COLS = 256  # columns of C per block of the whole-column variants (CW in the source)
 # Rung 22 offers the whole-column variants where M fits one block's rows and K is at most
-# this: past it each column's K loop is a GEMV's, which rung 24 streams.
-SHORTK_COLS_MAX_K = 128
+# this: past it each column's K loop is a GEMV's, which rung 24 streams. Of 17 calibration
+# shapes with K from 65 to 128 (H100, every plan timed), none ran a whole-column variant
+# within 3% of the fastest (median 2.4x), and the model had taken one for batch 38 of
+# 31x5x95 (7.7 us, where gemv_m8 ran 4.6); from 17 to 64, 3 of 17 ran fastest so.
+SHORTK_COLS_MAX_K = 64
 DOT_TILE = 4  # DT in cuda/30_dot.cu: a block's tile of C is DOT_TILE x DOT_TILE
 DOT_THREADS = 256
 DOT_MAX_TILES = 16  # rung 22 offers rung 30 where C has at most this many tiles (per matrix)
@@ -434,12 +437,12 @@ SEARCH: tuple[Config, ...] = tuple(CONFIGS.values()) + (
 # slices, where mm_21_reduce's launch was a third of the time. Registers from ptxas (nvcc
 # 13, sm_90), none spills; the rates start as the plain tiles'.
 FUSED_CONFIGS: tuple[Config, ...] = (
-    Config(32, 32, tm=4, tn=4, regs=112, efficiency=0.417, unaligned=0.87, fused=True),
-    Config(64, 64, tm=4, tn=4, regs=114, efficiency=0.479, unaligned=0.85, fused=True),
-    Config(64, 64, tm=4, tn=8, lr=8, regs=128, efficiency=0.591, unaligned=0.89, fused=True),
-    Config(32, 128, tm=4, tn=8, lr=8, regs=128, efficiency=0.55, unaligned=0.85, fused=True),
-    Config(32, 64, tm=4, tn=8, lr=8, regs=127, efficiency=0.55, unaligned=0.85, fused=True),
-    Config(64, 32, tm=4, tn=8, lr=8, regs=127, efficiency=0.55, unaligned=0.85, fused=True),
+    Config(32, 32, tm=4, tn=4, regs=106, efficiency=0.417, unaligned=0.87, fused=True),
+    Config(64, 64, tm=4, tn=4, regs=106, efficiency=0.479, unaligned=0.85, fused=True),
+    Config(64, 64, tm=4, tn=8, lr=8, regs=115, efficiency=0.591, unaligned=0.89, fused=True),
+    Config(32, 128, tm=4, tn=8, lr=8, regs=116, efficiency=0.55, unaligned=0.85, fused=True),
+    Config(32, 64, tm=4, tn=8, lr=8, regs=116, efficiency=0.55, unaligned=0.85, fused=True),
+    Config(64, 32, tm=4, tn=8, lr=8, regs=117, efficiency=0.55, unaligned=0.85, fused=True),
 )
 # The tiles as rung 23 compiles them (registers as ptxas reports them, none spills).
 # 128x128x16 spilled in that source before the FMA orders of cuda/mac_loop.inc and has
@@ -600,35 +603,31 @@ def splitk_workspace(config: Config, m: int, n: int, batch: int, split: int) -> 
     return batch * tiles * (split * config.bm * config.bn + 1)
 
 
+#: K tiles per slice that split-K tiles are also offered with: a skinny product with a long K
+#: runs fastest in slices of a few K tiles, which the factors of :func:`split_factors` often
+#: skip (327 K tiles: 24 slices of 14, then nothing valid up to 256; 804 K tiles: 48 slices,
+#: then nothing up to 128, where cuBLAS ran 126x112x12855 in 66 slices of its 128x64 tile).
+SLICE_TILES = (2, 3, 4, 5, 6, 7, 8, 10, 12, 14, 16, 20, 24, 32)
+
+
 def split_factors(k: int, bk: int) -> list[int]:
-    """Split factors worth trying: each leaves no slice empty."""
+    """Split factors worth trying: a ladder of round factors, and the least split that
+    gives slices of each of :data:`SLICE_TILES` K tiles; each leaves no slice empty."""
     tiles = -(-k // bk)
-    out: list[int] = []
-    for s in (1, 2, 3, 4, 5, 6, 8, 10, 12, 16, 20, 24, 32, 48, 64, 96, 128, 192, 256, 384, 512):
+    out = {1}
+    for s in (2, 3, 4, 5, 6, 8, 10, 12, 16, 20, 24, 32, 48, 64, 96, 128, 192, 256, 384, 512):
         if s > tiles:
             break
-        per = -(-tiles // s)
-        if -(-tiles // per) == s:  # otherwise the last slices would be empty
-            out.append(s)
-    return out
-
-
-#: K tiles per slice that fused split-K variants are also offered with: a skinny product with
-#: a long K runs fastest in slices of a few K tiles, which the factors above often skip
-#: (327 K tiles: 24 slices of 14, then nothing valid up to 256).
-FUSED_SLICE_TILES = (2, 3, 4, 5, 6, 7, 8, 10, 12, 14, 16, 20, 24, 32)
+        out.add(s)
+    out |= {-(-tiles // per) for per in SLICE_TILES}
+    # Only splits whose slices all hold K tiles (else the last slices would be empty).
+    return sorted(s for s in out if s <= min(tiles, 512) and -(-tiles // -(-tiles // s)) == s)
 
 
 def fused_split_factors(k: int, bk: int) -> list[int]:
-    """Split factors of a fused variant: :func:`split_factors` past 1, and the least split
-    that gives slices of each of :data:`FUSED_SLICE_TILES` K tiles (none empty)."""
-    tiles = -(-k // bk)
-    out = {s for s in split_factors(k, bk) if s > 1}
-    for per in FUSED_SLICE_TILES:
-        s = -(-tiles // per)
-        if 1 < s <= 512 and -(-tiles // -(-tiles // s)) == s:
-            out.add(s)
-    return sorted(out)
+    """Split factors of a fused variant: :func:`split_factors` past 1 (a fused tile is
+    launched only split)."""
+    return [s for s in split_factors(k, bk) if s > 1]
 
 
 # ------------------------------------------------------------------- stream-K
@@ -838,15 +837,36 @@ def why_not(candidate: Candidate, m: int, n: int, k: int, batch: int,
     packed = 4 * splitk_workspace(config, m, n, batch, split)
     if config.fused and packed > MAX_WORKSPACE_BYTES:
         return f"{packed} bytes of packed partial tiles (at most {MAX_WORKSPACE_BYTES})"
-    if split not in tile_split_factors(config, k):
+    if not _whole_slices(-(-k // config.bk), split):
         return f"split {split} leaves a K slice empty"
     return ""
+
+
+def _whole_slices(k_tiles: int, split: int) -> bool:
+    """Whether ``split`` slices of ceil(k_tiles / split) K tiles leave none empty."""
+    return 1 <= split <= k_tiles and -(-k_tiles // -(-k_tiles // split)) == split
 
 
 def tile_split_factors(config: Config, k: int) -> list[int]:
     """The split factors a split-K tile is offered with: :func:`fused_split_factors` for a
     fused one, else :func:`split_factors`."""
     return fused_split_factors(k, config.bk) if config.fused else split_factors(k, config.bk)
+
+
+def filling_splits(config: Config, m: int, n: int, k: int, batch: int,
+                   device: DeviceFacts) -> list[int]:
+    """The largest splits (none empty) that put at most one block on each SM, and at most
+    the blocks an SM holds: where C has few tiles, the factors of :func:`split_factors` may
+    leave many SMs idle (126x112x12855 column-major: 128x64 tiles in 48 slices ran on 96 of
+    132 SMs, where cuBLAS runs its 128x64 tile in 66)."""
+    tiles = -(-m // config.bm) * -(-n // config.bn) * batch
+    k_tiles = -(-k // config.bk)
+    out = set()
+    for slots in (device.sms, device.sms * config.blocks_per_sm):
+        most = min(slots // tiles, k_tiles, 512)
+        if most >= 2:
+            out.add(-(-k_tiles // -(-k_tiles // most)))
+    return sorted(out)
 
 
 def shortk_max_k(m: int, n: int) -> int:
@@ -862,12 +882,13 @@ def candidates(m: int, n: int, k: int, batch: int = 1, device: DeviceFacts = H10
                families: tuple[str, ...] | None = None,
                configs: tuple[Config, ...] | None = None) -> list[Candidate]:
     """Every candidate of the manifest that can run the problem: each split-K variant with
-    each split factor (a fused one with each past 1), each stream-K variant (beside split-K
-    only from :data:`STREAMK_MIN_K` up), rung 24's variants that run the shape
-    (:func:`gemv_runs`) with each of their splits (a fused one with each split past 1), rung
-    27's variants where K is at most :func:`shortk_max_k` (its whole-column variants where
-    M fits their rows and K is at most :data:`SHORTK_COLS_MAX_K`), rung 30 with each of its
-    splits where C has at most :data:`DOT_MAX_TILES` tiles. ``configs`` keeps only those
+    each split factor and its :func:`filling_splits` (a fused one with each past 1), each
+    stream-K variant (beside split-K only from :data:`STREAMK_MIN_K` up), rung 24's
+    variants that run the shape (:func:`gemv_runs`) with each of their splits (a fused one
+    with each split past 1), rung 27's variants where K is at most :func:`shortk_max_k` (its
+    whole-column variants where M fits their rows and K is at most
+    :data:`SHORTK_COLS_MAX_K`), rung 30 with each of its splits where C has at most
+    :data:`DOT_MAX_TILES` tiles. ``configs`` keeps only those
     tile shapes (rung 21 keeps its own)."""
     families = FAMILIES if families is None else families
     out = []
@@ -880,7 +901,8 @@ def candidates(m: int, n: int, k: int, batch: int = 1, device: DeviceFacts = H10
             assert isinstance(row.config, Config)
             if row.config.bm == 32 and row.config.bn > 32 and m > 32:
                 continue  # taller C: taller tiles (this one is for C of at most 32 rows)
-            splits = tile_split_factors(row.config, k)
+            splits = sorted(set(tile_split_factors(row.config, k))
+                            | set(filling_splits(row.config, m, n, k, batch, device)))
         elif row.family == "gemv":  # only where a side is skinny: elsewhere tiles win
             assert isinstance(row.config, GemvConfig)
             fused = row.config.fused

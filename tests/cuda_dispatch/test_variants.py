@@ -78,9 +78,9 @@ def test_occupancy_follows_registers_and_threads() -> None:
 
 def test_a_warps_registers_come_from_one_quarter_of_the_register_file() -> None:
     """112 registers: 4 warps fit a quarter of 16384, so 8 blocks of 2 warps, where the
-    whole file's 65536 would take 9 (the H100's occupancy query says 8)."""
-    fused = next(c for c in FUSED_CONFIGS if c.name == "32x32x16_t4x4_lr4_f")
-    assert (fused.regs, fused.threads, fused.blocks_per_sm) == (112, 64, 8)
+    whole file's 65536 would take 9 (the H100's occupancy query said 8 for a 112-register
+    build of the fused 32x32 tile)."""
+    assert variants.resident_blocks(112, 64, 4352) == 8
     assert variants.resident_blocks(89, 64, 4352) == 10  # 5 warps a quarter
     assert variants.resident_blocks(32, 1024, 0) == 2  # threads bound it
     assert variants.resident_blocks(32, 64, 60 * 1024) == 3  # shared memory bounds it
@@ -199,10 +199,10 @@ def test_every_family_is_a_candidate_where_it_applies() -> None:
 
 @pytest.mark.parametrize("m,k,offered", [
     (1, 1, {"shortk_cols8", "shortk_cols16", "shortk_cols32"}),
-    (9, 73, {"shortk_cols16", "shortk_cols32"}),  # past the tiles' K, not past 128
-    (31, 128, {"shortk_cols32"}),
+    (9, 63, {"shortk_cols16", "shortk_cols32"}),  # past the tiles' K, not past 64
+    (31, 64, {"shortk_cols32"}),
     (33, 8, set()),  # M fits no whole-column block
-    (3, 129, set()),  # K past 128: rung 24's GEMV streams it
+    (3, 65, set()),  # K past 64: rung 24's GEMV streams it
 ])
 def test_whole_column_variants_are_offered_where_m_fits_their_rows_and_k_is_short(
         m: int, k: int, offered: set[str]) -> None:
@@ -296,6 +296,36 @@ def test_offered_splits_cover_k_once_with_no_empty_slice(k: int) -> None:
         slices = _k_slices(k, 16, split)
         assert slices[0][0] == 0 and slices[-1][1] == k
         assert all(a < b for a, b in slices), f"empty slice at split {split}"
+
+
+def test_plain_tiles_are_offered_slices_of_a_few_k_tiles_like_fused_ones() -> None:
+    """804 K tiles: past 48 slices the round factors leave slices empty up to 128; slices of
+    12 to 16 K tiles (67, 58 and 51 of them) are offered to plain and fused tiles alike."""
+    plain = variants.split_factors(12855, 16)
+    assert {51, 58, 67} <= set(plain)
+    assert variants.fused_split_factors(12855, 16) == [s for s in plain if s > 1]
+
+
+def test_filling_splits_put_a_block_on_every_sm_or_fill_their_slots() -> None:
+    """126x112 column-major has 2 tiles of 128x64: 132 SMs take 66 slices a tile, which 804
+    K tiles cannot split evenly, so 62 slices of 13 (124 blocks); three blocks an SM take
+    198, so 161 slices of 5."""
+    tile = CONFIGS["128x64x16_b3"]
+    assert tile.blocks_per_sm == 3
+    assert variants.filling_splits(tile, 126, 112, 12855, 1, H100) == [62, 161]
+    offered = {c.split for c in variants.candidates(126, 112, 12855, 1, H100)
+               if c.variant.key == "splitk:128x64x16_b3"}
+    assert {62, 161} <= offered
+    # C of 16 tiles or more a wave fills alone: nothing to add.
+    assert variants.filling_splits(tile, 4096, 4096, 4096, 1, H100) == []
+
+
+def test_any_split_with_no_empty_slice_is_runnable() -> None:
+    ok = Candidate(variant("splitk", CONFIGS["128x64x16_b3"]), 62)
+    assert 62 not in variants.split_factors(12855, 16)
+    assert why_not(ok, 126, 112, 12855, 1, H100) == ""
+    empty = Candidate(ok.variant, 64)  # 13 K tiles a slice fill 62 slices: two left empty
+    assert "empty" in why_not(empty, 126, 112, 12855, 1, H100)
 
 
 @pytest.mark.parametrize("k", [1, 127, 128, 129, 1031, 4099, 8192, 65536])
