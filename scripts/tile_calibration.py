@@ -11,6 +11,7 @@ the cost model's store share for rung 21's tiles there.
     python scripts/tile_calibration.py fit timings.json ... --gemv-m
     python scripts/tile_calibration.py fit timings.json ... --gemv-n
     python scripts/tile_calibration.py fit timings.json ... --gemv-narrow
+    python scripts/tile_calibration.py fit timings.json ... --sums
 
 ``measure`` (on a GPU) verifies and times, per problem, the model's eight best plans and
 every split-K, stream-K, short-K and GEMV variant at the split the model likes best for it, then
@@ -56,9 +57,10 @@ rows, its time per wave and rung 30's terms, or with ``--gemv-m`` the rates, rou
 and unaligned shares of every M-side variant of rung 24 and the M side's wave time,
 blocks-per-SM need, SM crowding and the bend of its fill, or with ``--gemv-n`` the same of
 every N-side variant (but the blocks-per-SM need, which rung 30 shares), or with
-``--gemv-narrow`` the rates, round times and unaligned shares of the N side's 32-row blocks
-alone, every other figure
-held at the device's model file, and writes them there; it prints the error of the times and
+``--gemv-narrow`` the rates, round times and unaligned shares of the N side's 32- and 64-row
+blocks alone, or with ``--sums`` the slice sums' figures (one reduction block's rate, the
+second launch's gap, a fused tail's fixed and per-slice waits), every other figure held at
+the device's model file, and writes them there; it prints the error of the times and
 how the model ranks the measured plans, before and after, on the fitted timings and on those
 given with ``--check``.
 """
@@ -161,10 +163,15 @@ GEMV_NARROW = [(table, key) for key in N_SIDE if BY_KEY[key].config.narrow
 EPILOGUE = [("shared", "staged_epilogue_s")] + [
     ("store", f"shortk:{name}")
     for name in ("shortk_128x32_t4", "shortk_128x64_t8", "shortk_64x128_t8")]
+#: ``fit --sums`` frees the figures of the slices' sums: one reduction block's rate, the second
+#: launch's gap, and a fused tail's fixed and per-slice waits (``calibration.slice_loads``,
+#: refitted when the slice sums came to load eight slices at once).
+SUMS = [("shared", name) for name in ("reduce_bytes_per_block_s", "launch_gap_s",
+                                      "gemv_fuse_s", "fuse_slice_s")]
 #: ``fit``'s flags, each the figures it frees instead of FREE (at most one is given).
 FREE_SETS = {"latency": LATENCY, "gemv": GEMV_N, "tiles": TILES, "broad": BROAD,
              "gemv_m": GEMV_M, "gemv_n": GEMV_N_SIDE, "gemv_narrow": GEMV_NARROW,
-             "epilogue": EPILOGUE}
+             "epilogue": EPILOGUE, "sums": SUMS}
 #: What each of ``fit``'s flags refits, for its help.
 FREE_SET_HELP = {
     "latency": "the largest tiles' block latency (LATENCY)",
@@ -177,6 +184,7 @@ FREE_SET_HELP = {
     "gemv_narrow": "the N side's 32- and 64-row blocks of rung 24 alone (GEMV_NARROW)",
     "epilogue": "the staged store's SM time and rung 27's store shares on the short-K "
                 "timings (EPILOGUE)",
+    "sums": "the slice sums' reduction rate, launch gap and fused waits (SUMS)",
 }
 assert FREE_SET_HELP.keys() == FREE_SETS.keys()
 

@@ -429,9 +429,10 @@ def _soft_fill(share: float, power: float) -> float:
 def _fused_sum_seconds(outputs: int, split: int, p: Parameters, rounds: int = 1) -> float:
     """The last block of each tile adding the slices (rungs 24 FUSED and 30): their bytes,
     and a wait for L2 per slice for each of a thread's ``rounds`` of loads (rung 24's
-    16-column block has 16 outputs a thread, four at a time). Rung 24's last block now loads
-    up to eight slices' words at once; ``fuse_slice_s``, which rung 30 shares, was fitted
-    before that and held since."""
+    16-column block has 16 outputs a thread, four at a time). Rung 24's last block loads up
+    to eight slices' words at once; ``fuse_slice_s``, which rung 30 and rung 21's fused
+    tiles share, was last refitted with the other figures of the slice sums
+    (``fit --sums``)."""
     return (8.0 * outputs * split / p["reduce_bytes_per_s"] + p["gemv_fuse_s"]
             + rounds * split * p["fuse_slice_s"])
 
@@ -560,8 +561,8 @@ _SHARED_OF: dict[str, tuple[str, ...]] = {
     "gemv_sm_blocks": ("gemv",), "gemv_m_sm_blocks": ("gemv",), "gemv_narrow_crowd": ("gemv",),
     "gemv_m_blocks_per_sm": ("gemv",), "gemv_fill_power": ("gemv",),
     "gemv_m_fill_power": ("gemv",),
-    "gemv_fuse_s": ("gemv", "dot"),
-    "fuse_slice_s": ("gemv", "dot"),
+    "gemv_fuse_s": ("gemv", "dot", "splitk"),  # rung 21's fused tiles pay them too
+    "fuse_slice_s": ("gemv", "dot", "splitk"),
     "fuse_bytes_per_thread_s": ("splitk",), "tile_round_s": ("splitk",),
     "dot_latency_s": ("dot",), "dot_round_s": ("dot",), "gemv_bandwidth": ("gemv",),
     "gemv_blocks_per_sm": ("gemv", "dot"), "gemv_latency_s": ("gemv",),

@@ -21,3 +21,11 @@ def test_the_n_side_refit_frees_every_n_side_variant_but_no_m_side_one() -> None
     freed = {key for _, key in calibration.FREE_SETS["gemv_n"]}
     assert set(calibration.N_SIDE) <= freed
     assert not freed & set(calibration.M_SIDE)
+
+
+def test_the_sums_refit_frees_the_slice_sums_shared_figures_only() -> None:
+    freed = calibration.FREE_SETS["sums"]
+    assert {table for table, _ in freed} == {"shared"}
+    assert {name for _, name in freed} == {"reduce_bytes_per_block_s", "launch_gap_s",
+                                           "gemv_fuse_s", "fuse_slice_s"}
+    assert "sums" in calibration.FREE_SET_HELP
