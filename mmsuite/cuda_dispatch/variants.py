@@ -620,8 +620,7 @@ def split_factors(k: int, bk: int) -> list[int]:
             break
         out.add(s)
     out |= {-(-tiles // per) for per in SLICE_TILES}
-    # Only splits whose slices all hold K tiles (else the last slices would be empty).
-    return sorted(s for s in out if s <= min(tiles, 512) and -(-tiles // -(-tiles // s)) == s)
+    return sorted(s for s in out if s <= 512 and _whole_slices(tiles, s))
 
 
 def fused_split_factors(k: int, bk: int) -> list[int]:
