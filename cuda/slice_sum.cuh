@@ -12,13 +12,6 @@
 // mm_21_reduce 21 us on 14 blocks).
 #define SUM_LOADS 8
 
-__device__ __forceinline__ void add4(float4& s, const float4& v) {
-    s.x += v.x;
-    s.y += v.y;
-    s.z += v.z;
-    s.w += v.w;
-}
-
 __device__ __forceinline__ void slice_sum(int M, int N, int batch, float alpha, const float* W,
                                           float beta, float* C, int splits) {
     const size_t mn = (size_t)M * N;

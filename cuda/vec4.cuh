@@ -1,7 +1,8 @@
 // Float4 helpers shared by the register-blocked rungs: the predicated float4 /
 // scalar loads and stores of rung 6 (used again by rungs 7-11, 18, 19 and 20),
-// the transposing store of a B column into shared memory (rungs 7, 8, 9, 20)
-// and the register-block outer product (rungs 7-11, 20). What a rung adds over
+// the transposing store of a B column into shared memory (rungs 7, 8, 9, 20),
+// the register-block outer product (rungs 7-11, 20) and the float4 add of the
+// slice sums (cuda/slice_sum.cuh, rung 21's fused tail). What a rung adds over
 // its parent stays in the rung's own file. Rungs 10 and 11 write the four
 // transposing stores out by hand: through store4_strided, nvcc allocated their
 // registers differently (rung 10: 130 instead of 128).
@@ -54,6 +55,14 @@ __device__ __forceinline__ float4 load4_aligned(const float* p, int left) {
     if (left >= 4 && (reinterpret_cast<unsigned long long>(p) & 15) == 0)
         return *reinterpret_cast<const float4*>(p);
     return load4(p, left, false);
+}
+
+// s += v, component by component.
+__device__ __forceinline__ void add4(float4& s, const float4& v) {
+    s.x += v.x;
+    s.y += v.y;
+    s.z += v.z;
+    s.w += v.w;
 }
 
 // p[0..3] = alpha * acc (+ beta * p[0..3] when beta != 0), `left` of the four

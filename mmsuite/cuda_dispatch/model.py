@@ -261,9 +261,7 @@ def _splitk_seconds(c: Candidate, m: int, n: int, k: int, batch: int, device: De
     full_waves, rest = divmod(blocks, device.sms * occupancy)
 
     rounds_s = k_slice / config.bk * p["tile_round_s"]  # the blocks of a wave wait together
-    # Where C goes out through shared memory, an SM passes each block's outputs one after
-    # another through its load/store unit.
-    staged_s = p["staged_epilogue_s"] * config.bm * config.bn if _staged(c, m) else 0.0
+    staged_s = _staged_epilogue_seconds(c, m, p)
 
     def wave(per_sm: int) -> float:
         fill = _fill(per_sm, config.threads, p["fill_exponent"])
@@ -325,6 +323,15 @@ def _staged(c: Candidate, m: int) -> bool:
     return m % 4 != 0 and c.family == "splitk" and not config.fused
 
 
+def _staged_epilogue_seconds(c: Candidate, m: int, p: Parameters) -> float:
+    """An SM's time for one block's outputs where C goes out through shared memory (the SM
+    passes each block's outputs one after another through its load/store unit), else 0."""
+    if not _staged(c, m):
+        return 0.0
+    assert isinstance(c.config, Config)
+    return p["staged_epilogue_s"] * c.config.bm * c.config.bn
+
+
 def _streamk_seconds(c: Candidate, m: int, n: int, k: int, batch: int, device: DeviceFacts,
                      p: Parameters) -> float:
     config = c.config
@@ -336,8 +343,7 @@ def _streamk_seconds(c: Candidate, m: int, n: int, k: int, batch: int, device: D
     fma_iter = config.bm * config.bn * config.bk
     occupancy = config.blocks_per_sm
     latency = p.block_latency(c.variant.key)
-    # An SM passes its whole tiles' outputs one block after another (as rung 21's, above).
-    staged_s = p["staged_epilogue_s"] * config.bm * config.bn if _staged(c, m) else 0.0
+    staged_s = _staged_epilogue_seconds(c, m, p)
     seconds = split.dp_tiles // split.slots * (occupancy * (split.ipt * fma_iter / sm_rate
                                                             + staged_s) + latency)
     if split.sk_ctas:

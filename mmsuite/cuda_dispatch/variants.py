@@ -846,10 +846,12 @@ def _whole_slices(k_tiles: int, split: int) -> bool:
     return 1 <= split <= k_tiles and -(-k_tiles // -(-k_tiles // split)) == split
 
 
-def tile_split_factors(config: Config, k: int) -> list[int]:
-    """The split factors a split-K tile is offered with: :func:`fused_split_factors` for a
-    fused one, else :func:`split_factors`."""
-    return fused_split_factors(k, config.bk) if config.fused else split_factors(k, config.bk)
+def tile_split_factors(config: Config, m: int, n: int, k: int, batch: int,
+                       device: DeviceFacts) -> list[int]:
+    """The split factors a split-K tile is offered with for a problem: :func:`split_factors`
+    (a fused tile's :func:`fused_split_factors`) and its :func:`filling_splits`."""
+    ladder = fused_split_factors(k, config.bk) if config.fused else split_factors(k, config.bk)
+    return sorted(set(ladder) | set(filling_splits(config, m, n, k, batch, device)))
 
 
 def filling_splits(config: Config, m: int, n: int, k: int, batch: int,
@@ -881,7 +883,7 @@ def candidates(m: int, n: int, k: int, batch: int = 1, device: DeviceFacts = H10
                families: tuple[str, ...] | None = None,
                configs: tuple[Config, ...] | None = None) -> list[Candidate]:
     """Every candidate of the manifest that can run the problem: each split-K variant with
-    each split factor and its :func:`filling_splits` (a fused one with each past 1), each
+    each of its :func:`tile_split_factors` (a fused one with each past 1), each
     stream-K variant (beside split-K only from :data:`STREAMK_MIN_K` up), rung 24's
     variants that run the shape (:func:`gemv_runs`) with each of their splits (a fused one
     with each split past 1), rung 27's variants where K is at most :func:`shortk_max_k` (its
@@ -900,8 +902,7 @@ def candidates(m: int, n: int, k: int, batch: int = 1, device: DeviceFacts = H10
             assert isinstance(row.config, Config)
             if row.config.bm == 32 and row.config.bn > 32 and m > 32:
                 continue  # taller C: taller tiles (this one is for C of at most 32 rows)
-            splits = sorted(set(tile_split_factors(row.config, k))
-                            | set(filling_splits(row.config, m, n, k, batch, device)))
+            splits = tile_split_factors(row.config, m, n, k, batch, device)
         elif row.family == "gemv":  # only where a side is skinny: elsewhere tiles win
             assert isinstance(row.config, GemvConfig)
             fused = row.config.fused
