@@ -95,7 +95,10 @@ def make_builder(name: str) -> FFI:
     return ffi
 
 
-#: One builder per rung, each a name of this module for setup.py's ``cffi_modules``.
-BUILDERS = {f"{name}_builder": make_builder(name) for name in rung_names()}
+#: One builder per rung, each a name of this module for setup.py's ``cffi_modules``. An
+#: installed mmsuite has no csrc/ beside the package: there this module only lends its
+#: ABI to plugin builds (``mmsuite.backends.cpu_build``).
+BUILDERS = {f"{name}_builder": make_builder(name) for name in rung_names()} \
+    if CSRC.is_dir() else {}
 globals().update(BUILDERS)
 CFFI_MODULES = [f"mmsuite/_cbuild.py:{variable}" for variable in BUILDERS]

@@ -1,14 +1,15 @@
-"""The one catalogue of kernels: every rung of every backend, in ladder order.
+"""The one catalogue of kernels: every rung of every backend, in ladder order, then the
+kernels that plugins declare (``mmsuite.plugins``).
 
-A kernel is data plus a source file. Backends read their entries from here;
-the CLI, the tests and the asv suite enumerate them from here. Nothing else
-lists kernels.
+A kernel is data plus a source file (or, for a plugin, a Python callable). Backends read
+their entries from here; the CLI, the tests and the asv suite enumerate them from here.
+Nothing else lists kernels.
 """
 
 from __future__ import annotations
 
 import difflib
-from collections.abc import Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
 
@@ -58,6 +59,14 @@ class Kernel:
     launch: Mapping | CudaLaunch = field(default_factory=lambda: MappingProxyType({}))
     precision: str = FP32
     threaded: bool = False  # runs on several host threads (OpenMP, or the BLAS's own)
+    #: Where a plugin kernel was declared (its file or entry point); "" for the built-ins.
+    plugin: str = ""
+    #: A plugin's Python callable ``f(alpha, A, B, beta, C)`` updating C in place, launched
+    #: instead of a source: numpy arrays on the host, CuPy arrays for a CUDA kernel.
+    function: Callable[..., object] | None = field(default=None, compare=False)
+    #: The hash of a plugin kernel's own code (``mmsuite.plugins``): its part of the row's
+    #: code identity; built-ins are hashed from their source or built extension instead.
+    code_hash: str = ""
 
     def __post_init__(self) -> None:
         if self.precision not in PRECISIONS:
@@ -332,21 +341,52 @@ CUDA = [
         launch={"planner": tensorcore.plan_accurate_wgmma, "arch": tensorcore.WGMMA_ARCH}),
 ]
 
-CATALOGUE: tuple[Kernel, ...] = tuple(CPU + OPENCL + CUDA)
-BY_ID: Mapping[str, Kernel] = MappingProxyType({k.id: k for k in CATALOGUE})
+BUILT_IN: tuple[Kernel, ...] = tuple(CPU + OPENCL + CUDA)
+#: The kernels of this process by id: the built-ins, then each plugin's as it is added. A
+#: read-only view; ``add`` is the one way in.
+_BY_ID: dict[str, Kernel] = {k.id: k for k in BUILT_IN}
+BY_ID: Mapping[str, Kernel] = MappingProxyType(_BY_ID)
 BASELINE_ID = "cpu.seq_naive"
 
-assert len(BY_ID) == len(CATALOGUE), "duplicate kernel id in the catalogue"
-assert all(k.parent is None or k.parent in BY_ID for k in CATALOGUE), "unknown parent rung"
-assert all(k.backend in BACKENDS for k in CATALOGUE), "a kernel of a backend not in BACKENDS"
+assert len(_BY_ID) == len(BUILT_IN), "duplicate kernel id in the catalogue"
+assert all(k.parent is None or k.parent in BY_ID for k in BUILT_IN), "unknown parent rung"
+assert all(k.backend in BACKENDS for k in BUILT_IN), "a kernel of a backend not in BACKENDS"
 assert all(BY_ID[b.reference].reference and BY_ID[b.reference].backend == b.name
            and BY_ID[b.reference].precision == FP32 for b in BACKENDS.values()), \
     "a backend's reference is not its FP32 reference row"
 
 
+class CatalogueError(ValueError):
+    """Kernels that cannot join the catalogue: an id taken, a parent unknown, a backend
+    unknown. The message names each."""
+
+
+def add(new: Iterable[Kernel]) -> None:
+    """Add plugin kernels, all or none: ids new and unique, parents known (a built-in, an
+    earlier plugin's or one of ``new``), backends in the table."""
+    new = list(new)
+    ids = [k.id for k in new]
+    taken = sorted({i for i in ids if i in _BY_ID or ids.count(i) > 1})
+    if taken:
+        raise CatalogueError(f"kernel id {', '.join(taken)} is taken"
+                             + "".join(f" (by {_BY_ID[i].plugin or 'mmsuite'})"
+                                       for i in taken[:1] if i in _BY_ID))
+    known = set(_BY_ID) | set(ids)
+    for kernel in new:
+        if kernel.parent is not None and kernel.parent not in known:
+            raise CatalogueError(f"{kernel.id}: unknown parent {kernel.parent!r}; a parent "
+                                 "is any kernel id `mmsuite list` shows")
+        if kernel.backend not in BACKENDS:
+            raise CatalogueError(f"{kernel.id}: unknown backend {kernel.backend!r}")
+        if kernel.reference:
+            raise CatalogueError(f"{kernel.id}: a plugin kernel cannot be a reference row")
+    _BY_ID.update((k.id, k) for k in new)
+
+
 def kernels(backend: str | None = None) -> list[Kernel]:
-    """Every kernel of the catalogue (of one backend if given), in ladder order."""
-    return [k for k in CATALOGUE if backend is None or k.backend == backend]
+    """Every kernel of the catalogue (of one backend if given): the built-ins in ladder
+    order, then plugin kernels in the order they were added."""
+    return [k for k in _BY_ID.values() if backend is None or k.backend == backend]
 
 
 def get(kernel_id: str) -> Kernel:
@@ -359,9 +399,14 @@ def get(kernel_id: str) -> Kernel:
         raise KeyError(f"unknown kernel {kernel_id!r}{hint}") from None
 
 
+def ladder_rank() -> dict[str, int]:
+    """Each kernel's place in the catalogue, for sorting rows in ladder order."""
+    return {kernel_id: i for i, kernel_id in enumerate(_BY_ID)}
+
+
 def reference_of(backend: str, precision: str = FP32) -> Kernel | None:
     """The reference (vendor library) row of a backend in a precision class, if it has one."""
     if precision == FP32 and backend in BACKENDS:
         return BY_ID[BACKENDS[backend].reference]
-    return next((k for k in CATALOGUE if k.backend == backend and k.reference
+    return next((k for k in BUILT_IN if k.backend == backend and k.reference
                  and k.precision == precision), None)

@@ -21,7 +21,7 @@ from matplotlib.figure import Figure
 from matplotlib.ticker import FixedLocator, FuncFormatter, NullFormatter, NullLocator
 
 from .backend_table import BACKENDS, UNKNOWN_COLOUR, in_ladder_order
-from .catalogue import BASELINE_ID, BY_ID
+from .catalogue import BASELINE_ID, BY_ID, ladder_rank
 from .problem import label_of
 from .report import flops_scale, group_by_problem, table_rows
 from .results import write_atomically
@@ -277,7 +277,7 @@ def sweep_chart(records: list[dict], title: str = "") -> Figure | None:
     for r in ok:
         by_kernel.setdefault(r["kernel"], []).append(
             (position[tuple(sorted(r["problem"].items()))], r["gflops"] / scale, r))
-    order = {k: i for i, k in enumerate(BY_ID)}
+    order = ladder_rank()
     markers = "osD^vP<>*hX"
     for i, (kernel, points) in enumerate(sorted(by_kernel.items(),
                                                 key=lambda kv: order.get(kv[0], 999))):
@@ -492,7 +492,7 @@ def machines_chart(by_machine: dict[str, list[dict]], title: str = "") -> Figure
     machines = [m for m, rows in by_machine.items() if any(r["status"] == "ok" for r in rows)]
     if len(machines) < 2:
         return None
-    order = {k: i for i, k in enumerate(BY_ID)}
+    order = ladder_rank()
     kernels = sorted({r["kernel"] for m in machines for r in by_machine[m]},
                      key=lambda k: order.get(k, 999))
     all_ok = [r for m in machines for r in by_machine[m] if r["status"] == "ok"]

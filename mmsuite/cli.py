@@ -12,7 +12,7 @@ from pathlib import Path
 
 from rich.console import Console
 
-from . import __version__, results
+from . import __version__, plugins, results
 from .commands import COMMANDS
 from .commands.common import UsageError
 from .extras import MissingExtra
@@ -32,6 +32,11 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
     for command in COMMANDS.values():
         command.add_parser(sub)
+    for subparser in sub.choices.values():  # every command sees the same catalogue
+        subparser.add_argument(
+            "--plugin", action="append", default=[], metavar="PATH",
+            help="a Python file of your kernels (mmsuite.register); repeatable; joins "
+                 f"{plugins.ENV_VAR}, which this command's workers read too")
     return parser
 
 
@@ -108,8 +113,10 @@ def main(argv: list[str] | None = None) -> int:
     try:
         parser = build_parser()
         args = parser.parse_args(_attach_values(parser, sys.argv[1:] if argv is None else argv))
+        plugins.use(args.plugin)
+        plugins.load_configured()  # before any work: a broken plugin is one line, exit 2
         return COMMANDS[args.command].run(args, console)
-    except (UsageError, results.ResultsError, MissingExtra) as exc:
+    except (UsageError, results.ResultsError, MissingExtra, plugins.PluginError) as exc:
         print(f"mmsuite: error: {exc}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:

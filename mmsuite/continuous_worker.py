@@ -20,6 +20,7 @@ the protocol only: whatever kernels or drivers print goes to stderr.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
 import os
@@ -56,6 +57,10 @@ class _Worker:
         from mmsuite.problem import Problem
 
         self.close()
+        with contextlib.suppress(ImportError):  # a revision from before plugins has none
+            from mmsuite import plugins
+
+            plugins.load_configured()
         try:
             kernel = catalogue.get(request["kernel"])
         except KeyError:
@@ -75,8 +80,14 @@ class _Worker:
             return {"status": "error", "reason": f"{type(exc).__name__}: {exc}"}
         verdict = getattr(sampler, "verdict", None)
         readers = self.identity["CodeReaders"](**request["code"])  # the driver's, by backend
+        own = None
+        if getattr(kernel, "plugin", ""):  # a plugin's code is its own, not the build's
+            from mmsuite import plugins
+
+            own = plugins.code_hash(kernel)
         return {"status": "ok",
-                "code": self.identity["code_identity"](readers, kernel.source, kernel.reference),
+                "code": self.identity["code_identity"](readers, kernel.source, kernel.reference,
+                                                       own),
                 "max_rel_err": getattr(verdict, "max_rel_err", None),
                 "info": _jsonable(sampler.info),
                 # None where the revision's sampler predates it: the driver then judges

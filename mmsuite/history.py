@@ -237,9 +237,9 @@ def kernel_ids(history: History, metric: str | None = None) -> list[str]:
 
     In catalogue (ladder) order; ids the catalogue no longer lists come last.
     """
-    from .catalogue import CATALOGUE
+    from .catalogue import ladder_rank
 
-    rank = {k.id: i for i, k in enumerate(CATALOGUE)}
+    rank = ladder_rank()
     seen: dict[str, None] = {}
     for series in select(history, metric=metric):
         if series.kernel is not None:

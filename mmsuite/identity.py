@@ -167,13 +167,18 @@ def toolchain(kind: str) -> str:
     raise ValueError(f"no reader for the toolchain {kind!r}")
 
 
-def code_identity(readers: CodeReaders, source: str | None, reference: bool) -> dict[str, str]:
+def code_identity(readers: CodeReaders, source: str | None, reference: bool,
+                  kernel_hash: str | None = None) -> dict[str, str]:
     """The identity of one kernel's code in the importable mmsuite: its parts and their
     combined ``hash``. ``readers`` are its backend's (``BackendInfo.code``); ``source`` is
-    the catalogue's source path of the kernel."""
+    the catalogue's source path of the kernel; ``kernel_hash``, where given, is the hash of
+    a plugin kernel's own code (``mmsuite.plugins.code_hash``), which mmsuite's files do
+    not hold."""
     library = reference_library(readers.library) if reference else ""
-    kernel = (hashlib.sha256(library.encode()).hexdigest()[:16]
-              if reference else _kernel_files_hash(readers, source))
+    if reference:
+        kernel = hashlib.sha256(library.encode()).hexdigest()[:16]
+    else:
+        kernel = kernel_hash or _kernel_files_hash(readers, source)
     parts = {"kernel": kernel, "engine": engine_hash(), "toolchain": toolchain(readers.toolchain)}
     parts["hash"] = _digest([(k, v.encode()) for k, v in parts.items()])
     if reference:

@@ -39,7 +39,7 @@ from dataclasses import asdict, dataclass, field, replace
 
 import numpy as np
 
-from . import catalogue, energy, verify
+from . import catalogue, energy, plugins, verify
 from .backend_table import BACKENDS, HOST_BACKEND
 from .backends import (
     KernelFailed,
@@ -566,7 +566,8 @@ def run(kernel_id: str, problem: Problem, repeats: int | None = None,
                                reference)
     if library is None:
         library = library_error(problem, inputs, reference, options, kernel.backend)
-    code = code_identity(BACKENDS[kernel.backend].code, kernel.source, kernel.reference)
+    code = code_identity(BACKENDS[kernel.backend].code, kernel.source, kernel.reference,
+                         plugins.code_hash(kernel) if kernel.plugin else None)
     return Measurement(kernel, problem, output, verdict=verdict, l2=options.l2,
                        load_avg=load_avg, host_load=host_load, code=code, library=library,
                        **parts)

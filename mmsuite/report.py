@@ -15,12 +15,10 @@ from dataclasses import dataclass
 from typing import Literal
 
 from .backend_table import BACKENDS, GPU_BACKENDS, HOST_BACKEND
-from .catalogue import BASELINE_ID, CATALOGUE, reference_of
+from .catalogue import BASELINE_ID, kernels, ladder_rank, reference_of
 from .problem import label_of
 from .results import MEASURED
 from .stats import robust_noise
-
-_ORDER = {k.id: i for i, k in enumerate(CATALOGUE)}
 
 
 @dataclass(frozen=True)
@@ -39,8 +37,9 @@ def group_by_problem(records: Iterable[dict]) -> dict[tuple, list[dict]]:
     groups: dict[tuple, list[dict]] = defaultdict(list)
     for record in records:
         groups[_problem_key(record)].append(record)
+    rank = ladder_rank()
     for rows in groups.values():
-        rows.sort(key=lambda r: _ORDER.get(r["kernel"], len(_ORDER)))
+        rows.sort(key=lambda r: rank.get(r["kernel"], len(rank)))
     return dict(groups)
 
 
@@ -54,7 +53,7 @@ def _base_id(rows_by_id: dict[str, dict], record: dict) -> str | None:
     """cpu.seq_naive when measured on this problem, else the backend's rung 1."""
     if BASELINE_ID in rows_by_id:
         return BASELINE_ID
-    for kernel in CATALOGUE:
+    for kernel in kernels():
         if kernel.backend == record["backend"] and kernel.rung == 1 and kernel.id in rows_by_id:
             return kernel.id
     return None

@@ -42,7 +42,7 @@ from multiprocessing import get_context
 from pathlib import Path
 from typing import Any, TextIO, TypeVar
 
-from . import catalogue
+from . import catalogue, plugins
 from .backends import KernelUnavailable, RunOptions, get_backend, is_kernel_failure
 from .launch import LaunchLimit
 from .layout import sized_call
@@ -57,6 +57,8 @@ TIMEOUT_RATE_FLOPS = 1e10
 # How long a fresh worker may take to start (spawn and import).
 START_TIMEOUT_S = 120.0
 WARM_TIMEOUT_S = 300.0  # a worker's builds ahead of its jobs (``Worker.warm``)
+# A plugin's host kernel may take this many times a GPU job's limit (a naive loop is slow).
+HOST_PLUGIN_SLACK = 10
 
 Result = tuple[str, str, "dict | None"]  # (status, reason, record)
 JobFn = Callable[[str, Problem, RunOptions, dict], Result]
@@ -283,6 +285,9 @@ def _init_worker(device: int | None, crash_log: str, parent: int = 0) -> None:
             device, os.environ.get("CUDA_VISIBLE_DEVICES"))
     _CRASH_LOG = open(crash_log, "w")  # open for the worker's life
     faulthandler.enable(_CRASH_LOG)  # an abort or segfault leaves its cause here
+    # The parent's plugins: MMSUITE_PLUGINS (which --plugin extends) and entry points, which
+    # the parent has loaded once already, so that none fails here.
+    plugins.load_configured()
 
 
 def _run_in_worker(job: Callable[..., Returned], *args: Any) -> Returned:
@@ -388,16 +393,20 @@ def run_in_host_worker(jobs: Iterable[Job], options: RunOptions, run_kwargs: dic
     """Run host ``jobs`` one after another in one worker process, started once and kept
     for every job (a fresh one only after a crash or an error).
 
-    No time limit: a CPU rung's time is bounded by the stopping rule, and a slow
-    one is not a hung GPU. Ctrl-C kills the worker and propagates.
+    No time limit for the ladder: a CPU rung's time is bounded by the stopping rule, and a
+    slow one is not a hung GPU. A plugin's kernel, whose code mmsuite has never seen, gets
+    ``HOST_PLUGIN_SLACK`` times a GPU job's limit, so that one that hangs costs its row.
+    Ctrl-C kills the worker and propagates.
     """
     worker = Worker(None, job)
     try:
         for item in jobs:
             if on_start is not None:
                 on_start(item, None)
+            limit = HOST_PLUGIN_SLACK * default_timeout(item.problem) \
+                if catalogue.get(item.kernel_id).plugin else None
             on_result(item, None, worker.run(item.kernel_id, item.problem, options, run_kwargs,
-                                             None))
+                                             limit))
     finally:
         worker.close()
 

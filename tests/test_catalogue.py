@@ -53,7 +53,7 @@ def test_ids_are_unique_and_prefixed_by_backend() -> None:
 
 
 def test_parents_are_earlier_rungs_of_the_same_backend() -> None:
-    order = {k.id: i for i, k in enumerate(catalogue.CATALOGUE)}
+    order = catalogue.ladder_rank()
     for k in mmsuite.kernels():
         if k.parent:
             parent = catalogue.get(k.parent)

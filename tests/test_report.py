@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from mmsuite import Problem
-from mmsuite.catalogue import CATALOGUE
+from mmsuite.catalogue import BUILT_IN
 from mmsuite.report import render_markdown, render_rich, table_rows, wrap_legend
 
 FIXTURE = Path(__file__).parent / "fixtures" / "report_cpu_opencl.json"
@@ -197,7 +197,7 @@ def _without_cupy_and_clblast() -> list[dict]:
         records += [_unavailable({"kernel": k.id, "backend": k.backend, "rung": k.rung,
                                   "parent": k.parent, "adds": k.adds, "problem": problem},
                                  NO_CUPY)
-                    for k in CATALOGUE if k.backend == "cuda"]
+                    for k in BUILT_IN if k.backend == "cuda"]
     return records
 
 
@@ -225,7 +225,7 @@ def test_the_80_column_layout() -> None:
     ]
     assert lines[22] == "128x128x128"
     assert lines[-3:] == [
-        f"cuda.* ({sum(k.backend == 'cuda' for k in CATALOGUE)}) unavailable on every problem: "
+        f"cuda.* ({sum(k.backend == 'cuda' for k in BUILT_IN)}) unavailable on every problem: "
         "CuPy is not importable",
         "  (ModuleNotFoundError: No module named 'cupy'); install CuPy with",
         "  `pip install 'mmsuite[cuda]'`",
@@ -236,7 +236,7 @@ def test_the_80_column_layout() -> None:
 
 def test_wide_and_markdown_keep_a_row_for_every_unavailable_kernel() -> None:
     records = _without_cupy_and_clblast()
-    cuda = [k.id for k in CATALOGUE if k.backend == "cuda"]
+    cuda = [k.id for k in BUILT_IN if k.backend == "cuda"]
     wide = _printed(records, 250, wide=True)
     markdown = render_markdown(records)
     for kernel in cuda + ["opencl.clblast"]:

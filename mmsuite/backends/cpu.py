@@ -38,7 +38,15 @@ import numpy as np
 
 from ..host import blas_info
 from ..identity import C_LADDER, built_rung
-from .base import Backend, KernelUnavailable, RunOptions, Session, Timer, WallTimer
+from . import callables, cpu_build
+from .base import (
+    Backend,
+    KernelUnavailable,
+    RunOptions,
+    Session,
+    Timer,
+    WallTimer,
+)
 
 if TYPE_CHECKING:
     from ..layout import GemmCall
@@ -96,11 +104,30 @@ def _load_rung(name: str):
     return extension, ""
 
 
+def ladder_cflags() -> str | None:
+    """The flags the installed C ladder was built with (None where no rung is built): a
+    plugin's C kernel is built with the same."""
+    extension = _any_rung()
+    return None if extension is None else extension.ffi.string(extension.lib.mm_cflags()).decode()
+
+
+def _plugin_rung(kernel: KernelSpec) -> tuple:
+    """A plugin's C kernel built with the ladder's flags (``cpu_build``), or None and why."""
+    cflags = ladder_cflags()
+    if cflags is None:
+        return None, f"no C rung is built to take its flags from; {_REINSTALL}"
+    try:
+        return cpu_build.load(kernel.source, kernel.entry, cflags), ""
+    except cpu_build.CBuildError as exc:
+        return None, str(exc)
+
+
 def _rung_of(kernel: KernelSpec) -> tuple:
     """A C rung's built extension and its entry's name, or None and why it cannot run."""
     if not kernel.entry or not kernel.source:
         return None, "", f"{kernel.id} names no entry or source in the catalogue"
-    extension, reason = _load_rung(built_rung(kernel.source))
+    extension, reason = (_plugin_rung(kernel) if kernel.plugin
+                         else _load_rung(built_rung(kernel.source)))
     if extension is None:
         return None, "", reason
     if not hasattr(extension.lib, kernel.entry):
@@ -149,7 +176,7 @@ class CpuBackend(Backend):
         return ""  # numpy always works; C rungs report their own reason
 
     def kernel_reason(self, kernel: KernelSpec) -> str:
-        return "" if kernel.reference else _rung_of(kernel)[2]
+        return "" if kernel.reference or kernel.function else _rung_of(kernel)[2]
 
     @property
     def threads(self) -> int:
@@ -159,10 +186,13 @@ class CpuBackend(Backend):
     def prepare(self, kernel: KernelSpec, call: GemmCall) -> Session:
         call = dataclasses.replace(call, a=placed(call.a), b=placed(call.b))
         session = _CpuSession(kernel, call)
-        if kernel.reference:
+        if kernel.reference or kernel.function:
+            # numpy and a plugin's Python callable run under the same BLAS thread limit.
             limiter, threads = _blas_limiter(self.options.threads)
             session.hold(limiter)
-            session.launch_fn = _numpy_launch(call, session.c)
+            session.launch_fn = _numpy_launch(call, session.c) if kernel.reference else \
+                callables.launch(kernel, callables.gemm_views(call, call.a, call.b, session.c),
+                                 call)
         else:
             extension, entry, reason = _rung_of(kernel)
             if extension is None:

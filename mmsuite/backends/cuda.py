@@ -67,6 +67,7 @@ import numpy as np
 from ..cuda_dispatch.device import DeviceFacts
 from ..launch import MAX_STATIC_SMEM, CudaLaunch, CudaPlan, arch_capability
 from ..sources import read_source, source_path
+from . import callables
 from .base import Backend, RunOptions, is_kernel_failure
 from .cuda_session import CudaLaunchError, CudaSession, cublas_steps, kernel_steps
 
@@ -221,7 +222,7 @@ class CudaBackend(Backend):
         return [GpuFacts.read(self._cupy, index).to_dict() for index in indices]
 
     def kernel_reason(self, kernel: KernelSpec) -> str:
-        if kernel.reference:
+        if kernel.reference or kernel.function:
             return ""
         if not kernel.source or not kernel.entry:
             return f"{kernel.id} names no source or entry in the catalogue"
@@ -348,7 +349,7 @@ class CudaBackend(Backend):
         cp = self._cupy
         if self._stream is None:
             self._stream = cp.cuda.Stream(non_blocking=True)
-        plan = None if kernel.reference else self.plan(kernel, call)
+        plan = None if kernel.reference or kernel.function else self.plan(kernel, call)
         scratch = call.c_size if kernel.reference and kernel.precision == "fp32" and (
             call.alpha, call.beta) != (1, 0) else 0
         c0 = call.c_size if call.beta != 0.0 else 0
@@ -358,7 +359,11 @@ class CudaBackend(Backend):
         self._check_memory(4 * elems, what)
         session = CudaSession(kernel, call, cp, self._stream, self._env)
         try:
-            if plan is None:
+            if kernel.function is not None:  # a plugin's callable, on CuPy arrays
+                views = callables.gemm_views(call, session.a, session.b, session.c)
+                session.steps = [callables.launch(kernel, views, call)]
+                session.info["callable"] = getattr(kernel.function, "__qualname__", "?")
+            elif plan is None:
                 session.steps = cublas_steps(cp, session, kernel.precision)
                 session.info.update({"cublas": "cupy.matmul" if kernel.precision == "fp32"
                                      else "cublasSgemmStridedBatched",

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+from pathlib import Path
 
 from rich.console import Console
 from rich.table import Table
@@ -63,9 +64,18 @@ def _print_compact(console: Console, chosen: list[tuple[catalogue.Kernel, str]])
         table.add_column("rung", no_wrap=True, justify="right", min_width=2, max_width=2)
         table.add_column("adds", no_wrap=True, overflow="ellipsis", ratio=1)
         for kernel in kernels:
-            table.add_row(kernel.id, str(kernel.rung), kernel.adds,
-                          style="dim" if reason else None)
+            adds = f"[{_plugin_name(kernel.plugin)}] {kernel.adds}" if kernel.plugin else \
+                kernel.adds
+            table.add_row(kernel.id, str(kernel.rung), adds, style="dim" if reason else None)
         console.print(table)
+
+
+def _plugin_name(label: str) -> str:
+    """A plugin as the compact list names it: its entry point, or its file's name."""
+    if label.startswith("entry point "):
+        return label.split(" (")[0]
+    file = Path(label)
+    return f"plugin {file.parent.name if file.name == '__init__.py' else file.name}"
 
 
 def _print_long(console: Console, chosen: list[tuple[catalogue.Kernel, str]]) -> None:
@@ -77,8 +87,8 @@ def _print_long(console: Console, chosen: list[tuple[catalogue.Kernel, str]]) ->
         table.add_column(title, overflow="fold", no_wrap=title == "kernel")
     for kernel, reason in chosen:
         sizes = "any" if kernel.constraints == catalogue.ANY_SIZE else kernel.constraints
-        origin = kernel.origin if kernel.origin in ("reference", "beyond") else \
-            f"document {kernel.origin}"
+        origin = f"plugin {kernel.plugin}" if kernel.plugin else kernel.origin \
+            if kernel.origin in ("reference", "beyond") else f"document {kernel.origin}"
         table.add_row(kernel.id, str(kernel.rung), kernel.parent or "-", origin,
                       kernel.source or "-", kernel.precision, kernel.adds, sizes,
                       "yes" if not reason else f"no: {reason}",

@@ -16,7 +16,10 @@ _CHECKOUT = Path(__file__).resolve().parent.parent.parent
 
 
 def source_path(relative: str) -> Path:
-    """The file for a catalogue source such as ``cuda/07_blocktile_2d.cu``."""
+    """The file for a catalogue source such as ``cuda/07_blocktile_2d.cu``; an absolute path
+    (a plugin's source) is itself."""
+    if Path(relative).is_absolute():
+        return Path(relative)
     folder, name = relative.split("/", 1)
     in_checkout = _CHECKOUT / folder / name
     if in_checkout.is_file():
@@ -28,8 +31,10 @@ def source_path(relative: str) -> Path:
     return Path(str(packaged))
 
 
-def expand_includes(text: str, folder: Path, seen: set[str] | None = None) -> str:
-    """Inline ``#include "x"`` lines that name files of ``folder`` (recursively).
+def expand_includes(text: str, folder: Path, seen: set[str] | None = None,
+                    fallback: Path | None = None) -> str:
+    """Inline ``#include "x"`` lines that name files of ``folder``, else of ``fallback``
+    (recursively).
 
     Headers are inlined once each; ``.inc`` files are statement fragments,
     inlined at every include. Run-time compilers (NVRTC, OpenCL drivers) then
@@ -41,19 +46,33 @@ def expand_includes(text: str, folder: Path, seen: set[str] | None = None) -> st
     def replace(match: re.Match) -> str:
         name = match.group(1)
         path = folder / name
+        if not path.is_file() and fallback is not None:
+            path = fallback / name
         if not path.is_file():
             return match.group(0)
         if name in seen:
             return f"// {name} already included"
         if not name.endswith(".inc"):
             seen.add(name)
-        body = expand_includes(path.read_text(), folder, seen)
+        body = expand_includes(path.read_text(), path.parent, seen, fallback)
         return f"// begin {name}\n{body}\n// end {name}"
 
     return _LOCAL_INCLUDE.sub(replace, text)
 
 
+#: The ladder's folder whose headers a plugin's source of each kind may include.
+LADDER_HEADERS = {".c": "csrc", ".h": "csrc", ".cl": "cl", ".cu": "cuda", ".cuh": "cuda"}
+
+
+def ladder_folder(suffix: str) -> Path | None:
+    """The folder of the ladder's sources of a file kind (``.cu``: ``cuda/``), if any."""
+    folder = LADDER_HEADERS.get(suffix)
+    return source_path(f"{folder}/mm.h").parent if folder else None
+
+
 def read_source(relative: str) -> str:
-    """A kernel source with the headers of its own folder inlined."""
+    """A kernel source with the headers of its own folder inlined; a plugin's source (an
+    absolute path) may also include the ladder's headers of its kind (``common.cuh``)."""
     path = source_path(relative)
-    return expand_includes(path.read_text(), path.parent)
+    fallback = ladder_folder(path.suffix) if Path(relative).is_absolute() else None
+    return expand_includes(path.read_text(), path.parent, fallback=fallback)
