@@ -2,7 +2,9 @@
 
 Kernels come from ``mmsuite.kernels(backend)`` and sizes from the ``sweep``
 preset: this package holds no second list of kernels. A kernel added to the
-catalogue is benchmarked on the next run. Only a kernel whose backend cannot
+catalogue is benchmarked on the next run, a plugin's too: the plugins installed
+in asv's environment and the files of ``MMSUITE_PLUGINS`` (set in the shell
+that runs ``asv``) are loaded first. Only a kernel whose backend cannot
 run on the machine (no GPU, no OpenCL platform) or whose vendor library is not
 installed is skipped by asv, with the reason printed; a rung that fails to
 build (missing from the built extension, a compile error), raises or fails
@@ -61,7 +63,11 @@ def problems(backend: str) -> dict[int, mmsuite.Problem]:
 
 
 def params(backend: str) -> list[list[Any]]:
-    """asv parameters: every catalogue kernel of ``backend`` crossed with its sizes."""
+    """asv parameters: every catalogue kernel of ``backend``, plugins' included, crossed
+    with its sizes."""
+    plugins = getattr(mmsuite, "plugins", None)  # None: a commit from before plugins
+    if plugins is not None:
+        plugins.load_configured()
     return [[k.id for k in mmsuite.kernels(backend)], list(problems(backend))]
 
 

@@ -33,15 +33,19 @@ class BuildError(RuntimeError):
 
 @dataclass(frozen=True)
 class Build:
-    """One revision, installed: ``site`` goes first on a worker's import path."""
+    """One revision, installed: ``site`` goes first on a worker's import path. A revision of
+    a user's plugin repository (``export_plugins``) runs the driver's own mmsuite
+    (``site_dir``) with its revision's ``plugin_paths``."""
 
     revision: str  # as the user wrote it
     commit: str  # full hash
     root: Path
+    site_dir: Path | None = None
+    plugin_paths: tuple[str, ...] = ()
 
     @property
     def site(self) -> Path:
-        return self.root / "site"
+        return self.site_dir or self.root / "site"
 
     @property
     def short(self) -> str:
@@ -105,6 +109,29 @@ def build(repo: Path, revision: str, cache: Path, log=None) -> Build:
         if log:
             log(f"built {revision} in {time.monotonic() - started:.0f} s")
     return result
+
+
+def export_plugins(repo: Path, revision: str, cache: Path, relpaths: list[str],
+                   site: Path) -> Build:
+    """The revision of a user's repository holding plugin files ``relpaths``, exported
+    (committed files only) into ``<cache>/plugins/<commit>/src``; its kernels run on the
+    mmsuite whose import folder is ``site``. Nothing is built here: a plugin's C kernel is
+    built by its worker, cached by content."""
+    commit = resolve(repo, revision)
+    root = cache / "plugins" / commit
+    root.mkdir(parents=True, exist_ok=True)
+    with open(root / ".lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not (root / "exported.json").is_file():
+            shutil.rmtree(root / "src", ignore_errors=True)
+            _export(repo, commit, root / "src")
+            (root / "exported.json").write_text(json.dumps({"commit": commit}) + "\n")
+    missing = [p for p in relpaths if not (root / "src" / p).is_file()]
+    if missing:
+        raise RevisionError(f"{revision} ({commit[:10]}) has no plugin file {missing[0]} "
+                            "(give --plugin relative to --repo, and commit it)")
+    return Build(revision, commit, root, site_dir=site,
+                 plugin_paths=tuple(str(root / "src" / p) for p in relpaths))
 
 
 def _export(repo: Path, commit: str, target: Path) -> None:

@@ -113,9 +113,11 @@ def main(argv: list[str] | None = None) -> int:
     try:
         parser = build_parser()
         args = parser.parse_args(_attach_values(parser, sys.argv[1:] if argv is None else argv))
-        plugins.use(args.plugin)
+        command = COMMANDS[args.command]
+        if not getattr(command, "READS_PLUGIN_PATHS", False):  # continuous: its --repo's
+            plugins.use(args.plugin)
         plugins.load_configured()  # before any work: a broken plugin is one line, exit 2
-        return COMMANDS[args.command].run(args, console)
+        return command.run(args, console)
     except (UsageError, results.ResultsError, MissingExtra, plugins.PluginError) as exc:
         print(f"mmsuite: error: {exc}", file=sys.stderr)
         return 2

@@ -68,7 +68,7 @@ from pathlib import Path
 
 import numpy as np
 
-from . import continuous_worker, identity, load
+from . import continuous_worker, identity, load, plugins
 from .backend_table import BACKENDS, HOST_BACKEND
 from .builds import Build
 from .catalogue import Kernel
@@ -171,6 +171,8 @@ class SideWorker:
         # onto a busy neighbour's CPU doubled the spread of the rounds.
         env.setdefault("OMP_PROC_BIND", "close")
         env.setdefault("OMP_PLACES", "threads")
+        if build.plugin_paths:  # a revision of the user's plugins: its files, no other's
+            env[plugins.ENV_VAR] = os.pathsep.join(build.plugin_paths)
         self.process = subprocess.Popen(
             [sys.executable, "-c", continuous_worker.BOOT, str(build.site), str(here),
              identity.__file__, load.__file__],

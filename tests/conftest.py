@@ -7,20 +7,7 @@ import importlib.util
 import pytest
 
 from mmsuite import Problem, kernels
-
-# (m, n, k): unit, odd, primes, non-multiples of every tile (4, 8, 16, 32, 64, 128), round.
-ODD_SHAPES = [
-    (1, 1, 1),
-    (35, 79, 19),
-    (2, 3, 5),
-    (17, 1, 131),
-    (1, 97, 7),
-    (67, 67, 67),
-    (129, 65, 33),
-    (131, 257, 139),
-    (64, 64, 64),
-    (256, 128, 96),
-]
+from mmsuite.testing import ODD_SHAPES  # noqa: F401  (the grid the tests below share)
 
 
 def needs(module: str, extra: str) -> pytest.MarkDecorator:

@@ -319,3 +319,96 @@ def test_an_installed_plugin_is_found_through_its_entry_point(tmp_path: Path) ->
     assert listed.returncode == 0, listed.stderr
     assert "example.c_ikj_omp" in listed.stdout
     assert "[entry point example] rows of C shared" in listed.stdout
+
+
+# ------------------------------------------------------------------ gating the user's repo
+SLOW_C = GOOD_C.replace("void mine_gemm(MM_ARGS) {", """\
+void mine_gemm_once(MM_ARGS);
+void mine_gemm(MM_ARGS) {
+    mine_gemm_once(m, n, k, batch, alpha, a, b, beta, c); /* the same work twice */
+    mine_gemm_once(m, n, k, batch, alpha, a, b, beta, c);
+}
+void mine_gemm_once(MM_ARGS) {""")
+
+
+def test_continuous_gates_the_users_plugin_repository(sandbox: Path,
+                                                      capsys: pytest.CaptureFixture) -> None:
+    """BASE and HEAD of the user's repository, this mmsuite fixed: the untouched kernel is
+    identical code, the one made to do its work twice is slower."""
+    repo = sandbox / "repo"
+    repo.mkdir()
+
+    def git(*args: str) -> None:
+        subprocess.run(["git", "-C", str(repo), "-c", "user.name=t", "-c", "user.email=t@t",
+                        *args], check=True, capture_output=True)
+
+    (repo / "kernels.py").write_text(
+        'import mmsuite\n'
+        'mmsuite.register(id="mine.steady", backend="cpu", source="steady.c", '
+        'entry="mine_gemm")\n'
+        'mmsuite.register(id="mine.changed", backend="cpu", source="changed.c", '
+        'entry="mine_gemm")\n')
+    (repo / "steady.c").write_text(GOOD_C)
+    (repo / "changed.c").write_text(GOOD_C)
+    git("init", "-q")
+    git("add", "-A")
+    git("commit", "-qm", "base")
+    (repo / "changed.c").write_text(SLOW_C)
+    git("commit", "-qam", "twice the work")
+    verdict_file = sandbox / "verdicts.json"
+    code = main_in(sandbox, "continuous", "HEAD~1", "HEAD", "--repo", str(repo), "--plugin",
+                   "kernels.py", "--kernel", "mine.*", "--shape", "64", "--max-time", "6",
+                   "--cache-dir", str(sandbox / "builds"), "--verdict-json", str(verdict_file))
+    captured = capsys.readouterr()
+    import json
+
+    rows = {r["kernel"]: r for r in json.loads(verdict_file.read_text())["rows"]}
+    assert code == 1, captured.err  # a slower row fails the gate
+    assert rows["mine.steady"]["verdict"] == "same"
+    assert rows["mine.steady"]["reason"].startswith("identical code")
+    assert rows["mine.changed"]["verdict"] == "slower", rows["mine.changed"]
+
+
+def main_in(folder: Path, *args: str) -> int:
+    """The command line run from ``folder`` (a user's working directory)."""
+    here = Path.cwd()
+    os.chdir(folder)
+    try:
+        return cli.main(list(args))
+    finally:
+        os.chdir(here)
+
+
+# ------------------------------------------------------------------ the agreement entry
+def test_the_agreement_suite_passes_a_right_kernel_and_fails_a_wrong_one(sandbox: Path) -> None:
+    right = write_plugin(sandbox, NUMPY_GEMM + 'mmsuite.register(id="mine.numpy", '
+                         'backend="python", function=gemm)\n', name="right.py")
+    wrong = write_plugin(sandbox, NUMPY_GEMM.replace("product = helper(a, b)",
+                                                     "product = helper(a, b) + 1e-3")
+                         + 'mmsuite.register(id="mine.wrong", backend="python", '
+                         'function=gemm)\n', name="wrong.py")
+    env = {k: v for k, v in os.environ.items() if k != plugins.ENV_VAR}
+
+    def suite(path: Path) -> subprocess.CompletedProcess:
+        return subprocess.run([sys.executable, "-m", "pytest", "--pyargs", "mmsuite.testing",
+                               "--mmsuite-plugin", str(path), "-q", "-p", "no:cacheprovider"],
+                              capture_output=True, text=True, cwd=sandbox, env=env, timeout=300)
+
+    passed, failed = suite(right), suite(wrong)
+    assert passed.returncode == 0, passed.stdout[-2000:]
+    assert " passed" in passed.stdout and "failed" not in passed.stdout
+    assert failed.returncode == 1 and "mine.wrong" in failed.stdout
+    assert "failed verification" in failed.stdout or "exceeds" in failed.stdout
+
+
+def test_the_asv_suites_discover_plugin_kernels(sandbox: Path,
+                                                monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv(plugins.ENV_VAR, str(EXAMPLE_FILE))
+    sys.path.insert(0, str(REPO))
+    try:
+        from benchmarks import _suite
+    finally:
+        sys.path.remove(str(REPO))
+    kernel_ids, sizes = _suite.params("cpu")
+    assert {"example.c_ikj_omp", "example.numpy", "cpu.seq_naive"} <= set(kernel_ids)
+    assert sizes == list(_suite.SIZES["cpu"])

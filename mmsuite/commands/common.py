@@ -192,10 +192,12 @@ def check_output_file(option: str, path: Path | None) -> None:
 
 
 
-def select_kernels(backends: list[str] | None, globs: list[str] | None) -> list[Kernel]:
+def select_kernels(backends: list[str] | None, globs: list[str] | None,
+                   with_parents: bool = True) -> list[Kernel]:
     """Catalogue kernels filtered by backend names and id globs; a glob matching nothing is an
-    error. A plugin kernel brings its parent along (and the parent's, up to the ladder), so
-    that its ``x parent`` column is measured in the same run."""
+    error. A plugin kernel brings its parent along (and the parent's, up to the ladder;
+    unless ``with_parents`` is False), so that its ``x parent`` column is measured in the
+    same run."""
     chosen = [k for k in catalogue.kernels() if not backends or k.backend in backends]
     if globs:
         for pattern in globs:
@@ -203,7 +205,7 @@ def select_kernels(backends: list[str] | None, globs: list[str] | None) -> list[
                 raise UsageError(f"--kernel {pattern!r} matches no kernel; see `mmsuite list`")
         chosen = [k for k in chosen if any(fnmatch.fnmatchcase(k.id, g) for g in globs)]
     wanted = {k.id for k in chosen}
-    for kernel in list(chosen):
+    for kernel in list(chosen) if with_parents else []:
         while kernel.plugin and kernel.parent and kernel.parent not in wanted:
             wanted.add(kernel.parent)
             kernel = catalogue.get(kernel.parent)

@@ -5,6 +5,10 @@ Exit status: 1 when a row is slower beyond the threshold or broke (with ``--stri
 also when one stayed unsure), 0 otherwise, 2 for bad input (an unknown revision, a
 revision that fails to build), 130 (143) when Ctrl-C (SIGTERM) ends it: the finished
 rows are judged, shown and saved.
+
+With ``--plugin RELPATH`` the revisions are the user's: BASE and HEAD of ``--repo`` (a
+repository of plugin files, ``RELPATH`` relative to its root) are exported and measured
+with this mmsuite, fixed, so that only the plugin's code differs between the sides.
 """
 
 from __future__ import annotations
@@ -19,7 +23,7 @@ from rich import box
 from rich.console import Console
 from rich.table import Table
 
-from .. import builds, continuous, environment, results, verdicts
+from .. import builds, continuous, environment, plugins, results, verdicts
 from ..backends import RunOptions, unavailable_reason
 from ..continuous import ORDERS, Pair, Settings
 from .common import (
@@ -38,6 +42,10 @@ from .common import (
 if TYPE_CHECKING:
     from rich.console import JustifyMethod
 
+#: ``--plugin`` names files of ``--repo``'s revisions, not of the working directory: the
+#: command line leaves them to this command.
+READS_PLUGIN_PATHS = True
+
 
 def add_parser(sub) -> argparse.ArgumentParser:
     defaults = Settings()
@@ -50,7 +58,8 @@ def add_parser(sub) -> argparse.ArgumentParser:
     p.add_argument("base", metavar="BASE", help="the revision to compare against, e.g. main")
     p.add_argument("head", metavar="HEAD", help="the revision under test, e.g. HEAD")
     p.add_argument("--repo", type=Path, default=Path("."),
-                   help="the git repository the revisions are in (default: here)")
+                   help="the git repository the revisions are in (default: here); with "
+                   "--plugin, your repository of plugins")
     add_selection_arguments(p)
     add_problem_arguments(p)
     gate = p.add_argument_group("verdict")
@@ -100,9 +109,30 @@ def _log(text: str) -> None:
     print(f"mmsuite: {text}", file=sys.stderr, flush=True)
 
 
+def _plugin_revisions(args: argparse.Namespace, cache: Path) -> dict[str, builds.Build]:
+    """BASE and HEAD of the user's plugin repository, exported; HEAD's plugins loaded here,
+    where the rows are chosen (each side's worker loads its own)."""
+    relpaths = [str(p) for p in args.plugin]
+    if any(Path(p).is_absolute() for p in relpaths):
+        raise UsageError("--plugin with continuous names a file of --repo's revisions: give "
+                         "its path relative to the repository's root")
+    site = Path(plugins.__file__).resolve().parent.parent  # this mmsuite, on both sides
+    exported = {}
+    for side, revision in (("BASE", args.base), ("HEAD", args.head)):
+        try:
+            exported[side] = builds.export_plugins(args.repo, revision, cache, relpaths, site)
+        except builds.RevisionError as exc:
+            raise UsageError(f"{side}: {exc}") from None
+    plugins.use(exported["HEAD"].plugin_paths)
+    plugins.load_configured()
+    return exported
+
+
 def run(args: argparse.Namespace, console: Console) -> int:
+    cache = args.cache_dir or builds.default_cache()
+    exported = _plugin_revisions(args, cache) if args.plugin else None
     problems = problems_from_args(args)
-    kernels = select_kernels(args.backend, args.kernel)
+    kernels = select_kernels(args.backend, args.kernel, with_parents=False)
     options = RunOptions(threads=args.threads, cl_device=args.cl_device, l2=args.l2)
     check_selectors(kernels, options)
     for option, path in (("--json", args.json), ("--verdict-json", args.verdict_json),
@@ -121,8 +151,7 @@ def run(args: argparse.Namespace, console: Console) -> int:
     if args.duet and continuous.duet_cpus() is None:
         raise UsageError("--duet needs two CPUs this process may run on")
 
-    cache = args.cache_dir or builds.default_cache()
-    built = {}
+    built = exported or {}
     for side, revision in (("BASE", args.base), ("HEAD", args.head)):
         try:
             builds.resolve(args.repo, revision)
@@ -133,6 +162,8 @@ def run(args: argparse.Namespace, console: Console) -> int:
         _log(f"warning: {len(dirty)} files with uncommitted changes ({dirty[0]}, ...) are "
              f"not measured: each side is its committed revision")
     for side, revision in (("BASE", args.base), ("HEAD", args.head)):
+        if side in built:
+            continue
         try:
             built[side] = builds.build(args.repo, revision, cache, log=_log)
         except builds.BuildError as exc:
