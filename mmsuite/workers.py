@@ -154,6 +154,10 @@ def measure_job(kernel_id: str, problem: Problem, options: RunOptions, run_kwarg
     same problem; the reference is computed on the kernel's device in a worker
     and on the host in this process.
     """
+    if kernel_id not in catalogue.BY_ID:  # a cluster worker started without the plugin
+        return "unavailable", (f"{kernel_id} is not in this worker's catalogue: a plugin's "
+                               "kernels need the plugin on every worker (install it there, "
+                               "or start `mmsuite worker` with --plugin)"), None
     try:
         kernel = catalogue.get(kernel_id)
         ref_backend = kernel.backend if _IN_WORKER else None

@@ -412,3 +412,13 @@ def test_the_asv_suites_discover_plugin_kernels(sandbox: Path,
     kernel_ids, sizes = _suite.params("cpu")
     assert {"example.c_ikj_omp", "example.numpy", "cpu.seq_naive"} <= set(kernel_ids)
     assert sizes == list(_suite.SIZES["cpu"])
+
+
+def test_a_worker_without_the_plugin_makes_the_row_say_so() -> None:
+    from mmsuite.backends import RunOptions
+    from mmsuite.workers import measure_job
+
+    status, reason, record = measure_job("elsewhere.kernel", mmsuite.Problem(8, 8, 8),
+                                         RunOptions(), {"repeats": 1})
+    assert (status, record) == ("unavailable", None)
+    assert "not in this worker's catalogue" in reason and "--plugin" in reason
