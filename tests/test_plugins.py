@@ -311,7 +311,8 @@ def test_an_installed_plugin_is_found_through_its_entry_point(tmp_path: Path) ->
     subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--no-deps",
                     "--no-build-isolation", "--target", str(target), str(EXAMPLE)],
                    check=True, capture_output=True, cwd=tmp_path)
-    env = {**os.environ, "PYTHONPATH": str(target), "XDG_CACHE_HOME": str(tmp_path / "cache"),
+    path = os.pathsep.join(filter(None, [str(target), os.environ.get("PYTHONPATH")]))
+    env = {**os.environ, "PYTHONPATH": path, "XDG_CACHE_HOME": str(tmp_path / "cache"),
            "COLUMNS": "200"}
     env.pop(plugins.ENV_VAR, None)
     listed = subprocess.run([sys.executable, "-m", "mmsuite.cli", "list"], env=env,
