@@ -35,7 +35,7 @@ from pathlib import Path
 #: Modules that only present or compare results: editing them cannot change a timing.
 NOT_MEASURING = frozenset({
     "cli.py", "commands", "report.py", "report_html.py", "charts.py", "history.py",
-    "compare.py", "continuous.py", "verdicts.py", "identity.py", "tune.py",
+    "compare.py", "continuous.py", "verdicts.py", "identity.py", "tune.py", "testing",
 })
 
 
