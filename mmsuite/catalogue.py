@@ -64,9 +64,6 @@ class Kernel:
     #: A plugin's Python callable ``f(alpha, A, B, beta, C)`` updating C in place, launched
     #: instead of a source: numpy arrays on the host, CuPy arrays for a CUDA kernel.
     function: Callable[..., object] | None = field(default=None, compare=False)
-    #: The hash of a plugin kernel's own code (``mmsuite.plugins``): its part of the row's
-    #: code identity; built-ins are hashed from their source or built extension instead.
-    code_hash: str = ""
 
     def __post_init__(self) -> None:
         if self.precision not in PRECISIONS:

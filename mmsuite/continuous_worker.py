@@ -82,9 +82,7 @@ class _Worker:
         readers = self.identity["CodeReaders"](**request["code"])  # the driver's, by backend
         own = None
         if getattr(kernel, "plugin", ""):  # a plugin's code is its own, not the build's
-            from mmsuite import plugins
-
-            own = plugins.code_hash(kernel)
+            own = self.identity["plugin_kernel_hash"](kernel)
         return {"status": "ok",
                 "code": self.identity["code_identity"](readers, kernel.source, kernel.reference,
                                                        own),

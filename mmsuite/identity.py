@@ -29,6 +29,8 @@ import hashlib
 import importlib
 import importlib.metadata
 import importlib.util
+import inspect
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -167,13 +169,51 @@ def toolchain(kind: str) -> str:
     raise ValueError(f"no reader for the toolchain {kind!r}")
 
 
+def plugin_kernel_hash(kernel: object, extra: str = "") -> str:
+    """The hash of a plugin kernel's own code (``mmsuite.plugins``), its part of a row's code
+    identity: the source as its compiler gets it (headers inlined) and ``extra`` (default,
+    for a C kernel: the flags the C ladder was built with); for a callable, its source and
+    that of the module-level functions it calls, so that editing one kernel of a plugin
+    leaves its neighbours' identities alone."""
+    function, source = getattr(kernel, "function", None), getattr(kernel, "source", None)
+    if getattr(kernel, "backend", "") == "cpu" and source and not extra:
+        extra = importlib.import_module("mmsuite.backends.cpu").ladder_cflags() or ""
+    h = hashlib.sha256(extra.encode())
+    if function is not None:
+        h.update(_function_source(function).encode())
+    elif source:
+        h.update(importlib.import_module("mmsuite.sources").read_source(source).encode())
+    return h.hexdigest()[:16]
+
+
+def _function_source(function: Callable[..., object], seen: set | None = None) -> str:
+    """``function``'s source and, recursively, that of the functions of its own module it
+    names."""
+    seen = set() if seen is None else seen
+    target = inspect.unwrap(function)
+    if target in seen:
+        return ""
+    seen.add(target)
+    try:
+        text = inspect.getsource(target)
+    except (OSError, TypeError):  # a builtin or C function: its name stands for it
+        return getattr(target, "__qualname__", repr(target))
+    code = getattr(target, "__code__", None)
+    module = getattr(target, "__globals__", {})
+    for name in sorted(set(code.co_names) if code else ()):
+        helper = module.get(name)
+        if inspect.isfunction(helper) and helper.__module__ == target.__module__:
+            text += "\n" + _function_source(helper, seen)
+    return text
+
+
 def code_identity(readers: CodeReaders, source: str | None, reference: bool,
                   kernel_hash: str | None = None) -> dict[str, str]:
     """The identity of one kernel's code in the importable mmsuite: its parts and their
     combined ``hash``. ``readers`` are its backend's (``BackendInfo.code``); ``source`` is
     the catalogue's source path of the kernel; ``kernel_hash``, where given, is the hash of
-    a plugin kernel's own code (``mmsuite.plugins.code_hash``), which mmsuite's files do
-    not hold."""
+    a plugin kernel's own code (``plugin_kernel_hash``), which mmsuite's files do not
+    hold."""
     library = reference_library(readers.library) if reference else ""
     if reference:
         kernel = hashlib.sha256(library.encode()).hexdigest()[:16]

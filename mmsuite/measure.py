@@ -39,7 +39,7 @@ from dataclasses import asdict, dataclass, field, replace
 
 import numpy as np
 
-from . import catalogue, energy, plugins, verify
+from . import catalogue, energy, verify
 from .backend_table import BACKENDS, HOST_BACKEND
 from .backends import (
     KernelFailed,
@@ -50,7 +50,7 @@ from .backends import (
 )
 from .backends.base import Backend, Session, Timer
 from .catalogue import Kernel
-from .identity import code_identity
+from .identity import code_identity, plugin_kernel_hash
 from .layout import GemmCall, from_storage, plan_call
 from .load import LoadWindow
 from .problem import Problem
@@ -567,7 +567,7 @@ def run(kernel_id: str, problem: Problem, repeats: int | None = None,
     if library is None:
         library = library_error(problem, inputs, reference, options, kernel.backend)
     code = code_identity(BACKENDS[kernel.backend].code, kernel.source, kernel.reference,
-                         plugins.code_hash(kernel) if kernel.plugin else None)
+                         plugin_kernel_hash(kernel) if kernel.plugin else None)
     return Measurement(kernel, problem, output, verdict=verdict, l2=options.l2,
                        load_avg=load_avg, host_load=host_load, code=code, library=library,
                        **parts)

@@ -38,7 +38,6 @@ from __future__ import annotations
 import hashlib
 import importlib.metadata
 import importlib.util
-import inspect
 import os
 import sys
 import traceback
@@ -54,7 +53,6 @@ from .backend_table import BACKENDS
 from .catalogue import PRECISIONS, Kernel
 from .launch import ClGeometry, CudaLaunch
 from .problem import LAYOUTS
-from .sources import read_source
 
 ENTRY_POINT_GROUP = "mmsuite.kernels"
 ENV_VAR = "MMSUITE_PLUGINS"
@@ -355,41 +353,3 @@ def load_configured() -> list[Plugin]:
 def loaded() -> list[Plugin]:
     """The plugins loaded in this process, in the order they were."""
     return list(_loaded.values())
-
-
-# -------------------------------------------------------------------- identity
-def code_hash(kernel: Kernel, extra: str = "") -> str:
-    """The hash of a plugin kernel's own code, its part of a row's code identity: the source
-    as its compiler gets it (headers inlined) and ``extra`` (the C flags it is built with);
-    for a callable, its own source and that of the module-level functions it calls."""
-    if kernel.backend == "cpu" and kernel.source and not extra:
-        from .backends.cpu import ladder_cflags  # a C kernel is its source and its flags
-
-        extra = ladder_cflags() or ""
-    h = hashlib.sha256(extra.encode())
-    if kernel.function is not None:
-        h.update(_function_source(kernel.function).encode())
-    elif kernel.source:
-        h.update(read_source(kernel.source).encode())
-    return h.hexdigest()[:16]
-
-
-def _function_source(function: Callable[..., object], seen: set | None = None) -> str:
-    """``function``'s source and, recursively, that of the functions of its own module it
-    names: editing a helper it calls changes its identity, editing a neighbour does not."""
-    seen = set() if seen is None else seen
-    target = inspect.unwrap(function)
-    if target in seen:
-        return ""
-    seen.add(target)
-    try:
-        text = inspect.getsource(target)
-    except (OSError, TypeError):  # a builtin or C function: its name stands for it
-        return getattr(target, "__qualname__", repr(target))
-    code = getattr(target, "__code__", None)
-    module = getattr(target, "__globals__", {})
-    for name in sorted(set(code.co_names) if code else ()):
-        helper = module.get(name)
-        if inspect.isfunction(helper) and helper.__module__ == target.__module__:
-            text += "\n" + _function_source(helper, seen)
-    return text

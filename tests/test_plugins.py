@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 import mmsuite
-from mmsuite import catalogue, cli, plugins
+from mmsuite import catalogue, cli, identity, plugins
 from mmsuite.backends import KernelUnavailable, unavailable_reason
 from mmsuite.backends.callables import gemm_views
 from mmsuite.layout import plan_call
@@ -87,7 +87,7 @@ def test_a_registered_callable_joins_the_catalogue_and_is_verified(sandbox: Path
     assert (kernel.backend, kernel.parent, kernel.plugin) == ("cpu", "cpu.blas", str(path))
     assert kernel in mmsuite.kernels("cpu")
     m = mmsuite.run("mine.numpy", mmsuite.Problem(35, 79, 19, beta=0.5), repeats=2)
-    assert m.ok and m.to_record()["code"]["kernel"] == plugins.code_hash(kernel)
+    assert m.ok and m.to_record()["code"]["kernel"] == identity.plugin_kernel_hash(kernel)
 
 
 def test_a_wrong_callable_fails_verification(sandbox: Path) -> None:
@@ -161,30 +161,30 @@ def test_code_identity_follows_the_kernels_own_code(sandbox: Path) -> None:
                          'mmsuite.register(id="mine.other", backend="python", '
                          'function=neighbour)\n')
     first = plugins.load_file(write_plugin(sandbox, body, name="a.py"))
-    hashes = {k: plugins.code_hash(mmsuite.get(k)) for k in first.kernels}
+    hashes = {k: identity.plugin_kernel_hash(mmsuite.get(k)) for k in first.kernels}
     # A copy where only the neighbour changed, and one where the helper gemm calls changed.
     catalogue_ids = set(first.kernels)
     for kernel_id in catalogue_ids:
         del catalogue._BY_ID[kernel_id]
     plugins.load_file(write_plugin(sandbox, body.replace("c[...] = a @ b\n",
                                                          "c[...] = 1.0 * (a @ b)\n"), name="b.py"))
-    assert plugins.code_hash(mmsuite.get("mine.numpy")) == hashes["mine.numpy"]
-    assert plugins.code_hash(mmsuite.get("mine.other")) != hashes["mine.other"]
+    assert identity.plugin_kernel_hash(mmsuite.get("mine.numpy")) == hashes["mine.numpy"]
+    assert identity.plugin_kernel_hash(mmsuite.get("mine.other")) != hashes["mine.other"]
     for kernel_id in catalogue_ids:
         del catalogue._BY_ID[kernel_id]
     plugins.load_file(write_plugin(sandbox, body.replace("np.matmul(a, b)", "a @ b"),
                                    name="c.py"))
-    assert plugins.code_hash(mmsuite.get("mine.numpy")) != hashes["mine.numpy"]
+    assert identity.plugin_kernel_hash(mmsuite.get("mine.numpy")) != hashes["mine.numpy"]
 
 
 def test_a_c_kernels_identity_is_its_source_and_flags(sandbox: Path) -> None:
     path = write_plugin(sandbox, 'import mmsuite\nmmsuite.register(id="mine.c", '
                         'backend="cpu", source="k.c", entry="mine_gemm")\n', k_dot_c=GOOD_C)
     kernel = plugins.load_file(path) and mmsuite.get("mine.c")
-    before = plugins.code_hash(kernel)
-    assert plugins.code_hash(kernel, extra="-O0") != before
+    before = identity.plugin_kernel_hash(kernel)
+    assert identity.plugin_kernel_hash(kernel, extra="-O0") != before
     (sandbox / "k.c").write_text(GOOD_C.replace("0.0f;", "0.0f; /* edited */"))
-    assert plugins.code_hash(kernel) != before
+    assert identity.plugin_kernel_hash(kernel) != before
 
 
 # ------------------------------------------------------------------ callables' views
