@@ -82,7 +82,10 @@ class _Worker:
         readers = self.identity["CodeReaders"](**request["code"])  # the driver's, by backend
         own = None
         if getattr(kernel, "plugin", ""):  # a plugin's code is its own, not the build's
-            own = self.identity["plugin_kernel_hash"](kernel)
+            from mmsuite.backends import get_backend
+
+            flags = get_backend(kernel.backend, options).build_flags(kernel)
+            own = self.identity["plugin_kernel_hash"](kernel, flags)
         return {"status": "ok",
                 "code": self.identity["code_identity"](readers, kernel.source, kernel.reference,
                                                        own),

@@ -171,13 +171,11 @@ def toolchain(kind: str) -> str:
 
 def plugin_kernel_hash(kernel: object, extra: str = "") -> str:
     """The hash of a plugin kernel's own code (``mmsuite.plugins``), its part of a row's code
-    identity: the source as its compiler gets it (headers inlined) and ``extra`` (default,
-    for a C kernel: the flags the C ladder was built with); for a callable, its source and
-    that of the module-level functions it calls, so that editing one kernel of a plugin
-    leaves its neighbours' identities alone."""
+    identity: the source as its compiler gets it (headers inlined) and ``extra``, what its
+    backend builds it with (``Backend.build_flags``: a C kernel's flags); for a callable,
+    its source and that of the module-level functions it calls, so that editing one kernel
+    of a plugin leaves its neighbours' identities alone."""
     function, source = getattr(kernel, "function", None), getattr(kernel, "source", None)
-    if getattr(kernel, "backend", "") == "cpu" and source and not extra:
-        extra = importlib.import_module("mmsuite.backends.cpu").ladder_cflags() or ""
     h = hashlib.sha256(extra.encode())
     if function is not None:
         h.update(_function_source(function).encode())

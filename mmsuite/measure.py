@@ -567,7 +567,8 @@ def run(kernel_id: str, problem: Problem, repeats: int | None = None,
     if library is None:
         library = library_error(problem, inputs, reference, options, kernel.backend)
     code = code_identity(BACKENDS[kernel.backend].code, kernel.source, kernel.reference,
-                         plugin_kernel_hash(kernel) if kernel.plugin else None)
+                         plugin_kernel_hash(kernel, backend.build_flags(kernel))
+                         if kernel.plugin else None)
     return Measurement(kernel, problem, output, verdict=verdict, l2=options.l2,
                        load_avg=load_avg, host_load=host_load, code=code, library=library,
                        **parts)

@@ -14,8 +14,9 @@ import pytest
 
 import mmsuite
 from mmsuite import catalogue, cli, identity, plugins
-from mmsuite.backends import KernelUnavailable, unavailable_reason
+from mmsuite.backends import KernelUnavailable, get_backend, unavailable_reason
 from mmsuite.backends.callables import gemm_views
+from mmsuite.backends.cpu import ladder_cflags
 from mmsuite.layout import plan_call
 
 REPO = Path(__file__).resolve().parent.parent
@@ -87,7 +88,7 @@ def test_a_registered_callable_joins_the_catalogue_and_is_verified(sandbox: Path
     assert (kernel.backend, kernel.parent, kernel.plugin) == ("cpu", "cpu.blas", str(path))
     assert kernel in mmsuite.kernels("cpu")
     m = mmsuite.run("mine.numpy", mmsuite.Problem(35, 79, 19, beta=0.5), repeats=2)
-    assert m.ok and m.to_record()["code"]["kernel"] == identity.plugin_kernel_hash(kernel)
+    assert m.ok and m.to_record()["code"]["kernel"] == identity.plugin_kernel_hash(kernel, "")
 
 
 def test_a_wrong_callable_fails_verification(sandbox: Path) -> None:
@@ -114,8 +115,6 @@ def test_a_c_kernel_is_built_with_the_ladders_flags_and_verified(sandbox: Path) 
     for shape in [(1, 1, 1), (35, 79, 19), (131, 257, 139)]:
         m = mmsuite.run("mine.c", mmsuite.Problem(*shape, batch=2, beta=0.25), repeats=1)
         assert m.ok, m.verdict
-    from mmsuite.backends.cpu import ladder_cflags
-
     built = list((sandbox / "cache" / "mmsuite" / "c-plugins").glob("*/*.so"))
     assert len(built) == 1
     module = plugins_build_module(built[0])
@@ -181,10 +180,12 @@ def test_a_c_kernels_identity_is_its_source_and_flags(sandbox: Path) -> None:
     path = write_plugin(sandbox, 'import mmsuite\nmmsuite.register(id="mine.c", '
                         'backend="cpu", source="k.c", entry="mine_gemm")\n', k_dot_c=GOOD_C)
     kernel = plugins.load_file(path) and mmsuite.get("mine.c")
-    before = identity.plugin_kernel_hash(kernel)
-    assert identity.plugin_kernel_hash(kernel, extra="-O0") != before
+    flags = get_backend("cpu").build_flags(kernel)
+    assert flags and flags == ladder_cflags()
+    before = identity.plugin_kernel_hash(kernel, flags)
+    assert identity.plugin_kernel_hash(kernel, "-O0") != before
     (sandbox / "k.c").write_text(GOOD_C.replace("0.0f;", "0.0f; /* edited */"))
-    assert identity.plugin_kernel_hash(kernel) != before
+    assert identity.plugin_kernel_hash(kernel, flags) != before
 
 
 # ------------------------------------------------------------------ callables' views

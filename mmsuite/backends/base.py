@@ -234,6 +234,11 @@ class Backend(ABC):
         """Empty when this kernel can run on the selected device, else why not."""
         return ""
 
+    def build_flags(self, kernel: KernelSpec) -> str:
+        """What a plugin kernel's code is built with here, beyond its source, as part of its
+        code identity (the C flags of a plugin's C kernel); empty where nothing is."""
+        return ""
+
     def warm(self, jobs: Sequence[tuple[KernelSpec, GemmCall]]) -> None:
         """Build ahead, untimed, what these jobs will launch (``call`` carries sizes only).
 

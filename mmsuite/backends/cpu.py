@@ -178,6 +178,9 @@ class CpuBackend(Backend):
     def kernel_reason(self, kernel: KernelSpec) -> str:
         return "" if kernel.reference or kernel.function else _rung_of(kernel)[2]
 
+    def build_flags(self, kernel: KernelSpec) -> str:
+        return (ladder_cflags() or "") if kernel.plugin and kernel.source else ""
+
     @property
     def threads(self) -> int:
         """The OpenMP threads the C rungs run with under these options."""
