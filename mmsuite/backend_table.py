@@ -8,7 +8,7 @@ table instead of naming backends.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from types import MappingProxyType
 
@@ -22,6 +22,7 @@ from .identity import (
     OPENCL_PLATFORMS,
     CodeReaders,
 )
+from .launch import declared_cl_launch, declared_cuda_launch
 
 #: Where a backend's kernels run: the host's CPU, a GPU, or the device the user selects
 #: (OpenCL: a CPU or a GPU), which each result row then names in ``info.device_type``.
@@ -39,7 +40,12 @@ class BackendInfo:
     environment the report shows, with their titles; ``device_field``: the field of its
     environment that names its device (None: the host's CPU, named by the environment's
     ``CPU_MODEL``); ``device_type_field``: for a selected device, the field that says
-    whether it is a CPU or a GPU; ``code``: where the identity of its code is read."""
+    whether it is a CPU or a GPU; ``code``: where the identity of its code is read.
+
+    What a plugin declares for it (``mmsuite.register``): ``declares``, the keywords that
+    apply beyond ``source`` and ``entry``; ``declared_launch``, what makes its launch data
+    of them (None: the kernel needs none); ``callable_device``, the ``device=`` of a Python
+    callable this backend runs and times (None: it runs none)."""
 
     name: str
     title: str
@@ -53,6 +59,9 @@ class BackendInfo:
     device_field: str | None
     device_type_field: str | None
     code: CodeReaders
+    declares: tuple[str, ...] = ()
+    declared_launch: Callable[..., object] | None = None
+    callable_device: str | None = None
 
     def on_host(self, device_type: object = None) -> bool:
         """Whether a row of this backend ran on the host's CPU (sharing its cores with
@@ -77,7 +86,8 @@ _ROWS = (
                      ("blas_coretype", "BLAS kernels (architecture)"),
                      ("blas_threads", "BLAS threads"), ("cflags", "C flags")),
         device_field=None, device_type_field=None,
-        code=CodeReaders(built=C_LADDER, toolchain=NO_TOOLCHAIN, library=HOST_BLAS)),
+        code=CodeReaders(built=C_LADDER, toolchain=NO_TOOLCHAIN, library=HOST_BLAS),
+        declares=("threaded",), callable_device=HOST),
     BackendInfo(
         name="opencl", title="OpenCL", adapter="mmsuite.backends.opencl:OpenCLBackend",
         device=SELECTED, reference="opencl.clblast", peak=DEVICE_PEAK, isolated=False,
@@ -88,7 +98,9 @@ _ROWS = (
                      ("max_clock_mhz", "OpenCL max clock (MHz)"),
                      ("opencl_driver", "OpenCL driver")),
         device_field="opencl_device", device_type_field="opencl_device_type",
-        code=CodeReaders(built=None, toolchain=OPENCL_PLATFORMS, library=CLBLAST)),
+        code=CodeReaders(built=None, toolchain=OPENCL_PLATFORMS, library=CLBLAST),
+        declares=("local", "block", "defines", "local_mem"),
+        declared_launch=declared_cl_launch),
     BackendInfo(
         name="cuda", title="CUDA", adapter="mmsuite.backends.cuda:CudaBackend", device=GPU,
         reference="cuda.cublas", peak=GPU_PEAK, isolated=True, colour="#d62728",
@@ -98,7 +110,9 @@ _ROWS = (
                      ("fp32_peak_tflops", "FP32 peak (TFLOP/s)"), ("driver", "driver"),
                      ("cuda_runtime", "CUDA runtime"), ("cupy", "CuPy")),
         device_field="gpu", device_type_field=None,
-        code=CodeReaders(built=None, toolchain=NVRTC, library=CUBLAS)),
+        code=CodeReaders(built=None, toolchain=NVRTC, library=CUBLAS),
+        declares=("block", "tile", "grid_x", "smem", "defines"),
+        declared_launch=declared_cuda_launch, callable_device="cuda"),
 )
 
 #: Every backend by name, in ladder order (C first, then OpenCL, then CUDA).

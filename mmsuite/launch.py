@@ -23,7 +23,7 @@ CUDA
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import TYPE_CHECKING
@@ -219,6 +219,33 @@ class ClGeometry:
     def describe(self) -> str:
         defs = " ".join(f"{n}={v}" for n, v in self.defines)
         return f"local {self.local[0]}x{self.local[1]}" + (f", {defs}" if defs else "")
+
+
+def _pair(values: Sequence[int], what: str) -> tuple[int, int]:
+    pair = tuple(int(v) for v in values)
+    if len(pair) != 2 or min(pair) < 1:
+        raise ValueError(f"{what} must be two positive integers, got {tuple(values)}")
+    return pair[0], pair[1]
+
+
+def declared_cl_launch(local: Sequence[int] | None = None, block: Sequence[int] | None = None,
+                       defines: Mapping[str, int] | None = None,
+                       local_mem: int = 0) -> Mapping[str, tuple[ClGeometry, ...]]:
+    """A plugin's OpenCL kernel's launch: its one geometry, for every device type."""
+    if local is None:
+        raise ValueError("an OpenCL kernel needs local=(x, y), its work-group size")
+    geometry = ClGeometry(tuple(sorted((str(k), v) for k, v in (defines or {}).items())),
+                          _pair(local, "local"), _pair(block or local, "block"), local_mem)
+    return MappingProxyType({"GPU": (geometry,), "CPU": (geometry,)})
+
+
+def declared_cuda_launch(block: Sequence[int] = (16, 16), tile: Sequence[int] | None = None,
+                         grid_x: str | None = None, smem: int = 0,
+                         defines: Mapping[str, int | str] | None = None) -> CudaLaunch:
+    """A plugin's CUDA kernel's launch: one step on the grid its block and tile give."""
+    return CudaLaunch(block=tuple(int(b) for b in block),
+                      tile=_pair(tile, "tile") if tile else None, grid_x=grid_x, smem=smem,
+                      defines=tuple(sorted((defines or {}).items())))
 
 
 def naive_geometry(lx: int, ly: int) -> ClGeometry:

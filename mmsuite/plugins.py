@@ -46,21 +46,17 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from types import MappingProxyType
 
 from . import catalogue
-from .backend_table import BACKENDS
+from .backend_table import BACKENDS, HOST
 from .catalogue import PRECISIONS, Kernel
-from .launch import ClGeometry, CudaLaunch
 from .problem import LAYOUTS
 
 ENTRY_POINT_GROUP = "mmsuite.kernels"
 ENV_VAR = "MMSUITE_PLUGINS"
-#: The backends a plugin names: the table's, and ``python`` for a callable.
+#: The backends a plugin names: the table's, and ``python`` for a callable, which runs on
+#: the backend whose ``callable_device`` its ``device=`` names.
 PYTHON = "python"
-DEVICES = ("host", "cuda")
-#: Where a callable runs: its ``device`` to the backend whose engine times it.
-_CALLABLE_BACKEND = {"host": "cpu", "cuda": "cuda"}
 
 
 class PluginError(Exception):
@@ -94,7 +90,7 @@ _entry_points_loaded = False
 def register(id: str, backend: str, *, parent: str | None = None, adds: str = "",
              layout: str = "row", precision: str = "fp32", source: str | os.PathLike | None = None,
              entry: str | None = None, function: Callable[..., object] | None = None,
-             device: str = "host", threaded: bool = False,
+             device: str = HOST, threaded: bool = False,
              block: Sequence[int] | None = None, tile: Sequence[int] | None = None,
              grid_x: str | None = None, smem: int = 0,
              defines: dict[str, int | str] | None = None,
@@ -163,9 +159,9 @@ def _declare(loading: _Loading, *, id: str, backend: str, parent: str | None, ad
     given = {"block": block, "tile": tile, "grid_x": grid_x, "smem": smem or None,
              "local": local, "local_mem": local_mem or None, "defines": defines or None,
              "threaded": threaded or None}
-    allowed = {"cpu": {"threaded"}, "opencl": {"local", "block", "defines", "local_mem"},
-               "cuda": {"block", "tile", "grid_x", "smem", "defines"}, PYTHON: set()}[backend]
-    stray = sorted(k for k, v in given.items() if v is not None and k not in allowed)
+    options = {k: v for k, v in given.items() if v is not None}
+    info = BACKENDS.get(backend)
+    stray = sorted(set(options) - set(info.declares if info else ()))
     if stray:
         raise fail(f"{', '.join(stray)} {'does' if len(stray) == 1 else 'do'} not apply to "
                    f"{backend} kernels")
@@ -173,17 +169,18 @@ def _declare(loading: _Loading, *, id: str, backend: str, parent: str | None, ad
               "adds": adds or f"plugin kernel ({backend})", "origin": "plugin",
               "layout": layout, "precision": precision, "plugin": where,
               "constraints": "as its plugin declares"}
-    if backend == PYTHON:
+    if info is None:  # a Python callable, run by the backend of its device
+        devices = {b.callable_device: b.name for b in BACKENDS.values() if b.callable_device}
         if source is not None or entry is not None:
             raise fail("a python kernel is a function=, not a source")
         if not callable(function):
             raise fail("backend='python' needs function=f, called as f(alpha, A, B, beta, C)")
-        if device not in DEVICES:
-            raise fail(f"device must be one of {', '.join(DEVICES)}, got {device!r}")
-        return Kernel(backend=_CALLABLE_BACKEND[device], function=function, **common)
+        if device not in devices:
+            raise fail(f"device must be one of {', '.join(devices)}, got {device!r}")
+        return Kernel(backend=devices[device], function=function, **common)
     if function is not None:
         raise fail(f"function= is for backend='python'; a {backend} kernel is a source")
-    if device != "host":
+    if device != HOST:
         raise fail("device= is for backend='python'")
     if source is None or not entry:
         raise fail(f"a {backend} kernel needs source= (its file) and entry= (its function)")
@@ -192,30 +189,13 @@ def _declare(loading: _Loading, *, id: str, backend: str, parent: str | None, ad
         path = (loading.folder or Path.cwd()) / path
     if not path.is_file():
         raise fail(f"source {path} does not exist; give a path relative to the plugin's file")
-    kw: dict = {"source": str(path.resolve()), "entry": entry}
+    threaded = bool(options.pop("threaded", False))
     try:
-        if backend == "opencl":
-            if local is None:
-                raise fail("an OpenCL kernel needs local=(x, y), its work-group size")
-            geometry = ClGeometry(tuple(sorted((str(k), v) for k, v in defines.items())),
-                                  _pair(local), _pair(block or local), local_mem)
-            kw["launch"] = MappingProxyType({"GPU": (geometry,), "CPU": (geometry,)})
-        elif backend == "cuda":
-            kw["launch"] = CudaLaunch(block=tuple(block or (16, 16)),
-                                      tile=_pair(tile) if tile else None, grid_x=grid_x,
-                                      smem=smem, defines=tuple(sorted(defines.items())))
-        else:
-            kw["threaded"] = threaded
+        launch = info.declared_launch(**options) if info.declared_launch else None
     except (TypeError, ValueError) as exc:
         raise fail(str(exc)) from None
-    return Kernel(backend=backend, **common, **kw)
-
-
-def _pair(values: Sequence[int]) -> tuple[int, int]:
-    pair = tuple(int(v) for v in values)
-    if len(pair) != 2 or min(pair) < 1:
-        raise ValueError(f"expected two positive integers, got {tuple(values)}")
-    return pair  # type: ignore[return-value]
+    return Kernel(backend=backend, source=str(path.resolve()), entry=entry, threaded=threaded,
+                  **common, **({"launch": launch} if launch is not None else {}))
 
 
 def _rung_after(parent: str | None) -> int:
