@@ -46,6 +46,7 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from . import catalogue
 from .backend_table import BACKENDS, HOST
@@ -165,7 +166,7 @@ def _declare(loading: _Loading, *, id: str, backend: str, parent: str | None, ad
     if stray:
         raise fail(f"{', '.join(stray)} {'does' if len(stray) == 1 else 'do'} not apply to "
                    f"{backend} kernels")
-    common = {"id": id, "rung": _rung_after(parent), "parent": parent,
+    common: dict[str, Any] = {"id": id, "rung": _rung_after(parent), "parent": parent,
               "adds": adds or f"plugin kernel ({backend})", "origin": "plugin",
               "layout": layout, "precision": precision, "plugin": where,
               "constraints": "as its plugin declares"}
@@ -194,8 +195,10 @@ def _declare(loading: _Loading, *, id: str, backend: str, parent: str | None, ad
         launch = info.declared_launch(**options) if info.declared_launch else None
     except (TypeError, ValueError) as exc:
         raise fail(str(exc)) from None
+    if launch is not None:
+        common["launch"] = launch
     return Kernel(backend=backend, source=str(path.resolve()), entry=entry, threaded=threaded,
-                  **common, **({"launch": launch} if launch is not None else {}))
+                  **common)
 
 
 def _rung_after(parent: str | None) -> int:
@@ -312,13 +315,13 @@ def configured_paths() -> list[str]:
 def use(paths: Iterable[str | os.PathLike]) -> None:
     """Add plugin files for this process and every process it starts (``--plugin``): their
     absolute paths join ``MMSUITE_PLUGINS``."""
-    paths = [str(Path(p).expanduser().absolute()) for p in paths]
-    for path in paths:
+    absolute = [str(Path(p).expanduser().absolute()) for p in paths]
+    for path in absolute:
         if not Path(path).is_file():
             raise PluginError(f"plugin {path}: no such file; give the path of a Python file "
                               "that calls mmsuite.register")
     current = configured_paths()
-    os.environ[ENV_VAR] = os.pathsep.join(current + [p for p in paths if p not in current])
+    os.environ[ENV_VAR] = os.pathsep.join(current + [p for p in absolute if p not in current])
 
 
 def load_configured() -> list[Plugin]:

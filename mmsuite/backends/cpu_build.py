@@ -75,6 +75,8 @@ def _build(source: str, entry: str, cflags: str, name: str, folder: Path) -> Pat
     from .. import _cbuild
 
     ladder = ladder_folder(".c")
+    if ladder is None:
+        raise CBuildError("the C ladder's headers are not in this installation")
     declarations = f"""
         void {entry}({_cbuild.ARGS});
         void mm_set_threads(int threads);
