@@ -64,6 +64,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from .. import verify
 from ..cuda_dispatch.device import DeviceFacts
 from ..launch import MAX_STATIC_SMEM, CudaLaunch, CudaPlan, arch_capability
 from ..sources import read_source, source_path
@@ -411,21 +412,29 @@ class CudaBackend(Backend):
     def environment(self) -> dict:
         return {} if self.probe() else dict(self._env)
 
-    def reference(self, problem: Problem, inputs: tuple[np.ndarray, ...]) -> np.ndarray | None:
-        """alpha·A·B + beta·C0 in float64 on the GPU; None (host fallback) when it does not fit."""
+    def reference(self, problem: Problem,
+                  inputs: tuple[np.ndarray, ...]) -> verify.Reference | None:
+        """alpha·A·B + beta·C0 and its error scale (``mmsuite.verify.reference``) in float64 on
+        the GPU; None (host fallback) when they do not fit."""
         if self.probe():
             return None
         cp = self._cupy
         a, b, c0 = inputs
         free, _ = cp.cuda.runtime.memGetInfo()
-        if 8 * (a.size + b.size + 2 * c0.size) + _HEADROOM > free:
+        if 8 * (a.size + b.size + 3 * c0.size) + _HEADROOM > free:
             return None
         try:
-            ref = cp.matmul(cp.asarray(a, dtype=cp.float64), cp.asarray(b, dtype=cp.float64))
+            a64, b64 = cp.asarray(a, dtype=cp.float64), cp.asarray(b, dtype=cp.float64)
+            value = cp.matmul(a64, b64)
+            scale = cp.matmul(cp.abs(a64), cp.abs(b64))
             if problem.alpha != 1.0:
-                ref *= problem.alpha
-            if problem.beta != 0.0:
-                ref += problem.beta * cp.asarray(c0, dtype=cp.float64)
-            return cp.asnumpy(ref)
+                value *= problem.alpha
+                scale *= abs(problem.alpha)
+            if problem.beta != 0.0:  # beta == 0: C0 is not read, as BLAS has it
+                c64 = cp.asarray(c0, dtype=cp.float64)
+                value += problem.beta * c64
+                scale += abs(problem.beta) * cp.abs(c64)
+            return verify.Reference(cp.asnumpy(value), cp.asnumpy(scale),
+                                    verify.exact_in_fp32(problem))
         finally:
             cp.get_default_memory_pool().free_all_blocks()
