@@ -52,8 +52,9 @@ TF32_UNITS = 8.0
 #: and a batch): err_bound at most 0.38·(K + 2)·u (at K = 1, one rounding the whole error),
 #: falling to about 0.02 at K = 131, as rounding errors that partly cancel do. A flush to
 #: zero (an error of order 1), a lost term (order 1/K) or TF32's input rounding at small K
-#: (2^-10 per product) fails it; at large K, where K·u passes TF32's error too, the
-#: accuracy column (``err_vs_ref``, the error over the FP32 library's) tells them apart.
+#: (2^-10 per product, below K ≈ 700 on uniform inputs) fails it; at larger K, where the
+#: worst case passes TF32's error too, the accuracy column (``err_vs_ref``, the error over
+#: the FP32 library's) tells them apart.
 BOUND_MULTIPLE = 1.0
 
 
