@@ -13,6 +13,7 @@ import shutil
 import subprocess
 import sys
 from pathlib import Path
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
@@ -736,3 +737,36 @@ def test_no_module_of_any_plan_carries_a_flushing_instruction(monkeypatch) -> No
     for source, defines, arch in modules:
         ptx = cuda_backend.module_ptx(source, defines, arch)
         assert ".entry" in ptx and ".ftz" not in ptx, (source, defines, arch)
+
+
+def test_compile_cubin_keys_its_disk_cache_by_source_options_and_nvrtc(monkeypatch,
+                                                                       tmp_path: Path) -> None:
+    """The one compile path hands NVRTC exactly the module's options, and a second process
+    (a second call here) loads the cached cubin instead of compiling again."""
+    compiles: list[list[str]] = []
+
+    class FakeNvrtc:
+        getVersion = staticmethod(lambda: (13, 0))
+        createProgram = staticmethod(lambda text, name, headers, names: name)
+        destroyProgram = staticmethod(lambda program: None)
+        getProgramLog = staticmethod(lambda program: "")
+        getCUBIN = staticmethod(lambda program: b"cubin of " + program.encode())
+
+        @staticmethod
+        def compileProgram(program, options):
+            compiles.append(list(options))
+
+    libs = SimpleNamespace(nvrtc=FakeNvrtc)
+    for name, module in (("cupy_backends", SimpleNamespace()), ("cupy_backends.cuda",
+                         SimpleNamespace()), ("cupy_backends.cuda.libs", libs)):
+        monkeypatch.setitem(sys.modules, name, module)
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    options = cuda_backend.nvrtc_options("cuda/01_naive.cu", (), "sm_90")
+    first = cuda_backend.compile_cubin("cuda/01_naive.cu", options)
+    again = cuda_backend.compile_cubin("cuda/01_naive.cu", options)
+    assert first == again and Path(first).parent == tmp_path / "mmsuite" / "cuda"
+    assert Path(first).read_bytes() == b"cubin of cuda/01_naive.cu"
+    assert compiles == [list(options)]
+    other = cuda_backend.nvrtc_options("cuda/01_naive.cu", (), "sm_100")
+    assert cuda_backend.compile_cubin("cuda/01_naive.cu", other) != first
+    assert len(compiles) == 2
