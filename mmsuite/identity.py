@@ -160,7 +160,7 @@ def toolchain(kind: str) -> str:
 
         # The floating-point flags every module is compiled with: part of what a row computes.
         # Read from the importable build (a revision before them has none).
-        flags = getattr(importlib.import_module("mmsuite.backends.cuda"), "IEEE_FLAGS", ())
+        flags = getattr(importlib.import_module("mmsuite.launch"), "IEEE_FLAGS", ())
         return (f"cupy {cupy.__version__}; nvrtc {cupy.cuda.nvrtc.getVersion()}; "
                 f"flags {' '.join(flags) or 'none'}")
     if kind == OPENCL_PLATFORMS:

@@ -9,7 +9,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from mmsuite import catalogue, identity
+from mmsuite import catalogue, identity, launch
 from mmsuite.backend_table import BACKENDS
 from mmsuite.backends import cuda as cuda_backend
 
@@ -121,7 +121,7 @@ def test_the_cuda_toolchain_names_the_floating_point_flags_of_every_module(monke
     identity.toolchain.cache_clear()
     try:
         with_flags = identity.toolchain(identity.NVRTC)
-        monkeypatch.setattr(cuda_backend, "IEEE_FLAGS", ("-ftz=true",))
+        monkeypatch.setattr(launch, "IEEE_FLAGS", ("-ftz=true",))
         identity.toolchain.cache_clear()
         flushing = identity.toolchain(identity.NVRTC)
     finally:

@@ -72,7 +72,7 @@ import numpy as np
 
 from .. import verify
 from ..cuda_dispatch.device import DeviceFacts
-from ..launch import MAX_STATIC_SMEM, CudaLaunch, CudaPlan, arch_capability
+from ..launch import IEEE_FLAGS, MAX_STATIC_SMEM, CudaLaunch, CudaPlan, arch_capability
 from ..sources import read_source, source_path
 from . import callables
 from .base import Backend, RunOptions, is_kernel_failure
@@ -164,14 +164,6 @@ class GpuFacts:
 
     def to_dict(self) -> dict:
         return asdict(self)
-
-
-#: The floating-point flags of every CUDA module: IEEE FP32, as the C, OpenCL and cuBLAS
-#: rows compute it. Subnormals are kept (not flushed to zero), division and square root
-#: are correctly rounded, and a * b + c may contract into one FMA, which rounds once (as
-#: every FP32 BLAS does). Spelled out, not left to NVRTC's defaults, since they are part
-#: of what a row computes (``mmsuite.identity`` records them).
-IEEE_FLAGS = ("-ftz=false", "-prec-div=true", "-prec-sqrt=true", "-fmad=true")
 
 
 def nvrtc_options(source: str, defines: Iterable, arch: str) -> tuple[str, ...]:
