@@ -5,7 +5,7 @@ CuPy is imported lazily, on the first probe or run, so that ``import mmsuite``
 and listing the catalogue never need it. Before that import the adapter drops
 ``CUPY_TF32`` and ``NVIDIA_TF32_OVERRIDE`` (recording what they were): cuBLAS's
 math mode is set per call instead, through the library's API (``cublas_steps``),
-FP32 for ``cuda.cublas`` (TF32 would fail its verification, which is how the
+FP32 for ``cuda.cublas`` (its error, far below the TF32 row's, is how the
 tests prove it is off) and TF32 tensor ops for ``cuda.cublas_tf32``.
 
 Compilation
