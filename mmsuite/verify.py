@@ -49,8 +49,9 @@ TF32_UNITS = 8.0
 #: itself: no order of K + 2 FP32 roundings (any tiling, split-K, FMA or not) exceeds it,
 #: so every error above it is a bug. Measured (2-core x86-64, every C, OpenMP, OpenBLAS and
 #: PoCL OpenCL kernel, the nine input classes, the odd shapes with and without alpha, beta
-#: and a batch): err_bound at most 0.38·(K + 2)·u (at K = 1, one rounding the whole error),
-#: falling to about 0.02 at K = 131, as rounding errors that partly cancel do. A flush to
+#: and a batch): err_bound at most 0.38·(K + 2)·u (at K <= 5, where a few roundings are
+#: the whole error), falling to 0.07-0.10 at K = 131-139, as rounding errors that partly
+#: cancel do; the integers class exact everywhere. A flush to
 #: zero (an error of order 1), a lost term (order 1/K) or TF32's input rounding at small K
 #: (2^-10 per product, below K ≈ 700 on uniform inputs) fails it; at larger K, where the
 #: worst case passes TF32's error too, the accuracy column (``err_vs_ref``, the error over
