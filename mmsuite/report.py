@@ -273,7 +273,10 @@ def _caption(rows: list[dict], wide: bool = True) -> str:
     return ("x base: speedup over " + (", ".join(bases) or "-") + "; x parent: over the parent "
             "rung; % ref: reference kernel time (" + (", ".join(refs) or "-") + ") over this "
             "kernel's; spread: (max-min)/median of the kernel time; " + noise + interleaved
-            + "; err/ref: max rel err over the FP32 reference library's on the same inputs"
+            + ("; err bound: max |C - C64| / (|alpha||A||B| + |beta||C0|), what verification "
+               "decides on; err/ref: err bound" if any(r["err_bound"] is not None for r in rows)
+               else "; err/ref: max rel err")
+            + " over the FP32 reference library's on the same inputs"
             + ("; J: energy per GEMM from NVML's counter over >= 1 s of launches, idle power "
                "taken off" if any(r["energy"] for r in rows) else ""))
 
