@@ -158,7 +158,11 @@ def toolchain(kind: str) -> str:
     if kind == NVRTC:
         import cupy
 
-        return f"cupy {cupy.__version__}; nvrtc {cupy.cuda.nvrtc.getVersion()}"
+        # The floating-point flags every module is compiled with: part of what a row computes.
+        # Read from the importable build (a revision before them has none).
+        flags = getattr(importlib.import_module("mmsuite.launch"), "IEEE_FLAGS", ())
+        return (f"cupy {cupy.__version__}; nvrtc {cupy.cuda.nvrtc.getVersion()}; "
+                f"flags {' '.join(flags) or 'none'}")
     if kind == OPENCL_PLATFORMS:
         import pyopencl as cl
 

@@ -31,6 +31,14 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from .layout import GemmCall
 
+#: The floating-point flags of every CUDA module: IEEE FP32, as the C, OpenCL and cuBLAS
+#: rows compute it. Subnormals are kept (not flushed to zero), division and square root
+#: are correctly rounded, and a * b + c may contract into one FMA, which rounds once (as
+#: every FP32 BLAS does). Spelled out, not left to NVRTC's defaults, since they are part
+#: of what a row computes (``mmsuite.identity`` records them). The CUDA adapter
+#: compiles every module with them (``mmsuite.backends.cuda.nvrtc_options``).
+IEEE_FLAGS = ("-ftz=false", "-prec-div=true", "-prec-sqrt=true", "-fmad=true")
+
 #: Arguments of every rung (cuda/common.cuh): (M, N, K, alpha, A, B, beta, C).
 GEMM_ARGS = ("m", "n", "k", "alpha", "a", "b", "beta", "c")
 #: Names a step's arguments may use; other ints are passed as int32, floats as float32.

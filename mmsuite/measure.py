@@ -24,8 +24,8 @@ Adapters give primitives (``mmsuite.backends.base``); the loop lives here:
 6. C is copied out and verified against the float64 reference;
 7. the accuracy column: the backend's FP32 reference library (cuBLAS FP32,
    OpenBLAS, CLBlast, or OpenBLAS where CLBlast is missing) runs once on the
-   same inputs (``ReferenceError``, shared by the kernels of a problem), and
-   ``err_vs_ref`` is the kernel's max_rel_err over the library's.
+   same inputs (``LibraryError``, shared by the kernels of a problem), and
+   ``err_vs_ref`` is the kernel's componentwise ``err_bound`` over the library's.
 """
 
 from __future__ import annotations
@@ -401,13 +401,15 @@ class LibraryError:
 
     library: str
     max_rel_err: float
+    err_bound: float
 
-    def ratio(self, max_rel_err: float) -> float:
-        """``max_rel_err`` over the library's; exact results (0) divide by float32's tiny."""
-        return max_rel_err / max(self.max_rel_err, float(np.finfo(np.float32).tiny))
+    def ratio(self, err_bound: float) -> float:
+        """``err_bound`` over the library's; exact results (0) divide by float32's tiny."""
+        return err_bound / max(self.err_bound, float(np.finfo(np.float32).tiny))
 
 
-def library_error(problem: Problem, inputs: tuple[np.ndarray, ...], reference: np.ndarray,
+def library_error(problem: Problem, inputs: tuple[np.ndarray, ...],
+                  reference: verify.Reference,
                   options: RunOptions, backend: str) -> LibraryError | None:
     """The backend's FP32 reference library run once on ``inputs`` and checked against the
     float64 ``reference``; OpenBLAS stands in where the backend's own (CLBlast) cannot run.
@@ -421,7 +423,8 @@ def library_error(problem: Problem, inputs: tuple[np.ndarray, ...], reference: n
             session.launch()
             session.synchronize()
             output = from_storage(np.asarray(session.output(), dtype=np.float32), problem)
-        return LibraryError(kernel.id, verify.relative_error(output, reference))
+        return LibraryError(kernel.id, verify.relative_error(output, reference),
+                            verify.componentwise_error(output, reference))
     return None
 
 
@@ -449,8 +452,8 @@ class Measurement:
 
     @property
     def err_vs_ref(self) -> float | None:
-        """This kernel's max_rel_err over the FP32 reference library's on the same inputs."""
-        return self.library.ratio(self.max_rel_err) if self.library is not None else None
+        """This kernel's err_bound over the FP32 reference library's on the same inputs."""
+        return self.library.ratio(self.err_bound) if self.library is not None else None
 
     @property
     def host_to_host_ms(self) -> float:
@@ -469,6 +472,11 @@ class Measurement:
     @property
     def max_rel_err(self) -> float:
         return self.verdict.max_rel_err
+
+    @property
+    def err_bound(self) -> float:
+        """The componentwise error that verification decides on (``mmsuite.verify``)."""
+        return self.verdict.err_bound
 
     @property
     def ok(self) -> bool:
@@ -490,7 +498,8 @@ class Measurement:
             "h2d_ms": self.h2d_ms.to_dict(), "kernel_ms": self.kernel_ms.to_dict(),
             "d2h_ms": self.d2h_ms.to_dict(), "host_to_host_ms": self.host_to_host_ms,
             "gflops": self.gflops, "host_gflops": self.host_gflops,
-            "max_rel_err": self.max_rel_err, "tolerance": self.verdict.tolerance,
+            "max_rel_err": self.max_rel_err, "err_bound": self.err_bound,
+            "tolerance": self.verdict.tolerance,
             "info": self.info, "noisy": self.noisy, "l2": self.l2, "load_avg": self.load_avg,
             "host_load": self.host_load, "code": self.code, "device": self.info.get("device"),
         }
@@ -498,7 +507,8 @@ class Measurement:
             record["energy"] = self.energy.to_dict()
         if self.library is not None:
             record.update(ref_library=self.library.library,
-                          ref_max_rel_err=self.library.max_rel_err, err_vs_ref=self.err_vs_ref)
+                          ref_max_rel_err=self.library.max_rel_err,
+                          ref_err_bound=self.library.err_bound, err_vs_ref=self.err_vs_ref)
         if self.sampled is not None:
             record["sampling"] = self.sampled.record()
         if self.reference_ms is not None:
@@ -528,7 +538,7 @@ def _partner(kernel: Kernel, options: RunOptions) -> Kernel | None:
 def run(kernel_id: str, problem: Problem, repeats: int | None = None,
         warmup: int = DEFAULT_WARMUP, options: RunOptions | None = None,
         inputs: tuple[np.ndarray, ...] | None = None,
-        reference: np.ndarray | None = None, sampling: Sampling | None = None,
+        reference: verify.Reference | None = None, sampling: Sampling | None = None,
         library: LibraryError | None = None) -> Measurement:
     """Run, time and verify one kernel.
 
@@ -584,7 +594,7 @@ def _runnable_backend(kernel: Kernel, options: RunOptions) -> Backend:
 
 def _checked(storage: np.ndarray, problem: Problem, inputs: tuple[np.ndarray, ...],
              options: RunOptions, kernel: Kernel,
-             reference: np.ndarray | None = None) -> tuple[np.ndarray, verify.Verdict]:
+             reference: verify.Reference | None = None) -> tuple[np.ndarray, verify.Verdict]:
     """C in the problem's layout, and its verdict against the float64 reference, held to
     the tolerance of the kernel's precision class."""
     output = from_storage(np.asarray(storage, dtype=np.float32), problem)
@@ -729,8 +739,10 @@ def _energy(session: Session, kernel_ms: float, flops: int) -> energy.Energy:
 
 
 def reference_for(problem: Problem, inputs: tuple[np.ndarray, ...],
-                  options: RunOptions | None = None, backend: str | None = None) -> np.ndarray:
-    """The float64 reference, on the backend's device when it offers one, else on the host."""
+                  options: RunOptions | None = None,
+                  backend: str | None = None) -> verify.Reference:
+    """The float64 reference and its error scale, on the backend's device when it offers
+    one, else on the host."""
     if backend is not None:
         ref = get_backend(backend, options or RunOptions()).reference(problem, inputs)
         if ref is not None:

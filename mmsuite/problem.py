@@ -10,12 +10,37 @@ from dataclasses import dataclass
 import numpy as np
 
 LAYOUTS = ("row", "col")
-#: Input distributions. ``uniform``: [-1, 1]. ``normal``: standard normal. ``wide``: a
-#: mantissa uniform in [1, 2) times 2^e with e uniform over WIDE_BINADES binades around 1
-#: and a random sign: dynamic range and cancellation, what a split into big and small
-#: parts or a short accumulator mishandles first.
-DISTRIBUTIONS = ("uniform", "normal", "wide")
+#: Input classes (``--inputs``), each seeded, drawn in ``Problem.inputs``:
+#:
+#: - ``uniform``: [-1, 1]. ``normal``: standard normal.
+#: - ``wide``: a mantissa uniform in [1, 2) times 2^e with e uniform over WIDE_BINADES
+#:   binades around 1 and a random sign: dynamic range and cancellation, what a split into
+#:   big and small parts or a short accumulator mishandles first.
+#: - ``tiny``: |a|, |b| in [2^-64, 2^-63), so every product lies in [2^-128, 2^-126), below
+#:   FP32's smallest normal; one sign per row of A and per column of B, so that an output's
+#:   terms share a sign and a sum of four or more is normal. A flush to zero returns 0.
+#: - ``huge``: |a|, |b| in [2^56, 2^57), products in [2^112, 2^114) (about 1e34), signs as
+#:   in ``tiny``: sums stay below FP32's maximum up to K = 2^14; longer, the float64
+#:   reference itself leaves FP32's range and the row says so.
+#: - ``cancel``: columns of A in pairs (x, -x + r) with |x| in [512, 1024) and |r| in
+#:   [0.5, 1), the paired rows of B equal, the pairs shuffled along K: each output is a sum
+#:   of large opposite terms that cancel to a small remainder (the odd K's last term small).
+#: - ``scaled``: uniform [-1, 1] with row i of A scaled by 2^r_i and column j of B by 2^c_j,
+#:   r and c integers uniform in [-40, 40] (C0 by 2^(r_i + c_j)): badly scaled operands.
+#: - ``integers``: nonzero integers in [-8, 8]: products and sums are exact in FP32 (up to
+#:   K = 2^18), so any error is a bug; the verifier then asks for the exact answer.
+#: - ``special``: uniform [-1, 1] with a few entries of A, B and C0 (one per 512 and at
+#:   least one) set to NaN, +Inf or -Inf: outputs they reach must be NaN or Inf as IEEE
+#:   arithmetic makes them, every other output finite and right.
+DISTRIBUTIONS = ("uniform", "normal", "wide", "tiny", "huge", "cancel", "scaled", "integers",
+                 "special")
 WIDE_BINADES = 24
+#: ``scaled``: the largest power of two a row of A or a column of B is scaled by.
+SCALED_EXPONENT = 40
+#: ``integers``: the largest magnitude drawn; 8 * 8 * K stays exact in FP32 up to K = 2^18.
+INTEGER_MAX = 8
+#: ``special``: one NaN or Inf per this many entries of each operand (at least one).
+SPECIAL_EVERY = 512
 FLOAT32_MAX = float(np.finfo(np.float32).max)
 INT32_MAX = 2**31 - 1
 PROBLEM_FIELDS = ("m", "n", "k", "batch", "layout", "alpha", "beta", "seed")
@@ -117,11 +142,12 @@ class Problem:
         """Peak host memory a sweep of this problem needs, in bytes (an upper estimate).
 
         The float32 inputs stay resident; the float64 reference needs float64
-        copies of A, B and C0 plus the product and its scaled sum; verifying an
-        output holds a float32 copy and two float64 arrays of C.
+        copies of A, B and C0 plus the product and its scaled sum, and the error scale
+        (|A|, |B| and their product); verifying an output holds a float32 copy and two
+        float64 arrays of C.
         """
         a, b, c = (self.batch * x for x in (self.m * self.k, self.k * self.n, self.m * self.n))
-        return 12 * (a + b + c) + 24 * c
+        return 12 * (a + b + c) + 8 * (a + b) + 40 * c
 
     def with_distribution(self, distribution: str) -> Problem:
         return Problem(self.m, self.n, self.k, self.batch, self.layout, self.alpha, self.beta,
@@ -129,25 +155,17 @@ class Problem:
 
     # ----------------------------------------------------------------- inputs
     def inputs(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """Float32 host arrays (A, B, C0) of the problem's distribution, without zeros, fixed
-        by the seed."""
+        """Float32 host arrays (A, B, C0) of the problem's input class (``DISTRIBUTIONS``),
+        without zeros, fixed by the seed."""
         rng = np.random.default_rng(self.seed)
-        a, b, c0 = (self._draw(rng, self.logical_shape(name)) for name in "ABC")
-        return a, b, c0
-
-    def _draw(self, rng: np.random.Generator, shape: tuple[int, ...]) -> np.ndarray:
-        if self.distribution == "normal":
-            values = rng.standard_normal(size=shape).astype(np.float32)
-        elif self.distribution == "wide":
-            exponents = rng.integers(-WIDE_BINADES // 2, WIDE_BINADES // 2, size=shape)
-            signs = rng.choice(np.array([-1.0, 1.0]), size=shape)
-            values = (signs * rng.uniform(1.0, 2.0, size=shape) * np.exp2(exponents)).astype(
-                np.float32)
+        shapes = tuple(self.logical_shape(name) for name in "ABC")
+        draw = _CLASS_DRAWS.get(self.distribution)
+        if draw is None:  # one operand after another: the first three classes' draws
+            arrays = tuple(_draw_plain(rng, shape, self.distribution) for shape in shapes)
         else:
-            values = rng.uniform(-1.0, 1.0, size=shape).astype(np.float32)
-        # Zeros hide unwritten outputs and wrong indexing: nudge them away.
-        values[values == 0.0] = np.float32(0.5)
-        return to_layout(values, self.layout)
+            arrays = draw(rng, *shapes)
+        a, b, c0 = (_nonzero(values.astype(np.float32)) for values in arrays)
+        return to_layout(a, self.layout), to_layout(b, self.layout), to_layout(c0, self.layout)
 
     @classmethod
     def from_dict(cls, fields: dict) -> Problem:
@@ -166,6 +184,106 @@ class Problem:
         if self.distribution != "uniform":
             fields["inputs"] = self.distribution
         return fields
+
+Shape = tuple[int, ...]
+
+
+def _nonzero(values: np.ndarray) -> np.ndarray:
+    # Zeros hide unwritten outputs and wrong indexing: nudge them away.
+    values[values == 0.0] = np.float32(0.5)
+    return values
+
+
+def _draw_plain(rng: np.random.Generator, shape: Shape, distribution: str) -> np.ndarray:
+    if distribution == "normal":
+        return rng.standard_normal(size=shape)
+    if distribution == "wide":
+        exponents = rng.integers(-WIDE_BINADES // 2, WIDE_BINADES // 2, size=shape)
+        signs = rng.choice(np.array([-1.0, 1.0]), size=shape)
+        return signs * rng.uniform(1.0, 2.0, size=shape) * np.exp2(exponents)
+    return rng.uniform(-1.0, 1.0, size=shape)
+
+
+def _signs(rng: np.random.Generator, shape: Shape) -> np.ndarray:
+    return rng.choice(np.array([-1.0, 1.0]), size=shape)
+
+
+def _binade(rng: np.random.Generator, shape: Shape, exponent: int) -> np.ndarray:
+    """Magnitudes uniform in [2^exponent, 2^(exponent + 1))."""
+    return rng.uniform(1.0, 2.0, size=shape) * 2.0**exponent
+
+
+def _one_sign_per_output(rng: np.random.Generator, a_shape: Shape, b_shape: Shape,
+                         c_shape: Shape, exponent: int) -> tuple[np.ndarray, ...]:
+    """|a|, |b| in one binade, one sign per row of A and per column of B: an output's terms
+    share a sign, so its sum grows with K rather than cancelling."""
+    row_signs = _signs(rng, (*a_shape[:-1], 1))
+    column_signs = _signs(rng, (*b_shape[:-2], 1, b_shape[-1]))
+    a = row_signs * _binade(rng, a_shape, exponent)
+    b = column_signs * _binade(rng, b_shape, exponent)
+    # C0 the size of a sum of a few products, so that beta * C0 neither vanishes nor rules.
+    c0 = _signs(rng, c_shape) * _binade(rng, c_shape, 2 * exponent + 2)
+    return a, b, c0
+
+
+def _draw_tiny(rng: np.random.Generator, a_shape: Shape, b_shape: Shape,
+               c_shape: Shape) -> tuple[np.ndarray, ...]:
+    return _one_sign_per_output(rng, a_shape, b_shape, c_shape, -64)
+
+
+def _draw_huge(rng: np.random.Generator, a_shape: Shape, b_shape: Shape,
+               c_shape: Shape) -> tuple[np.ndarray, ...]:
+    return _one_sign_per_output(rng, a_shape, b_shape, c_shape, 56)
+
+
+def _draw_cancel(rng: np.random.Generator, a_shape: Shape, b_shape: Shape,
+                 c_shape: Shape) -> tuple[np.ndarray, ...]:
+    k = a_shape[-1]
+    pairs = k // 2
+    big = _signs(rng, (*a_shape[:-1], pairs)) * _binade(rng, (*a_shape[:-1], pairs), 9)
+    remainder = _signs(rng, big.shape) * _binade(rng, big.shape, -1)
+    # The odd K's last column is small: it adds to the remainder, not to the big terms.
+    last = rng.uniform(-1.0, 1.0, size=(*a_shape[:-1], k - 2 * pairs))
+    # Rounded to float32 here, so that the pair's sum in float32 is what the reference sees.
+    partner = (-big.astype(np.float32) + remainder).astype(np.float32)
+    a = np.concatenate([big, partner, last], axis=-1)
+    rows = rng.uniform(-1.0, 1.0, size=(*b_shape[:-2], pairs, b_shape[-1]))
+    b = np.concatenate([rows, rows, rng.uniform(-1.0, 1.0, size=(
+        *b_shape[:-2], k - 2 * pairs, b_shape[-1]))], axis=-2)
+    # Shuffled along K (the same way in A and B): partners are not neighbours in a tile.
+    order = rng.permutation(k)
+    return a[..., order], b[..., order, :], rng.uniform(-1.0, 1.0, size=c_shape)
+
+
+def _draw_scaled(rng: np.random.Generator, a_shape: Shape, b_shape: Shape,
+                 c_shape: Shape) -> tuple[np.ndarray, ...]:
+    row_exponents = rng.integers(-SCALED_EXPONENT, SCALED_EXPONENT + 1, size=(*a_shape[:-1], 1))
+    column_exponents = rng.integers(-SCALED_EXPONENT, SCALED_EXPONENT + 1,
+                                    size=(*b_shape[:-2], 1, b_shape[-1]))
+    a = rng.uniform(-1.0, 1.0, size=a_shape) * np.exp2(row_exponents)
+    b = rng.uniform(-1.0, 1.0, size=b_shape) * np.exp2(column_exponents)
+    c0 = rng.uniform(-1.0, 1.0, size=c_shape) * np.exp2(row_exponents + column_exponents)
+    return a, b, c0
+
+
+def _draw_integers(rng: np.random.Generator, a_shape: Shape, b_shape: Shape,
+                   c_shape: Shape) -> tuple[np.ndarray, ...]:
+    return tuple(_signs(rng, shape) * rng.integers(1, INTEGER_MAX + 1, size=shape)
+                 for shape in (a_shape, b_shape, c_shape))
+
+
+def _draw_special(rng: np.random.Generator, a_shape: Shape, b_shape: Shape,
+                  c_shape: Shape) -> tuple[np.ndarray, ...]:
+    arrays = tuple(rng.uniform(-1.0, 1.0, size=shape) for shape in (a_shape, b_shape, c_shape))
+    for values in arrays:
+        count = 1 + values.size // SPECIAL_EVERY
+        where = rng.choice(values.size, size=count, replace=False)
+        values.flat[where] = rng.choice(np.array([np.nan, np.inf, -np.inf]), size=count)
+    return arrays
+
+
+_CLASS_DRAWS = {"tiny": _draw_tiny, "huge": _draw_huge, "cancel": _draw_cancel,
+                "scaled": _draw_scaled, "integers": _draw_integers, "special": _draw_special}
 
 
 def label_of(fields: dict) -> str:

@@ -122,6 +122,7 @@ def table_rows(records: list[dict]) -> list[dict]:
         row["noisy"] = bool(r.get("noisy")) if ms else False
         row["pct_peak"] = pct_peak(r) if valid or r["status"] == "invalid" else None
         row["max_rel_err"] = r.get("max_rel_err")
+        row["err_bound"] = r.get("err_bound")
         row["err_vs_ref"] = r.get("err_vs_ref") if r["status"] in MEASURED else None
         spent = r.get("energy") if r["status"] == "ok" else None
         row["energy"] = spent is not None
@@ -183,6 +184,8 @@ def _columns(rows: list[dict], wide: bool = True) -> tuple[list[Column], float]:
         cols += [Column("regs", "regs"), Column("smem", "smem B"), Column("local", "spill B")]
     if any(r["energy"] for r in rows):
         cols += [Column("joules", "J per GEMM"), Column("gflop_per_joule", "GFLOP/J")]
+    if any(r["err_bound"] is not None for r in rows):  # files before the field have none
+        cols.append(Column("err_bound", "err bound"))
     cols += [Column("max_rel_err", "max rel err"), Column("err_vs_ref", "err/ref"),
              Column("status", "status", "left")]
     return cols, scale
@@ -208,7 +211,7 @@ def _fmt(key: str, value, scale: float) -> str:
         return f"{value:.2f}x" if value < 100 else f"{value:.0f}x"
     if key in ("pct_ref", "pct_peak"):
         return f"{value:.0f}%"
-    if key == "max_rel_err":
+    if key in ("max_rel_err", "err_bound"):
         return f"{value:.1e}" if math.isfinite(value) else "inf"
     if key == "joules":
         return f"{value:.3g}"
@@ -270,7 +273,10 @@ def _caption(rows: list[dict], wide: bool = True) -> str:
     return ("x base: speedup over " + (", ".join(bases) or "-") + "; x parent: over the parent "
             "rung; % ref: reference kernel time (" + (", ".join(refs) or "-") + ") over this "
             "kernel's; spread: (max-min)/median of the kernel time; " + noise + interleaved
-            + "; err/ref: max rel err over the FP32 reference library's on the same inputs"
+            + ("; err bound: max |C - C64| / (|alpha||A||B| + |beta||C0|), what verification "
+               "decides on; err/ref: err bound" if any(r["err_bound"] is not None for r in rows)
+               else "; err/ref: max rel err")
+            + " over the FP32 reference library's on the same inputs"
             + ("; J: energy per GEMM from NVML's counter over >= 1 s of launches, idle power "
                "taken off" if any(r["energy"] for r in rows) else ""))
 

@@ -278,7 +278,8 @@ RECORD_SCHEMA: dict = {
         },
         **{name: _nullable(_NUMBER) for name in (
             "flops", "gflops", "host_gflops", "host_to_host_ms", "max_rel_err", "tolerance",
-            "pct_peak", "peak_gflops", "ref_max_rel_err", "err_vs_ref")},
+            "pct_peak", "peak_gflops", "ref_max_rel_err", "err_vs_ref", "err_bound",
+            "ref_err_bound")},
         **{name: _PHASE for name in PHASES},
         **{name: _nullable({"type": "object"}) for name in (
             "info", "sampling", "load_avg", "transfers", "energy")},
@@ -414,8 +415,9 @@ def _normalise(record: dict) -> dict:
         record.setdefault(key, value)
     for key, default in PROBLEM_DEFAULTS.items():
         record["problem"].setdefault(key, default)
-    if record.get("max_rel_err") is None and "max_rel_err" in record:
-        record["max_rel_err"] = math.inf  # written as null: NaN/Inf output
+    for key in ("max_rel_err", "err_bound"):
+        if record.get(key) is None and key in record:
+            record[key] = math.inf  # written as null: NaN/Inf output
     for phase in PHASES:
         stats = record.get(phase)
         if isinstance(stats, dict) and stats.get("samples"):

@@ -15,7 +15,7 @@ CSV_FIELDS = ["machine", "source", "commit", "kernel", "backend", "rung", "paren
               "k", "batch", "layout", "alpha", "beta", "status", "reason", "kernel_ms_median",
               "kernel_ms_min", "kernel_ms_max", "noise", "noisy", "samples", "gflops",
               "host_gflops", "h2d_ms", "d2h_ms", "x_base", "x_parent", "pct_ref", "pct_peak",
-              "max_rel_err", "err_vs_ref", "l2"]
+              "max_rel_err", "err_bound", "err_vs_ref", "l2"]
 
 
 def csv_rows(records: list[dict]) -> list[dict]:
@@ -45,7 +45,7 @@ def csv_rows(records: list[dict]) -> list[dict]:
                     "d2h_ms": row["d2h_ms"], "x_base": row["x_base"],
                     "x_parent": row["x_parent"], "pct_ref": row["pct_ref"],
                     "pct_peak": row["pct_peak"], "max_rel_err": row["max_rel_err"],
-                    "err_vs_ref": row["err_vs_ref"],
+                    "err_bound": row["err_bound"], "err_vs_ref": row["err_vs_ref"],
                     "l2": record.get("l2") or "",
                 })
     return out

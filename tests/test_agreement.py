@@ -12,6 +12,8 @@ import pytest
 
 import mmsuite
 from mmsuite import Problem
+from mmsuite.problem import DISTRIBUTIONS
+from mmsuite.verify import FP32_TINY
 
 from .conftest import ODD_SHAPES, kernel_ids
 
@@ -43,20 +45,36 @@ def test_batch_layout_and_scalars(kernel_id: str, batch: int, layout: str, alpha
         _assert_ok(kernel_id, Problem(m, n, k, batch, layout, alpha, beta, seed=seed + 11))
 
 
+# Small cases of the odd-shape grid (unit, primes, non-multiples of every tile, a batch),
+# with and without alpha, beta and column-major storage: each input class on each.
+CLASS_CASES = [
+    dict(m=1, n=1, k=1),
+    dict(m=35, n=79, k=19, alpha=-0.75, beta=1.5),
+    dict(m=2, n=3, k=5, layout="col"),
+    dict(m=129, n=65, k=33),
+    dict(m=17, n=1, k=131, batch=3, layout="col", alpha=0.5, beta=-2.0),
+]
+
+
 @pytest.mark.parametrize("kernel_id", ALL)
-@pytest.mark.parametrize("distribution", ["normal", "wide"])
-def test_every_input_distribution_and_the_accuracy_column(kernel_id: str,
-                                                          distribution: str) -> None:
-    """Normal and wide inputs (uniform is every other test's) agree with float64, and each
-    row carries its error over the FP32 reference library's on the same inputs."""
-    for seed, (m, n, k) in enumerate([(35, 79, 19), (130, 67, 45)]):
-        problem = Problem(m, n, k, seed=seed + 21, distribution=distribution)
+@pytest.mark.parametrize("distribution", [d for d in DISTRIBUTIONS if d != "uniform"])
+def test_every_input_class_and_the_accuracy_column(kernel_id: str, distribution: str) -> None:
+    """Every class (uniform is every other test's) agrees with float64 within the kernel's
+    precision class's componentwise tolerance (NaN and Inf where IEEE puts them, the exact
+    answer on integers), and each row carries its err_bound over the FP32 reference
+    library's on the same inputs."""
+    for seed, case in enumerate(CLASS_CASES):
+        problem = Problem(**case, seed=seed + 21, distribution=distribution)
         m_ = mmsuite.run(kernel_id, problem, repeats=1, warmup=0)
         assert m_.ok, f"{kernel_id} on {problem}: {m_.verdict.reason}"
         record = m_.to_record()
         assert record["problem"]["inputs"] == distribution
-        assert record["ref_library"] and record["ref_max_rel_err"] > 0
-        assert record["err_vs_ref"] == pytest.approx(m_.max_rel_err / record["ref_max_rel_err"])
+        assert record["err_bound"] <= record["tolerance"]
+        if distribution == "integers":
+            assert record["tolerance"] == 0.0 and record["err_bound"] == 0.0
+        assert record["ref_library"] and record["ref_err_bound"] >= 0
+        assert record["err_vs_ref"] == pytest.approx(
+            m_.err_bound / max(record["ref_err_bound"], FP32_TINY))
 
 
 @pytest.mark.parametrize("kernel_id", ALL)

@@ -54,3 +54,14 @@ def test_the_blis_rung_says_how_it_was_built_and_blocked() -> None:
     mr, nr, kc, mc, nc = map(int, match.groups()[1:])
     # The blocks are whole micro-tiles, and deep enough to amortise C's write-back.
     assert mc % mr == 0 and nc % nr == 0 and kc % 16 == 0 and kc >= 64
+
+
+def test_the_default_flags_keep_ieee_arithmetic(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Subnormals, NaN and Inf are part of what the kernels must compute (the ``tiny`` and
+    ``special`` input classes): no flag that flushes, assumes finite values or reorders
+    beyond FMA contraction."""
+    unsafe = ("-ffast-math", "-Ofast", "-ffinite-math-only", "-funsafe-math-optimizations",
+              "-fno-signed-zeros", "-freciprocal-math", "-fassociative-math")
+    monkeypatch.delenv("MMSUITE_CFLAGS", raising=False)
+    flags = _cbuild.compile_flags()
+    assert "-O3" in flags and not set(flags) & set(unsafe)

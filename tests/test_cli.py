@@ -129,6 +129,9 @@ def test_unavailable_kernels_become_rows_and_the_run_goes_on(tmp_path, capsys) -
     (["run", "--alpha", "1e39"], "argument --alpha: expected a number that is finite in float32"),
     (["run", "--beta", "-1e39"], "argument --beta: expected a number that is finite in float32"),
     (["run", "--threads", "10000"], "10000 is more than 4 threads per core"),
+    (["run", "--inputs", "lognormal"], "argument --inputs: invalid choice: 'lognormal' (choose "
+     "from 'uniform', 'normal', 'wide', 'tiny', 'huge', 'cancel', 'scaled', 'integers', "
+     "'special')"),
     (["run", "--timeout", "0"], "expected a number > 0"),
     (["run", "--devices", "zero"], "expected 'all' or indices"),
     (["run", "--backend", "cpu", "--json", "/nonexistent/dir/x.json"],
@@ -511,6 +514,18 @@ def test_bad_sampling_options_give_one_line(argv: list[str], capsys) -> None:
     assert main([*CPU_QUICK[:4], *argv]) == 2
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1 and err.startswith("mmsuite")
+
+
+def test_a_reference_beyond_fp32_range_is_a_failed_row_that_says_so(tmp_path, capsys) -> None:
+    out = tmp_path / "huge.json"
+    argv = ["run", "--kernel", "cpu.seq_naive", "--shape", "1x2x32768", "--inputs", "huge",
+            "--repeats", "1", "--warmup", "0", "--json", str(out)]
+    assert main(argv) == 1
+    captured = capsys.readouterr()
+    assert "Traceback" not in captured.err
+    (row,) = json.loads(out.read_text())["results"]
+    assert row["status"] == "failed" and "reference leaves FP32's range" in row["reason"]
+    assert row["problem"]["inputs"] == "huge"
 
 
 def test_a_result_above_peak_makes_the_run_fail(monkeypatch: pytest.MonkeyPatch, capsys) -> None:

@@ -3,12 +3,15 @@ takes part in measuring changes the hash, a change to presentation does not."""
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
-from mmsuite import catalogue, identity
+from mmsuite import catalogue, identity, launch
 from mmsuite.backend_table import BACKENDS
+from mmsuite.backends import cuda as cuda_backend
 
 
 def code_of(kernel: catalogue.Kernel) -> dict[str, str]:
@@ -106,3 +109,22 @@ def test_a_measuring_module_changes_the_engine_hash(package: Path) -> None:
     before = fresh_engine_hash()
     (package / "measure.py").write_text("x = 2\n")
     assert fresh_engine_hash() != before
+
+
+def test_the_cuda_toolchain_names_the_floating_point_flags_of_every_module(monkeypatch) -> None:
+    """Two builds that differ only in -ftz compute different functions: the flags are part
+    of a CUDA row's identity."""
+    nvrtc = SimpleNamespace(getVersion=lambda: (13, 0))
+    fake_cupy = SimpleNamespace(__version__="14.2.0", cuda=SimpleNamespace(nvrtc=nvrtc))
+    monkeypatch.setitem(sys.modules, "cupy", fake_cupy)
+    ieee = " ".join(cuda_backend.IEEE_FLAGS)
+    identity.toolchain.cache_clear()
+    try:
+        with_flags = identity.toolchain(identity.NVRTC)
+        monkeypatch.setattr(launch, "IEEE_FLAGS", ("-ftz=true",))
+        identity.toolchain.cache_clear()
+        flushing = identity.toolchain(identity.NVRTC)
+    finally:
+        identity.toolchain.cache_clear()
+    assert "nvrtc (13, 0)" in with_flags and ieee in with_flags and "-ftz=false" in ieee
+    assert flushing != with_flags and "-ftz=true" in flushing

@@ -8,7 +8,16 @@ import numpy as np
 import pytest
 
 from mmsuite import PRESETS, Problem, preset
-from mmsuite.problem import DEPRECATED_PRESETS, PRESET_HELP, label_of, parse_shape
+from mmsuite.problem import (
+    DEPRECATED_PRESETS,
+    DISTRIBUTIONS,
+    LAYOUTS,
+    PRESET_HELP,
+    SPECIAL_EVERY,
+    label_of,
+    parse_shape,
+)
+from mmsuite.verify import FLOAT32_MAX, FP32_TINY
 
 
 def test_inputs_have_logical_shapes_and_float32() -> None:
@@ -130,14 +139,72 @@ def test_a_record_problem_reads_back_as_the_problem() -> None:
     assert wide.shape_label == "5x6x7 (wide inputs)"
 
 
-@pytest.mark.parametrize("distribution", ["uniform", "normal", "wide"])
-def test_every_distribution_is_seeded_finite_and_without_zeros(distribution: str) -> None:
-    problem = Problem(40, 30, 50, batch=2, seed=4, distribution=distribution)
+@pytest.mark.parametrize("distribution", DISTRIBUTIONS)
+@pytest.mark.parametrize("layout", LAYOUTS)
+def test_every_input_class_is_seeded_float32_and_without_zeros(distribution: str,
+                                                                layout: str) -> None:
+    problem = Problem(40, 30, 51, batch=2, layout=layout, seed=4, distribution=distribution)
     first, again = problem.inputs(), problem.inputs()
-    for x, y in zip(first, again):
-        assert x.dtype == np.float32 and np.array_equal(x, y)
-        assert np.isfinite(x).all() and (x != 0).all()
+    for name, x, y in zip("ABC", first, again):
+        assert x.shape == problem.logical_shape(name)
+        assert x.dtype == np.float32 and np.array_equal(x, y, equal_nan=True)
+        assert (x != 0).all()
+        assert np.isfinite(x).all() == (distribution != "special")
+    reseeded = Problem(40, 30, 51, batch=2, layout=layout, seed=5, distribution=distribution)
+    assert not np.array_equal(first[0], reseeded.inputs()[0], equal_nan=True)
     assert problem.to_dict().get("inputs", "uniform") == distribution
+    assert Problem.from_dict(problem.to_dict()) == problem
+
+
+def _products(problem: Problem) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Every product a[i, p] * b[p, j] (float64, exact), and the float64 sums."""
+    a, b, _ = (x.astype(np.float64) for x in problem.inputs())
+    return a[:, :, None] * b[None, :, :], a @ b, np.abs(a) @ np.abs(b)
+
+
+def test_tiny_products_are_all_subnormal_and_their_sums_normal() -> None:
+    products, sums, _ = _products(Problem(20, 30, 8, distribution="tiny"))
+    assert (np.abs(products) < FP32_TINY).all() and (np.abs(products) >= FP32_TINY / 4).all()
+    assert (np.abs(sums) >= FP32_TINY).all()
+    assert (sums > 0).any() and (sums < 0).any()
+
+
+def test_huge_products_are_near_1e34_and_their_sums_below_fp32_max_up_to_k_2_to_14() -> None:
+    products, sums, _ = _products(Problem(10, 12, 64, distribution="huge"))
+    assert (np.abs(products) > 5e33).all() and (np.abs(products) < 2.1e34).all()
+    assert (np.abs(sums) < FLOAT32_MAX).all()
+    a, b, _ = Problem(1, 1, 2**15, distribution="huge").inputs()
+    assert abs(a.astype(np.float64) @ b) > FLOAT32_MAX
+
+
+def test_cancel_sums_are_far_smaller_than_their_terms() -> None:
+    for k in (2, 19, 64):
+        _, sums, magnitudes = _products(Problem(30, 20, k, seed=k, distribution="cancel"))
+        assert (np.abs(sums) < magnitudes / 100).all()
+        assert np.median(magnitudes) > 100 * np.sqrt(k)
+
+
+def test_scaled_rows_and_columns_span_plus_minus_2_to_40() -> None:
+    a, b, c0 = Problem(200, 200, 64, distribution="scaled").inputs()
+    # Each row of A (column of B) holds 64 values of [-1, 1] times its power of two.
+    row_binades = np.log2(np.abs(a).max(axis=1))
+    column_binades = np.log2(np.abs(b).max(axis=0))
+    for binades in (row_binades, column_binades):
+        assert binades.max() <= 40 and binades.min() > -41 and np.ptp(binades) > 70
+    assert np.isfinite(c0).all()
+
+
+def test_integers_are_small_nonzero_integers() -> None:
+    for x in Problem(30, 30, 30, distribution="integers").inputs():
+        assert (x == np.round(x)).all() and np.abs(x).max() == 8 and np.abs(x).min() == 1
+
+
+def test_special_inputs_hold_a_few_nan_and_both_infinities() -> None:
+    a, b, c0 = Problem(64, 64, 64, distribution="special").inputs()
+    for x in (a, b, c0):
+        assert 1 <= (~np.isfinite(x)).sum() <= 1 + x.size // SPECIAL_EVERY
+    values = np.concatenate([x.ravel() for x in (a, b, c0)])
+    assert np.isnan(values).any() and (values == np.inf).any() and (values == -np.inf).any()
 
 
 def test_wide_inputs_span_many_binades_with_both_signs() -> None:
@@ -150,5 +217,6 @@ def test_wide_inputs_span_many_binades_with_both_signs() -> None:
 
 
 def test_an_unknown_distribution_is_refused() -> None:
-    with pytest.raises(ValueError, match="inputs must be one of"):
+    with pytest.raises(ValueError, match="inputs must be one of uniform, normal, wide, tiny, "
+                       "huge, cancel, scaled, integers, special, got 'lognormal'"):
         Problem(4, 4, 4, distribution="lognormal")

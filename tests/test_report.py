@@ -337,3 +337,14 @@ def test_a_failed_kernel_keeps_its_time_but_gets_no_speedup() -> None:
     assert failed["kernel_ms"] == 0.5
     assert (failed["gflops"], failed["x_parent"], failed["x_base"], failed["pct_ref"]) == \
         (None, None, None, None)
+
+
+def test_rows_with_the_componentwise_bound_show_it_and_define_err_ref_on_it() -> None:
+    records = json.loads(FIXTURE.read_text())["results"]
+    old = _printed(records, 250, wide=True)
+    assert "err bound" not in old and "err/ref: max rel err" in " ".join(old.split())
+    for record in records:
+        record["err_bound"] = 1.25e-8
+    wide = _printed(records, 250, wide=True)
+    assert "err bound" in wide and "1.2e-08" in wide
+    assert "err/ref: err bound over the FP32" in " ".join(wide.split())

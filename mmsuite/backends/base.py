@@ -37,6 +37,7 @@ import numpy as np
 from ..backend_table import BACKENDS, GPU
 
 if TYPE_CHECKING:
+    from .. import verify
     from ..layout import GemmCall
     from ..problem import Problem
 
@@ -268,6 +269,8 @@ class Backend(ABC):
         """What a result records about each device (by index) that a sweep ran on."""
         return []
 
-    def reference(self, problem: Problem, inputs: tuple[np.ndarray, ...]) -> np.ndarray | None:
-        """A float64 reference computed on this backend's device, or None to use the host."""
+    def reference(self, problem: Problem,
+                  inputs: tuple[np.ndarray, ...]) -> verify.Reference | None:
+        """The float64 reference (``mmsuite.verify.reference``) computed on this backend's
+        device, or None to use the host."""
         return None

@@ -243,6 +243,8 @@ def _numpy_launch(call: GemmCall, c: np.ndarray) -> Callable[[], None]:
     out = c.reshape(call.batch, call.m, call.n)
     alpha, beta = np.float32(call.alpha), np.float32(call.beta)
 
+    # NaN and Inf inputs make NaN outputs as IEEE has them: no warning for what is asked.
+    @np.errstate(invalid="ignore", over="ignore")
     def launch() -> None:
         if call.beta == 0.0:
             np.matmul(a, b, out=out)

@@ -1,22 +1,28 @@
-"""CUDA backend: the cuda/ ladder compiled with NVRTC through CuPy, and cuBLAS as reference.
+"""CUDA backend: the cuda/ ladder compiled with NVRTC and run through CuPy, and cuBLAS as
+reference.
 
 CuPy is imported lazily, on the first probe or run, so that ``import mmsuite``
 and listing the catalogue never need it. Before that import the adapter drops
 ``CUPY_TF32`` and ``NVIDIA_TF32_OVERRIDE`` (recording what they were): cuBLAS's
 math mode is set per call instead, through the library's API (``cublas_steps``),
-FP32 for ``cuda.cublas`` (TF32 would fail its verification, which is how the
+FP32 for ``cuda.cublas`` (its error, far below the TF32 row's, is how the
 tests prove it is off) and TF32 tensor ops for ``cuda.cublas_tf32``.
 
 Compilation
-    Each (source, defines) pair is compiled once per process into a
-    ``cupy.RawModule`` (NVRTC, the current device's architecture) and kept;
-    CuPy also caches the binary on disk, keyed by the code and the options.
-    Local ``#include "x.cuh"`` lines are inlined first (``read_source``), so
-    the key covers the headers too. Kernels are plain ``extern "C"`` functions.
-    A step that names an architecture-specific target (``CudaStep.arch``, e.g.
-    ``sm_90a`` for wgmma and setmaxnreg) is compiled by NVRTC directly for it
-    (CuPy adds an ``-arch`` of its own, and NVRTC takes one) into a cubin that
-    CuPy loads; such a rung is unavailable on other GPUs (``kernel_reason``).
+    Every module (rungs, packs, reductions and fix-ups alike) goes through one
+    path: NVRTC called directly (``compile_cubin``) with ``nvrtc_options``, for
+    the current device's architecture (``sm_90`` on an H100) or for the
+    architecture-specific target a step names (``CudaStep.arch``, e.g. ``sm_90a``
+    for wgmma and setmaxnreg; such a rung is unavailable on other GPUs,
+    ``kernel_reason``), into a cubin that ``cupy.RawModule`` loads. The options
+    carry ``IEEE_FLAGS``: CuPy's own compile path appends ``-ftz=true`` to every
+    compile, whatever the options say, and a flushed rung computes another
+    function than the CPU, OpenCL and cuBLAS rows on subnormal products. Each
+    (source, defines, arch) is compiled once per process and kept; the cubin is
+    also cached on disk (``cubin_cache_dir``), keyed by the source text, the
+    options and NVRTC's version. Local ``#include "x.cuh"`` lines are inlined
+    first (``read_source``), so the key covers the headers too. Kernels are
+    plain ``extern "C"`` functions.
 
 Launches
     A rung's ``CudaLaunch`` (``mmsuite.launch``) gives a ``CudaPlan``: one step
@@ -41,12 +47,12 @@ Sessions
 cuBLAS (``cuda.cublas``, ``cuda.cublas_tf32``)
     ``cupy.matmul`` on float32 (cuBLAS SGEMM, strided batched) in the row-major
     layout, on views made once per session, with the handle's math mode set to
-    ``CUBLAS_DEFAULT_MATH`` around the call. With alpha == 1 and beta == 0 a
-    launch is the matmul alone; otherwise it is the matmul into a scratch
-    buffer plus one elementwise kernel ``C = alpha * P + beta * C``, both timed.
-    The TF32 row calls ``cublasSgemmStridedBatched`` itself (alpha and beta
-    included) with ``CUBLAS_TF32_TENSOR_OP_MATH`` set on the handle around the
-    call and the previous mode restored after it.
+    ``CUBLAS_DEFAULT_MATH`` around the call, where alpha == 1 and beta == 0;
+    otherwise ``cublasSgemmStridedBatched`` itself, alpha and beta included
+    (CuPy's elementwise kernels are compiled with -ftz=true: an epilogue of
+    theirs would flush subnormal results). The TF32 row calls
+    ``cublasSgemmStridedBatched`` with ``CUBLAS_TF32_TENSOR_OP_MATH`` set on the
+    handle around the call and the previous mode restored after it.
 """
 
 from __future__ import annotations
@@ -64,8 +70,9 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from .. import verify
 from ..cuda_dispatch.device import DeviceFacts
-from ..launch import MAX_STATIC_SMEM, CudaLaunch, CudaPlan, arch_capability
+from ..launch import IEEE_FLAGS, MAX_STATIC_SMEM, CudaLaunch, CudaPlan, arch_capability
 from ..sources import read_source, source_path
 from . import callables
 from .base import Backend, RunOptions, is_kernel_failure
@@ -159,24 +166,67 @@ class GpuFacts:
         return asdict(self)
 
 
-def _compile_cubin(source: str, options: tuple[str, ...], arch: str) -> str:
-    """``source`` compiled by NVRTC for ``arch`` (e.g. sm_90a); the path of the cubin, in a
-    folder of this process's (CuPy loads a module from a file)."""
+def nvrtc_options(source: str, defines: Iterable, arch: str) -> tuple[str, ...]:
+    """Every NVRTC option of the module of ``source`` with ``defines`` for ``arch``
+    (``sm_90``, ``sm_90a``)."""
+    return ("-std=c++17", f"-I{source_path(source).parent}", *IEEE_FLAGS,
+            *(f"-D{name}={value}" for name, value in defines), f"-arch={arch}")
+
+
+def _nvrtc(source: str, options: Sequence[str], output: str) -> bytes:
+    """``source`` (headers inlined) compiled by NVRTC with ``options``; its ``output``,
+    "CUBIN" or "PTX". RuntimeError with NVRTC's log when it fails."""
     from cupy_backends.cuda.libs import nvrtc
 
     program = nvrtc.createProgram(read_source(source), source, [], [])
     try:
         try:
-            nvrtc.compileProgram(program, [*options, f"-arch={arch}"])
+            nvrtc.compileProgram(program, list(options))
         except Exception as exc:
             raise RuntimeError(f"{exc}\n{nvrtc.getProgramLog(program)}") from exc
-        cubin = nvrtc.getCUBIN(program)
+        return nvrtc.getCUBIN(program) if output == "CUBIN" else nvrtc.getPTX(program)
     finally:
         nvrtc.destroyProgram(program)
-    digest = hashlib.sha256(cubin).hexdigest()[:24]
-    path = Path(_cubin_folder().name) / f"{digest}.cubin"
-    path.write_bytes(cubin)
-    return str(path)
+
+
+def module_ptx(source: str, defines: Iterable, arch: str) -> str:
+    """The PTX of a module, compiled with its own options but for the virtual architecture
+    of ``arch`` (``compute_90a`` for ``sm_90a``), for which NVRTC always gives PTX."""
+    options = nvrtc_options(source, _define_key(defines), arch.replace("sm_", "compute_"))
+    ptx = _nvrtc(source, options, "PTX")
+    return (ptx.decode() if isinstance(ptx, bytes) else str(ptx)).rstrip("\0")
+
+
+def cubin_cache_dir() -> Path:
+    """Where compiled modules are kept between processes: ``$XDG_CACHE_HOME/mmsuite/cuda``."""
+    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(base) / "mmsuite" / "cuda"
+
+
+def compile_cubin(source: str, options: Sequence[str]) -> str:
+    """The path of ``source``'s cubin compiled by NVRTC with ``options`` (which name the
+    architecture), from the disk cache when it holds one (CuPy loads a module from a file)."""
+    from cupy_backends.cuda.libs import nvrtc
+
+    key = hashlib.sha256("\0".join([str(nvrtc.getVersion()), *options,
+                                     read_source(source)]).encode()).hexdigest()[:32]
+    for folder in (cubin_cache_dir(), Path(_cubin_folder().name)):
+        path = folder / f"{key}.cubin"
+        if path.is_file():
+            return str(path)
+    cubin = _nvrtc(source, options, "CUBIN")
+    for folder in (cubin_cache_dir(), Path(_cubin_folder().name)):
+        try:  # a cache that cannot be written costs the next process a compile, no more
+            folder.mkdir(parents=True, exist_ok=True)
+            # Written aside and renamed: the threads of ``warm`` and other processes may
+            # read the same key meanwhile.
+            with tempfile.NamedTemporaryFile(dir=folder, suffix=".part", delete=False) as part:
+                part.write(cubin)
+            os.replace(part.name, folder / f"{key}.cubin")
+            return str(folder / f"{key}.cubin")
+        except OSError:
+            continue
+    raise RuntimeError("no folder to write a compiled CUDA module to")
 
 
 @cache
@@ -253,19 +303,18 @@ class CudaBackend(Backend):
             raise RuntimeError(_cupy_error)
         return cp
 
+    def device_arch(self) -> str:
+        """The current GPU's own NVRTC target ("sm_90")."""
+        return f"sm_{self._cupy.cuda.Device().compute_capability}"
+
     def _module(self, source: str, defines: tuple[tuple[str, str], ...], arch: str = "") -> Any:
         """The ``cupy.RawModule`` of ``source`` compiled with ``defines`` (cached), for the
         device's own architecture or for the architecture-specific target ``arch``."""
         module = _MODULES.get((source, defines, arch))
         if module is None:
-            options = ("-std=c++17", f"-I{source_path(source).parent}") + tuple(
-                f"-D{name}={value}" for name, value in defines)
             try:
-                if arch:
-                    module = self._cupy.RawModule(path=_compile_cubin(source, options, arch))
-                else:
-                    module = self._cupy.RawModule(code=read_source(source), options=options,
-                                                  backend="nvrtc")
+                options = nvrtc_options(source, defines, arch or self.device_arch())
+                module = self._cupy.RawModule(path=compile_cubin(source, options))
                 module.compile()
             except Exception as exc:
                 raise CudaLaunchError(f"NVRTC failed on {source} {dict(defines)}"
@@ -350,10 +399,8 @@ class CudaBackend(Backend):
         if self._stream is None:
             self._stream = cp.cuda.Stream(non_blocking=True)
         plan = None if kernel.reference or kernel.function else self.plan(kernel, call)
-        scratch = call.c_size if kernel.reference and kernel.precision == "fp32" and (
-            call.alpha, call.beta) != (1, 0) else 0
         c0 = call.c_size if call.beta != 0.0 else 0
-        elems = call.a.size + call.b.size + call.c_size + c0 + scratch + (
+        elems = call.a.size + call.b.size + call.c_size + c0 + (
             plan.workspace if plan else 0)
         what = f"{kernel.id} on {call.batch}x{call.m}x{call.n}x{call.k}"
         self._check_memory(4 * elems, what)
@@ -365,10 +412,11 @@ class CudaBackend(Backend):
                 session.info["callable"] = getattr(kernel.function, "__qualname__", "?")
             elif plan is None:
                 session.steps = cublas_steps(cp, session, kernel.precision)
-                session.info.update({"cublas": "cupy.matmul" if kernel.precision == "fp32"
+                matmul = kernel.precision == "fp32" and (call.alpha, call.beta) == (1, 0)
+                session.info.update({"cublas": "cupy.matmul" if matmul
                                      else "cublasSgemmStridedBatched",
                                      "math_mode": "TF32 tensor op" if kernel.precision == "tf32"
-                                     else "default (FP32)", "epilogue_timed": bool(scratch)})
+                                     else "default (FP32)"})
             else:
                 session.steps = kernel_steps(session, plan, self.function, self.options.profile)
         except Exception as exc:
@@ -411,21 +459,29 @@ class CudaBackend(Backend):
     def environment(self) -> dict:
         return {} if self.probe() else dict(self._env)
 
-    def reference(self, problem: Problem, inputs: tuple[np.ndarray, ...]) -> np.ndarray | None:
-        """alpha·A·B + beta·C0 in float64 on the GPU; None (host fallback) when it does not fit."""
+    def reference(self, problem: Problem,
+                  inputs: tuple[np.ndarray, ...]) -> verify.Reference | None:
+        """alpha·A·B + beta·C0 and its error scale (``mmsuite.verify.reference``) in float64 on
+        the GPU; None (host fallback) when they do not fit."""
         if self.probe():
             return None
         cp = self._cupy
         a, b, c0 = inputs
         free, _ = cp.cuda.runtime.memGetInfo()
-        if 8 * (a.size + b.size + 2 * c0.size) + _HEADROOM > free:
+        if 8 * (a.size + b.size + 3 * c0.size) + _HEADROOM > free:
             return None
         try:
-            ref = cp.matmul(cp.asarray(a, dtype=cp.float64), cp.asarray(b, dtype=cp.float64))
+            a64, b64 = cp.asarray(a, dtype=cp.float64), cp.asarray(b, dtype=cp.float64)
+            value = cp.matmul(a64, b64)
+            scale = cp.matmul(cp.abs(a64), cp.abs(b64))
             if problem.alpha != 1.0:
-                ref *= problem.alpha
-            if problem.beta != 0.0:
-                ref += problem.beta * cp.asarray(c0, dtype=cp.float64)
-            return cp.asnumpy(ref)
+                value *= problem.alpha
+                scale *= abs(problem.alpha)
+            if problem.beta != 0.0:  # beta == 0: C0 is not read, as BLAS has it
+                c64 = cp.asarray(c0, dtype=cp.float64)
+                value += problem.beta * c64
+                scale += abs(problem.beta) * cp.abs(c64)
+            return verify.Reference(cp.asnumpy(value), cp.asnumpy(scale),
+                                    verify.exact_in_fp32(problem))
         finally:
             cp.get_default_memory_pool().free_all_blocks()

@@ -96,8 +96,9 @@ def with_math_mode(cp: Any, mode: int, fn: Callable[[], Any]) -> Callable[[], No
     return call
 
 
-def _sgemm_tf32(cp: Any, session: CudaSession) -> Callable[[], None]:
-    """cublasSgemmStridedBatched on the row-major call: column-major C^T = B^T A^T."""
+def _sgemm(cp: Any, session: CudaSession, mode: int) -> Callable[[], None]:
+    """cublasSgemmStridedBatched on the row-major call (column-major C^T = B^T A^T), alpha
+    and beta included, with the handle's math mode set to ``mode``."""
     call, cublas = session.call, cp.cuda.cublas
     scalars = np.array([call.alpha, call.beta], dtype=np.float32)
     session.keep.append(scalars)
@@ -111,34 +112,28 @@ def _sgemm_tf32(cp: Any, session: CudaSession) -> Callable[[], None]:
             session.a.data.ptr, k, m * k, scalars.ctypes.data + 4, session.c.data.ptr, n,
             m * n, call.batch)
 
-    return with_math_mode(cp, getattr(cublas, "CUBLAS_TF32_TENSOR_OP_MATH",
-                                      CUBLAS_TF32_TENSOR_OP_MATH), sgemm)
+    return with_math_mode(cp, mode, sgemm)
 
 
 def cublas_steps(cp: Any, session: CudaSession, precision: str = "fp32"
                  ) -> list[Callable[[], None]]:
     """cuBLAS SGEMM in the row-major layout. FP32: ``cupy.matmul`` (strided batched) with
-    the default math mode, plus the ``alpha * P + beta * C`` epilogue unless alpha == 1
-    and beta == 0. TF32: one cublasSgemmStridedBatched with the TF32 math mode."""
+    the default math mode where alpha == 1 and beta == 0, else one cublasSgemmStridedBatched
+    with alpha and beta (a CuPy elementwise epilogue would be compiled with -ftz=true and
+    flush subnormal results). TF32: one cublasSgemmStridedBatched with the TF32 math mode."""
     call = session.call
     if call.layout != "row":  # the catalogue lists cuBLAS as row-major
         raise ValueError("cuda.cublas is launched in the row-major layout")
     if precision == "tf32":
-        return [_sgemm_tf32(cp, session)]
+        return [_sgemm(cp, session, getattr(cp.cuda.cublas, "CUBLAS_TF32_TENSOR_OP_MATH",
+                                            CUBLAS_TF32_TENSOR_OP_MATH))]
     default = getattr(cp.cuda.cublas, "CUBLAS_DEFAULT_MATH", CUBLAS_DEFAULT_MATH)
+    if (call.alpha, call.beta) != (1.0, 0.0):
+        return [_sgemm(cp, session, default)]
     a3 = session.a.reshape(call.batch, call.m, call.k)
     b3 = session.b.reshape(call.batch, call.k, call.n)
     c3 = session.c.reshape(call.batch, call.m, call.n)
-    if call.alpha == 1.0 and call.beta == 0.0:
-        return [with_math_mode(cp, default, functools.partial(cp.matmul, a3, b3, out=c3))]
-    product = cp.empty_like(c3)
-    session.keep.append(product)
-    epilogue = cp.ElementwiseKernel(
-        "float32 p, float32 alpha, float32 beta", "float32 c",
-        "c = beta == 0.0f ? alpha * p : alpha * p + beta * c", "mmsuite_axpby")
-    alpha, beta = np.float32(call.alpha), np.float32(call.beta)
-    return [with_math_mode(cp, default, functools.partial(cp.matmul, a3, b3, out=product)),
-            functools.partial(epilogue, product, alpha, beta, c3)]
+    return [with_math_mode(cp, default, functools.partial(cp.matmul, a3, b3, out=c3))]
 
 
 class CudaSession(Session):

@@ -310,8 +310,11 @@ def add_problem_arguments(p: argparse.ArgumentParser) -> None:
     prob.add_argument("--seed", type=non_negative_int, default=0,
                       help="random seed of the inputs (default 0)")
     prob.add_argument("--inputs", choices=DISTRIBUTIONS, default="uniform",
-                      help="input distribution: uniform in [-1, 1], standard normal, or wide "
-                      f"(magnitudes over {WIDE_BINADES} binades, mixed signs: cancellation)")
+                      help="input class: uniform in [-1, 1], standard normal, wide "
+                      f"(magnitudes over {WIDE_BINADES} binades, mixed signs), tiny (subnormal "
+                      "products), huge (products near 1e34), cancel (sums of large opposite "
+                      "terms), scaled (rows and columns scaled by up to 2^+-40), integers "
+                      "(exact in FP32), special (a few NaN and Inf); see docs/inputs.md")
     prob.add_argument("--preset", type=preset_name, choices=list(PRESETS),
                       help="; ".join(f"{k}: {v}" for k, v in PRESET_HELP.items()))
 

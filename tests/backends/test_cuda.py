@@ -13,6 +13,7 @@ import shutil
 import subprocess
 import sys
 from pathlib import Path
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
@@ -28,6 +29,8 @@ from mmsuite.launch import CudaLaunch, CudaPlan, CudaStep, LaunchLimit, TensorMa
 from mmsuite.layout import GemmCall, sized_call
 from mmsuite.measure import Sampling, sample_session
 from mmsuite.sources import source_path
+
+from ..conftest import ODD_SHAPES
 
 CUDA_DIR = Path(source_path("cuda/common.cuh")).parent
 NVCC = shutil.which("nvcc")
@@ -54,16 +57,23 @@ def _compile_cases() -> list:
 
 @pytest.mark.skipif(NVCC is None, reason="nvcc is not on PATH (install the CUDA toolkit)")
 @pytest.mark.parametrize("name,defines", _compile_cases())
-def test_source_compiles_for_sm90(name: str, defines: tuple, tmp_path: Path) -> None:
+def test_source_compiles_for_sm90_with_ieee_arithmetic(name: str, defines: tuple,
+                                                        tmp_path: Path) -> None:
     """For the GPU's own target, or for the architecture-specific one its rung names (its
-    own -gencode: the -arch=sm_90a shorthand also runs a plain sm_90 pass)."""
+    own -gencode: the -arch=sm_90a shorthand also runs a plain sm_90 pass), with the
+    adapter's floating-point flags (nvcc spells them as NVRTC does): the PTX flushes no
+    subnormal (no ``.ftz`` instruction)."""
     flags = [f"-D{k}={v}" for k, v in defines]
     arch = _targets().get(name, "")
     target = f"-gencode=arch=compute_{arch[3:]},code={arch}" if arch else "-arch=sm_90"
-    cmd = [NVCC, target, "-c", "-I", str(CUDA_DIR), *flags, "-o",
-           str(tmp_path / "out.o"), str(CUDA_DIR / name)]
+    cmd = [NVCC, target, "-c", "-I", str(CUDA_DIR), *cuda_backend.IEEE_FLAGS, *flags,
+           "--keep", "--keep-dir", str(tmp_path), "-o", str(tmp_path / "out.o"),
+           str(CUDA_DIR / name)]
     done = subprocess.run(cmd, capture_output=True, text=True)
     assert done.returncode == 0, f"{' '.join(cmd)}\n{done.stderr}"
+    (ptx,) = tmp_path.glob("*.ptx")
+    flushing = [line.strip() for line in ptx.read_text().splitlines() if ".ftz" in line]
+    assert not flushing, f"{name}: {len(flushing)} flushing instructions, e.g. {flushing[0]}"
 
 
 def test_every_catalogue_source_exists_and_names_its_entry() -> None:
@@ -667,3 +677,96 @@ def test_warm_leaves_every_module_of_a_plan_compiled() -> None:
     for step in backend.plan(kernel, call).steps:
         key = (step.source or kernel.source, cuda_backend._define_key(step.defines), step.arch)
         assert key in cuda_backend._MODULES
+
+
+# ------------------------------------------------------------- IEEE arithmetic
+def test_every_module_is_compiled_by_nvrtc_with_the_ieee_flags_for_its_target() -> None:
+    options = cuda_backend.nvrtc_options("cuda/01_naive.cu", (("TILE", "16"),), "sm_90")
+    assert set(cuda_backend.IEEE_FLAGS) <= set(options)
+    assert {"-ftz=false", "-prec-div=true", "-prec-sqrt=true", "-fmad=true"} <= set(options)
+    assert "-DTILE=16" in options and options[-1] == "-arch=sm_90"
+
+
+def test_the_adapter_never_compiles_through_cupys_own_path() -> None:
+    """CuPy's compile (``RawModule(code=...)``, ``RawKernel`` with arithmetic) appends
+    -ftz=true whatever the options say: no rung, pack or reduction may go through it."""
+    text = Path(cuda_backend.__file__).read_text()
+    assert "RawModule(code=" not in text and "RawModule(path=compile_cubin(" in text
+
+
+@needs_gpu
+@pytest.mark.parametrize("kernel_id", [k.id for k in kernels("cuda")])
+def test_a_sum_of_subnormal_products_is_kept(kernel_id: str) -> None:
+    """64 products of 1e-20 * 1e-20 (1e-40, below FP32's smallest normal) sum to 6.4e-39,
+    scaled by alpha = 1e30 before the store: IEEE arithmetic gives 6.4e-9, a flush to zero
+    gives 0 (CuPy's own compile path did that for every SIMT rung)."""
+    problem = Problem(1, 1, 64, alpha=1e30)
+    inputs = (np.full((1, 64), 1e-20, np.float32), np.full((64, 1), 1e-20, np.float32),
+              np.ones((1, 1), np.float32))
+    m = mmsuite.run(kernel_id, problem, repeats=1, warmup=0, inputs=inputs)
+    expected = verify.reference(problem, inputs).value[0, 0]
+    assert expected == pytest.approx(6.4e-9, rel=1e-3)
+    # TF32 rounds 1e-20 to 10 mantissa bits: a relative error near 2^-10 in each product.
+    assert m.output[0, 0] == pytest.approx(expected, rel=2e-3), m.verdict.reason
+
+
+@pytest.mark.skipif(cuda_backend._import_cupy() is None, reason=cuda_backend._cupy_error)
+def test_no_module_of_any_plan_carries_a_flushing_instruction(monkeypatch) -> None:
+    """Every module a rung's plans launch (packs, reductions and fix-ups included), over
+    shapes that take every planner's branches, compiled to PTX by NVRTC with the adapter's
+    own options: no ``.ftz``."""
+    backend = cuda_backend.CudaBackend(RunOptions())
+    monkeypatch.setitem(backend.__dict__, "device_facts", DeviceFacts())
+    shapes = [Problem(*shape) for shape in ODD_SHAPES] + [
+        Problem(4096, 4096, 4096), Problem(128, 128, 65536), Problem(8192, 128, 8192),
+        Problem(1, 8192, 8192), Problem(1000, 1000, 1000, batch=100),
+        Problem(35, 79, 19, batch=3, layout="col", alpha=0.5, beta=2.0)]
+    modules: dict[tuple, None] = {}
+    for kernel in kernels("cuda"):
+        if kernel.reference:
+            continue
+        for problem in shapes:
+            try:
+                steps = backend.plan(kernel, sized_call(problem, kernel.layout)).steps
+            except LaunchLimit:
+                continue
+            for step in steps:
+                modules[(step.source or kernel.source, cuda_backend._define_key(step.defines),
+                         step.arch or "sm_90")] = None
+    assert len(modules) > len(kernels("cuda")) // 2
+    for source, defines, arch in modules:
+        ptx = cuda_backend.module_ptx(source, defines, arch)
+        assert ".entry" in ptx and ".ftz" not in ptx, (source, defines, arch)
+
+
+def test_compile_cubin_keys_its_disk_cache_by_source_options_and_nvrtc(monkeypatch,
+                                                                       tmp_path: Path) -> None:
+    """The one compile path hands NVRTC exactly the module's options, and a second process
+    (a second call here) loads the cached cubin instead of compiling again."""
+    compiles: list[list[str]] = []
+
+    class FakeNvrtc:
+        getVersion = staticmethod(lambda: (13, 0))
+        createProgram = staticmethod(lambda text, name, headers, names: name)
+        destroyProgram = staticmethod(lambda program: None)
+        getProgramLog = staticmethod(lambda program: "")
+        getCUBIN = staticmethod(lambda program: b"cubin of " + program.encode())
+
+        @staticmethod
+        def compileProgram(program, options):
+            compiles.append(list(options))
+
+    libs = SimpleNamespace(nvrtc=FakeNvrtc)
+    for name, module in (("cupy_backends", SimpleNamespace()), ("cupy_backends.cuda",
+                         SimpleNamespace()), ("cupy_backends.cuda.libs", libs)):
+        monkeypatch.setitem(sys.modules, name, module)
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    options = cuda_backend.nvrtc_options("cuda/01_naive.cu", (), "sm_90")
+    first = cuda_backend.compile_cubin("cuda/01_naive.cu", options)
+    again = cuda_backend.compile_cubin("cuda/01_naive.cu", options)
+    assert first == again and Path(first).parent == tmp_path / "mmsuite" / "cuda"
+    assert Path(first).read_bytes() == b"cubin of cuda/01_naive.cu"
+    assert compiles == [list(options)]
+    other = cuda_backend.nvrtc_options("cuda/01_naive.cu", (), "sm_100")
+    assert cuda_backend.compile_cubin("cuda/01_naive.cu", other) != first
+    assert len(compiles) == 2

@@ -179,3 +179,19 @@ def test_builds_are_cached() -> None:
     other.build(kernel)
     assert [key for key in opencl._PROGRAMS if key[0] == other.context.int_ptr] == mine
     assert opencl.build_program(other.context, source, first.geometry.options) is not program
+
+
+@pytest.mark.parametrize("fake", FAKES, ids=["CPU", "GPU"])
+def test_no_build_flushes_subnormals_or_assumes_finite_values(fake) -> None:
+    """Subnormals, NaN and Inf are part of what the kernels must compute (the ``tiny`` and
+    ``special`` input classes): no build of any rung on any device type asks for less."""
+    unsafe = ("-cl-denorms-are-zero", "-cl-fast-relaxed-math", "-cl-finite-math-only",
+              "-cl-unsafe-math-optimizations", "-cl-no-signed-zeros")
+    backend = opencl.OpenCLBackend(RunOptions())
+    backend._entry = fake
+    for kernel in mmsuite.kernels("opencl"):
+        if kernel.reference:
+            continue
+        for geometry in backend.candidates(kernel):
+            options = [*backend.device_options, *geometry.options]
+            assert not set(options) & set(unsafe), (kernel.id, options)
