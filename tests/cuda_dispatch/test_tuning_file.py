@@ -116,4 +116,14 @@ def test_every_shipped_model_is_fitted_and_scored_for_its_device() -> None:
     for path in files:
         data = tuning_file.load_model(path)
         assert path.name == f"{tuning_file.device_slug(data['device'])}.model.json"
-        assert data["parameters"]["efficiency"] and data["report"]["held_out"]
+        assert data["parameters"]["efficiency"]
+        fits = data["provenance"]["fits"]
+        assert fits and all({"seeds", "shapes", "date", "held_back"} <= set(fit) for fit in fits)
+
+
+def test_a_shipped_model_holds_its_figures_and_a_short_provenance_only() -> None:
+    """The history of a fit is prose for the docs; a shipped model file is data."""
+    for path in sorted(SHIPPED.glob("*.model.json")):
+        assert set(tuning_file.load_model(path)) == {"format", "device", "parameters",
+                                                     "provenance"}, path
+        assert path.stat().st_size < 20_000, path
