@@ -88,7 +88,8 @@ class _Worker:
             own = self.identity["plugin_kernel_hash"](kernel, flags)
         return {"status": "ok",
                 "code": self.identity["code_identity"](readers, kernel.source, kernel.reference,
-                                                       own),
+                                                       own,
+                                                       dispatch=sampler.info.get("dispatch")),
                 "max_rel_err": getattr(verdict, "max_rel_err", None),
                 "info": _jsonable(sampler.info),
                 # None where the revision's sampler predates it: the driver then judges

@@ -1,19 +1,26 @@
 """Which code a result ran: hashes that tell a change of the code from a change of the
 machine.
 
-A row's identity has three parts:
+A row's identity has three parts, and a fourth where a fitted model or a tuning file
+chose the row's plan:
 
 - ``kernel``: the kernel's own code. For the C ladder, the rung's built shared object
   (one per rung, so a change to one rung leaves the others' identities alone); for
   OpenCL and CUDA, the rung's source with its headers inlined, as the run-time
   compiler gets it (its options are the adapter's, in ``engine``); for a reference
   library, its name and version.
-- ``engine``: every Python module of the installed mmsuite that takes part in measuring
-  (all but the presentation modules listed in ``NOT_MEASURING``) and the tuning files.
+- ``engine``: the Python code that measures: every module of the installed mmsuite but
+  the ones listed in ``NOT_MEASURING``, which present, compare or build and are imported
+  by nothing that measures. Code only: prose and data files are no part of it.
 - ``toolchain``: what turns source into a binary at run time (NVRTC, the OpenCL
   platforms), and the interpreter's numpy.
+- ``steering``: for a row whose planner read a model file or a tuning file (the files
+  its ``info["dispatch"]`` names), that model's fitted ``parameters`` and that tuning
+  file's ``entries``. A file's provenance is no part of it, and a row no file steered
+  has no such part, so a refit changes the identity of the rows it steers and of no
+  other.
 
-``hash`` covers all three. Two rows with equal hashes ran byte-identical code, so a
+``hash`` covers them all. Two rows with equal hashes ran byte-identical code, so a
 difference between their times is the environment's. A hash that differs says only
 that something which could matter changed.
 
@@ -30,14 +37,24 @@ import importlib
 import importlib.metadata
 import importlib.util
 import inspect
-from collections.abc import Callable
+import json
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-#: Modules that only present or compare results: editing them cannot change a timing.
+#: The package's modules (and folders of modules) that nothing measuring imports: editing
+#: them cannot change a timing. ``tests/test_identity.py`` checks each exists and that no
+#: module the engine imports is among them.
 NOT_MEASURING = frozenset({
-    "cli.py", "commands", "report.py", "report_html.py", "charts.py", "history.py",
-    "compare.py", "continuous.py", "verdicts.py", "identity.py", "tune.py", "testing",
+    # the command line
+    "cli.py", "commands",
+    # results read back, presented and compared
+    "runs.py", "report.py", "report_html.py", "charts.py", "results_csv.py",
+    "environment_table.py", "history.py", "compare.py", "verdicts.py",
+    # the gate's driver and its builds (its workers measure through ``measure``)
+    "continuous.py", "builds.py",
+    # the pytest suite that checks plugin kernels, and the hints for missing extras
+    "testing", "extras.py",
 })
 
 
@@ -57,16 +74,34 @@ def _package_dir() -> Path:
 
 @functools.cache
 def engine_hash() -> str:
-    """The measuring Python code and the tuning files of the importable mmsuite."""
+    """The measuring Python code of the importable mmsuite."""
     root = _package_dir()
-    chunks = []
-    for path in sorted(root.rglob("*")):
-        rel = path.relative_to(root)
-        if rel.parts[0] in NOT_MEASURING or "__pycache__" in rel.parts:
-            continue
-        if path.suffix == ".py" or (rel.parts[0] == "tuning" and path.suffix == ".json"):
-            chunks.append((rel.as_posix(), path.read_bytes()))
+    chunks = [(rel.as_posix(), path.read_bytes())
+              for path in sorted(root.rglob("*.py"))
+              if (rel := path.relative_to(root)).parts[0] not in NOT_MEASURING
+              and "__pycache__" not in rel.parts]
     return _digest(chunks)
+
+
+#: What of each file a dispatched row's ``info["dispatch"]`` names chooses its plan: the
+#: fitted figures of the model file (``model``) and the entries of the tuning file
+#: consulted (``tuning_file``).
+STEERING_SECTIONS = {"model": "parameters", "tuning_file": "entries"}
+
+
+def steering_hash(dispatch: Mapping | None) -> str | None:
+    """The figures and entries that chose a row's plan, from the files its dispatch info
+    names; None for a row that no file steered (no dispatch info, or the model's starting
+    figures, which are code in ``engine``). Files are read by content, not by path, so
+    two builds in different folders with the same figures agree."""
+    chunks = []
+    for key, section in STEERING_SECTIONS.items():
+        named = (dispatch or {}).get(key)
+        path = Path(named) if isinstance(named, str) else None
+        if path is not None and path.is_file():
+            figures = json.loads(path.read_text()).get(section)
+            chunks.append((key, json.dumps(figures, sort_keys=True).encode()))
+    return _digest(chunks) if chunks else None
 
 
 #: What compiles a backend's rungs at run time, read for the ``toolchain`` part (the table
@@ -210,18 +245,23 @@ def _function_source(function: Callable[..., object], seen: set | None = None) -
 
 
 def code_identity(readers: CodeReaders, source: str | None, reference: bool,
-                  kernel_hash: str | None = None) -> dict[str, str]:
+                  kernel_hash: str | None = None, dispatch: Mapping | None = None
+                  ) -> dict[str, str]:
     """The identity of one kernel's code in the importable mmsuite: its parts and their
     combined ``hash``. ``readers`` are its backend's (``BackendInfo.code``); ``source`` is
     the catalogue's source path of the kernel; ``kernel_hash``, where given, is the hash of
     a plugin kernel's own code (``plugin_kernel_hash``), which mmsuite's files do not
-    hold."""
+    hold; ``dispatch`` is the row's ``info["dispatch"]``, where a planner chose its
+    plan."""
     library = reference_library(readers.library) if reference else ""
     if reference:
         kernel = hashlib.sha256(library.encode()).hexdigest()[:16]
     else:
         kernel = kernel_hash or _kernel_files_hash(readers, source)
     parts = {"kernel": kernel, "engine": engine_hash(), "toolchain": toolchain(readers.toolchain)}
+    steering = steering_hash(dispatch)
+    if steering is not None:
+        parts["steering"] = steering
     parts["hash"] = _digest([(k, v.encode()) for k, v in parts.items()])
     if reference:
         parts["library"] = library

@@ -578,7 +578,8 @@ def run(kernel_id: str, problem: Problem, repeats: int | None = None,
         library = library_error(problem, inputs, reference, options, kernel.backend)
     code = code_identity(BACKENDS[kernel.backend].code, kernel.source, kernel.reference,
                          plugin_kernel_hash(kernel, backend.build_flags(kernel))
-                         if kernel.plugin else None)
+                         if kernel.plugin else None,
+                         dispatch=parts["info"].get("dispatch"))
     return Measurement(kernel, problem, output, verdict=verdict, l2=options.l2,
                        load_avg=load_avg, host_load=host_load, code=code, library=library,
                        **parts)
