@@ -73,6 +73,7 @@ import numpy as np
 from .. import verify
 from ..cuda_dispatch.device import DeviceFacts
 from ..launch import IEEE_FLAGS, MAX_STATIC_SMEM, CudaLaunch, CudaPlan, arch_capability
+from ..peak import gpu_peak, parse_compute_capability
 from ..sources import read_source, source_path
 from . import callables
 from .base import Backend, RunOptions, is_kernel_failure
@@ -450,10 +451,11 @@ class CudaBackend(Backend):
             env["nvrtc"] = ".".join(map(str, cp.cuda.nvrtc.getVersion()))
         except Exception:
             pass
-        if env.get("sm_clock_mhz"):
-            # FP32 peak: SMs x 128 lanes x 2 flops (FMA) x clock.
-            env["fp32_peak_tflops"] = round(
-                env["sm_count"] * 128 * 2 * env["sm_clock_mhz"] * 1e6 / 1e12, 1)
+        # For the environment table; % peak works it out again from the same facts.
+        fp32 = gpu_peak(facts.sm_count, facts.sm_clock_mhz or 0,
+                        parse_compute_capability(facts.compute_capability))
+        if fp32 is not None:
+            env["fp32_peak_tflops"] = round(fp32.gflops / 1e3, 1)
         return env
 
     def environment(self) -> dict:

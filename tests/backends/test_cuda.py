@@ -122,6 +122,38 @@ def test_devices_environment_names_each_gpu_by_its_index(monkeypatch) -> None:
         "memory_clock_mhz": None, "memory_bus_bits": None}
 
 
+def _fake_cupy(capability: str, sms: int, clock_mhz: int) -> type:
+    """Just enough of CuPy for the adapter to read one GPU's environment."""
+    class Device:
+        id = 0
+
+        def __init__(self, index: int = 0) -> None:
+            self.compute_capability, self.pci_bus_id = capability, "0000:01:00.0"
+
+    runtime = type("Runtime", (), {
+        "getDeviceProperties": staticmethod(lambda i: {"name": b"GPU",
+                                                       "multiProcessorCount": sms}),
+        "deviceGetAttribute": staticmethod(lambda attr, i: clock_mhz * 1000 if attr == 13
+                                           else 0),
+        "driverGetVersion": staticmethod(lambda: 13000),
+        "runtimeGetVersion": staticmethod(lambda: 13000)})
+    cuda = type("cuda", (), {"runtime": runtime, "Device": Device, "nvrtc": None})
+    return type("cupy", (), {"cuda": cuda, "__version__": "14.2"})
+
+
+@pytest.mark.parametrize("capability,sms,clock_mhz,tflops", [
+    ("80", 108, 1410, 19.5),  # A100: 64 FP32 lanes an SM
+    ("70", 80, 1530, 15.7),   # V100: 64
+    ("90", 132, 1980, 66.9),  # H100: 128
+])
+def test_the_recorded_fp32_peak_counts_the_lanes_of_the_gpus_architecture(
+        capability: str, sms: int, clock_mhz: int, tflops: float,
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(cuda_backend, "_cupy", _fake_cupy(capability, sms, clock_mhz))
+    env = cuda_backend.CudaBackend(RunOptions())._env
+    assert env["fp32_peak_tflops"] == tflops
+
+
 def test_grid_follows_the_launch_convention() -> None:
     call = GemmCall(300, 129, 7, 3, "col", 1.0, 0.0, np.empty(0), np.empty(0), np.empty(0))
     kernel = get("cuda.11_double_buffer")
