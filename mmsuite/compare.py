@@ -35,20 +35,19 @@ from pathlib import Path
 
 import numpy as np
 
-from . import results
+from . import results, verdicts
 from .backend_table import runs_on_host
 from .host import CPU_MODEL
 from .load import CHANGED_SHARE, others_share
 from .machines import device_model
 from .problem import label_of
-from .stats import mann_whitney_u, robust_noise
-from .verdicts import VERDICTS, VerdictRow, summary_line
+from .stats import U_TEST_LEVEL, VERDICT_SAMPLES, mann_whitney_u, robust_noise
+from .verdicts import DEFAULT_THRESHOLD, VERDICTS, VerdictRow, summary_line
 
-DEFAULT_THRESHOLD = 0.05
-DEFAULT_ALPHA = 0.01
-#: Below this many samples a side the test cannot reach ``DEFAULT_ALPHA`` however
-#: far apart the samples are (5 against 5 gives p = 2/252 = 0.0079 at best, exactly).
-MIN_SAMPLES = 5
+DEFAULT_ALPHA = U_TEST_LEVEL
+#: Below this many samples a side the test cannot reach ``DEFAULT_ALPHA`` however far
+#: apart the samples are.
+MIN_SAMPLES = VERDICT_SAMPLES
 #: A host is loaded when its 1-minute load average exceeds its cores by more than
 #: this: the run's own threads count in the load, a second program's do not fit.
 LOAD_MARGIN = 1.0
@@ -124,7 +123,7 @@ class Comparison:
 
     @property
     def exit_status(self) -> int:
-        return 1 if self.count("slower") or self.count("broken") else 0
+        return verdicts.exit_status(r.verdict for r in self.rows)
 
     def verdict_rows(self) -> list[VerdictRow]:
         """The rows as :mod:`mmsuite.verdicts` writes them (JSON, JUnit XML)."""

@@ -68,14 +68,14 @@ from pathlib import Path
 
 import numpy as np
 
-from . import continuous_worker, identity, load, plugins
+from . import continuous_worker, identity, load, plugins, verdicts
 from .backend_table import BACKENDS, HOST_BACKEND
 from .builds import Build
 from .catalogue import Kernel
 from .load import DISTORTING_SHARE
 from .problem import Problem
 from .stats import PairedRatio, min_paired_rounds, paired_ratio
-from .verdicts import VerdictRow
+from .verdicts import DEFAULT_THRESHOLD, VerdictRow
 from .workers import default_timeout
 
 SIDES = ("base", "head")
@@ -98,7 +98,7 @@ MAX_BUDGET_FACTOR = 2.0
 class Settings:
     """How rows are measured and judged."""
 
-    threshold: float = 0.05  # the smallest change that counts, as a fraction
+    threshold: float = DEFAULT_THRESHOLD  # the smallest change that counts, as a fraction
     confidence: float = 0.99  # of the interval on HEAD / BASE
     round_seconds: float = 0.05  # each side's turn in a round (at least one sample)
     # Per row, both sides' turns together (see MAX_BUDGET_FACTOR). 8 s keeps a run that
@@ -639,9 +639,8 @@ class Gate:
 
 
 def exit_status(pairs: list[Pair], strict: bool) -> int:
-    """1 on a slower or broken row (or, with ``strict``, an unsure one), else 0."""
-    failing = {"slower", "broken"} | ({"unsure"} if strict else set())
-    return int(any(p.verdict in failing for p in pairs))
+    """The gate's exit status over the pairs' verdicts (``verdicts.exit_status``)."""
+    return verdicts.exit_status((p.verdict for p in pairs), strict)
 
 
 def side_record(pair: Pair, side: str, build: Build) -> dict:

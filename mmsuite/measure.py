@@ -54,7 +54,7 @@ from .identity import code_identity, plugin_kernel_hash
 from .layout import GemmCall, from_storage, plan_call
 from .load import LoadWindow
 from .problem import Problem
-from .stats import robust_noise
+from .stats import VERDICT_SAMPLES, robust_noise
 
 DEFAULT_WARMUP = 1
 # A timer may refuse a sample (None) and ask for it again, at most this many times in a row.
@@ -140,8 +140,6 @@ class Sampling:
 
 #: NVBench's rule: 10 samples, 0.5 s, 0.5 % noise, 15 s cap.
 DEFAULT_SAMPLING = Sampling()
-#: The samples ``mmsuite compare``'s U test needs per side to reach its significance level.
-VERDICT_SAMPLES = 5
 #: The noise a quiet CPU reaches on the C ladder and PoCL at 512^3 (wall clock, two cores).
 CPU_NOISE_TARGET = 0.02
 #: The command line's default: NVBench's 0.5% on GPUs, CPU_NOISE_TARGET on CPUs, at least

@@ -69,6 +69,25 @@ def mann_whitney_u(x: list[float] | np.ndarray, y: list[float] | np.ndarray
     return u, math.erfc(z / math.sqrt(2.0))
 
 
+#: The significance level at which ``compare``'s U test judges by default.
+U_TEST_LEVEL = 0.01
+
+
+def u_test_min_samples(level: float) -> int:
+    """The fewest samples a side with which the exact two-sided U test can reach ``level``:
+    n against n fully separated gives p = 2 / C(2n, n) (5 against 5: 2/252 = 0.0079)."""
+    n = 1
+    while 2 / math.comb(2 * n, n) > level:
+        n += 1
+    return n
+
+
+#: The samples a side a verdict needs: with fewer, no difference is ever significant at
+#: ``U_TEST_LEVEL``, so the sampling rule takes at least these and ``compare`` calls a
+#: row with fewer unsure.
+VERDICT_SAMPLES = u_test_min_samples(U_TEST_LEVEL)
+
+
 
 #: Up to this many samples a side (or pairs), p-values and intervals are exact.
 EXACT_UP_TO = 50

@@ -29,6 +29,9 @@ FORMAT = "mmsuite-verdicts/1"
 #: Every verdict, most urgent first; the first two fail a gate.
 VERDICTS = ("slower", "broken", "faster", "same", "unsure")
 FAILING = ("slower", "broken")
+#: The smallest change that counts, as a fraction of BASE's time (``compare`` and
+#: ``continuous``; ``--threshold``).
+DEFAULT_THRESHOLD = 0.05
 
 
 @dataclass(frozen=True)
@@ -46,9 +49,11 @@ class VerdictRow:
             raise ValueError(f"unknown verdict {self.verdict!r} (one of {', '.join(VERDICTS)})")
 
 
-def exit_status(rows: Iterable[VerdictRow]) -> int:
-    """1 when a row is slower or broken (the gate fails), else 0."""
-    return int(any(r.verdict in FAILING for r in rows))
+def exit_status(verdicts: Iterable[str], strict: bool = False) -> int:
+    """The gate's exit status: 1 when a row is slower or broken (with ``strict`` also
+    unsure, so that an always-loaded host cannot pass forever), else 0."""
+    failing = FAILING + (("unsure",) if strict else ())
+    return int(any(verdict in failing for verdict in verdicts))
 
 
 def counts(rows: Iterable[VerdictRow]) -> dict[str, int]:
@@ -83,9 +88,9 @@ def write_verdict_json(path: Path, rows: Sequence[VerdictRow], *, threshold: flo
                        extra: dict | None = None) -> None:
     """Write the verdicts as JSON (atomically); ``extra`` adds top-level fields (the inputs)."""
     mean, n = geometric_mean_ratio(rows)
-    document = {"format": FORMAT, "exit_status": exit_status(rows), "threshold": threshold,
-                "counts": counts(rows), "geomean_ratio": mean, "geomean_rows": n,
-                **(extra or {}), "rows": [asdict(r) for r in rows]}
+    document = {"format": FORMAT, "exit_status": exit_status(r.verdict for r in rows),
+                "threshold": threshold, "counts": counts(rows), "geomean_ratio": mean,
+                "geomean_rows": n, **(extra or {}), "rows": [asdict(r) for r in rows]}
     write_atomically(Path(path), json.dumps(document, indent=1) + "\n")
 
 

@@ -30,6 +30,24 @@ def test_five_against_five_fully_apart_is_significant_at_one_percent() -> None:
     assert u == 25.0 and p == pytest.approx(2 / 252) and p < 0.01
 
 
+@pytest.mark.parametrize("level", [0.05, stats.U_TEST_LEVEL, 0.001])
+def test_a_verdict_needs_the_fewest_samples_with_which_the_u_test_can_reach_its_level(
+        level: float) -> None:
+    """The samples a side below which even fully separated sides are not significant."""
+    def best_p(n: int) -> float:
+        return stats.mann_whitney_u(range(n, 2 * n), range(n))[1]
+
+    n = stats.u_test_min_samples(level)
+    assert best_p(n) <= level < best_p(n - 1)
+
+
+def test_the_sampling_rule_and_compare_share_one_count_of_samples_for_a_verdict() -> None:
+    from mmsuite import compare, measure
+
+    assert stats.VERDICT_SAMPLES == 5
+    assert compare.MIN_SAMPLES == measure.VERDICT_SAMPLES == stats.VERDICT_SAMPLES
+
+
 @pytest.mark.parametrize("n1, n2, seed", [(3, 3, 0), (5, 5, 1), (4, 9, 2), (12, 7, 3),
                                           (30, 25, 4), (50, 50, 5)])
 def test_u_test_without_ties_is_exact(n1: int, n2: int, seed: int) -> None:

@@ -22,6 +22,13 @@ ROWS = [
 ]
 
 
+def test_the_gate_fails_on_slower_or_broken_and_with_strict_on_unsure() -> None:
+    assert verdicts.exit_status(["same", "slower"]) == 1
+    assert verdicts.exit_status(["faster", "broken"]) == 1
+    assert verdicts.exit_status(["same", "faster", "unsure"]) == 0
+    assert verdicts.exit_status(["same", "unsure"], strict=True) == 1
+
+
 def test_geometric_mean_multiplies_ratios_and_skips_rows_without_one() -> None:
     mean, n = verdicts.geometric_mean_ratio(ROWS)
     assert n == 4
