@@ -16,31 +16,22 @@
 //   writes its slice's partial tile, packed (BM x BN, unpredicated), after the
 //   batch's slices; the last block of a tile to finish (cuda/slice_sum.cuh's
 //   last_slice) adds the slices in order and stores C. Skinny products with a
-//   long K (10x75x5228) want many short slices, and there the reduction's
-//   launch was a sixth of the time (H100, suite timer, cuBLAS 11.2-11.6 us in
-//   the same runs: 15.3 us in 24 slices with the reduction, 12.8 fused, 11.1
-//   fused in 41 slices of 8 K tiles). The last block adds each of its float4s'
-//   slices in order, several slices' loads of all its float4s in flight together
-//   (16 float4s a thread). On large tiles the one block that adds a tile is a
-//   serial tail (see rung 22), so only small tiles are compiled so;
+//   long K want many short slices, where the reduction's launch is a large
+//   share of the time. On large tiles the one block that adds a tile is a
+//   serial tail, so only small tiles are compiled so;
 // - M not a multiple of 4 (scalar loads of A, scalar stores of C): the tile's
 //   outputs go out through shared memory (store_tile_rows), consecutive lanes
 //   on consecutive rows, where four rows a lane wrote a quarter of every sector
 //   a store touched; tiles of 128 rows or more stage A in rows a quarter tile
-//   apart (cuda/mac_staging.inc). With K moderate and C large the stores were
-//   most of the time (H100, suite timer: 234x13780x79 from 35 us at best to
-//   21.9, cuBLAS 21.1);
+//   apart (cuda/mac_staging.inc);
 // - the tile shape comes from -D defines (BM x BN x BK, TM x TN outputs per
 //   thread, LR lanes along a warp tile's rows, STAGES shared buffers, MINB
 //   blocks per SM, SMEM_DYNAMIC for buffers over the 48 KB a kernel may
 //   declare statically), so 32x32 ... 256x128 are one source compiled several
 //   times, not copied files. Plain extern "C" entries: every variant is its
 //   own module, so NVRTC's cache key covers it and nothing recompiles per
-//   process. Rung 21 itself uses 128x128 with BK 8 (with BK 16, rung 20's
-//   step, this source reached 40 TFLOP/s at 4096^3 on the H100, with BK 8 46;
-//   46.8 and 47.2 since the FMA orders of cuda/mac_loop.inc)
-//   and mmsuite/cuda_dispatch picks its split factor per problem; rung 22
-//   picks the tile shape too.
+//   process. Rung 21 itself uses 128x128 with BK 8, and mmsuite/cuda_dispatch
+//   picks its split factor per problem; rung 22 picks the tile shape too.
 // Each block is rung 20's loop: float4 staging in registers of the next K
 // tile while the FMAs of the current one run, A stored k-major and B
 // transposed (row pitch BN + 4) in shared memory, warp tiles of
@@ -52,7 +43,8 @@
 // Measured on the H100 (spin kernel ahead of each sample, L2 warm), % of
 // cuBLAS: 93% at 512^3 (rung 20: 29%), 98% at 1024^3 (54%), 92% at 2048^3
 // to 8192^3, 90% on 8192x128x8192 (43%), 79% on 128x128x65536 (1%) with 128
-// slices.
+// slices; the measurements behind FUSED and the staged stores are in
+// docs/kernel-log.md.
 // Edges as in rung 20: predicated float4 / scalar loads with zero fill against
 // the end of the block's K slice, predicated stores; any M, N, K >= 1, any batch.
 #include "common.cuh"

@@ -15,46 +15,27 @@
 //   partial sums to its own two workspace slots (first tile, last tile); a
 //   second kernel, mm_23_fixup, adds each split tile's partials in block
 //   order (the same rounding on every run), applies alpha and beta once and
-//   writes C. Tiles a block covers whole go straight to C as in rung 20. Why
-//   a second kernel and not a fix-up by the tile's owner waiting on a flag:
-//   the wait is only safe when every contributor is resident at once, which a
-//   launch cannot guarantee (another process, MPS, a smaller SM partition); a
-//   stream-ordered second kernel never deadlocks, and costs one launch gap
-//   plus a pass over at most 2 g partial tiles, which sit in L2. The grid g
-//   is computed from the variant's occupancy (mmsuite/cuda_dispatch), so it only
-//   sets the balance, never correctness;
+//   writes C. Tiles a block covers whole go straight to C as in rung 20. A
+//   fix-up by the tile's owner waiting on a flag is only safe when every
+//   contributor is resident at once, which a launch cannot guarantee (another
+//   process, MPS, a smaller SM partition); a stream-ordered second kernel never
+//   deadlocks, and costs one launch gap plus a pass over at most 2 g partial
+//   tiles, which sit in L2. The grid g is computed from the variant's occupancy
+//   (mmsuite/cuda_dispatch), so it only sets the balance, never correctness;
 // - whole tiles of an M not a multiple of 4 go to C through shared memory in
 //   the tiles of 128 rows or more, as rung 21's plain tiles do (its
-//   store_tile_rows; STAGED_STORE below): with one to three blocks an SM,
-//   nothing hid their scalar stores, a quarter of every sector each. H100,
-//   suite timer, column-major, us, scalar -> staged (rung 21's plain tile of
-//   the same shape in the same run): 2290x5491x141 128x256x16 183.4 -> 111.9
-//   (109.7), 8421x504x387 256x128x16 115.1 -> 86.7 (83.7), 4194x5894x99
-//   312.0 -> 179.4 (173.8), 6839x1008x157 128x64x16 98.2 -> 83.7 (74.8);
+//   store_tile_rows; STAGED_STORE below);
 // - tile shape from -D defines exactly as rung 21 (BM, BN, BK, TM, TN, LR,
 //   STAGES, MINB); mmsuite/cuda_dispatch picks the variant per problem.
 // The MAC loop is rung 21's text (cuda/mac_staging.inc, mac_loop.inc) over a
 // K range [kb, ke), written into the kernel's tile loop as rung 21 writes it
-// into its kernel. Through a __forceinline__ device function instead, ptxas
-// grouped each BK step's four shared loads ahead of its 64 FMAs rather than
-// spreading them among the FMAs, and the 256x128x16 tile of 512 threads ran
-// 4% slower (H100: 3.138 against 3.007 ms at 4096^3, 24.74 against 23.68 ms
-// at 8192^3, 0.422 against 0.406 ms at 2048^3); 128x128x8 was unchanged.
+// into its kernel (through a device function, ptxas grouped the shared loads
+// ahead of the FMAs and the largest tile ran 4% slower).
 // Measured on the H100 (spin kernel ahead of each sample, L2 warm, cuBLAS in
-// the same run, the FMA orders of cuda/mac_loop.inc), % of cuBLAS, rung 22 in
-// brackets: 91.5% at 4097^3 (94, with its tuned entry: this rung's 128x64
-// tiles), where rung 22's own split-K last wave is part empty; 93% at 4096^3
-// (95.5), 94.5% at 8192^3 (96), 89% at 2048^3 (96), 94% on batch 100 x
-// 1000^3 (97.6), 86% on 8192x128x8192 (92), 60% on 128x128x65536 (83), 84%
-// at 1024^3 (97), 73% at 512^3 (95), where the model's choice of tile for
-// this rung alone is not rung 22's. Before those orders: 94% at 2053^3 (86).
-// Before the loop was written inline (below), the 512-thread tiles ran 6-9%
-// below rung 21's on the same tile here, and rung 22 took stream-K only with
-// 64- and 128-thread tiles, where the model gains 8% or more. Now the
-// 512-thread tile (one shared buffer here) runs 48.8 TFLOP/s at 8192^3 and
-// 48.0 at 4096^3, against 49.6 and 49.3 for rung 22's double-buffered tile,
-// and its partial tiles (128 KB each) cost more than the last wave it fills at
-// 2048^3 (44.1 against 47.8), so rung 22 still leaves it out.
+// the same run), % of cuBLAS, rung 22 in brackets: 91.5% at 4097^3 (94, with
+// its tuned entry: this rung's 128x64 tiles), 93% at 4096^3 (95.5), 94.5% at
+// 8192^3 (96), 94% on batch 100 x 1000^3 (97.6), 86% on 8192x128x8192 (92);
+// more, and what was tried, in docs/kernel-log.md.
 // Rung 21's tile defines (BK 8 unless given), its MAC loop and its store of
 // a thread's outputs (store_tile); its kernels come along unused.
 #ifndef BK

@@ -1,104 +1,34 @@
 // Rung 24 (beyond the seeds), column-major: products with at most 16 rows or
 // columns (GEMV-like and very skinny), bound by device-memory bandwidth.
 // Adds over rung 21 (register-blocked tiles of 32x32 and up): when min(M, N)
-// <= 16 a tile of C is mostly empty and each loaded operand element feeds
-// at most 16 FMAs, so the time is the big operand's bytes over the memory's
-// bandwidth, not FMAs over lanes. These kernels stream the big operand once,
-// in 16-byte loads from every lane with several in flight, and keep the skinny
-// operand in shared memory and the outputs in registers:
-// - mm_24_gemv_n (N <= SKINNY, or SKINNY columns per grid z): A (M x K) is big. A
-//   warp's 32 lanes read 128 consecutive rows of one column of A (512 bytes,
-//   coalesced), four columns a round; the block's warps take interleaved columns and add their
-//   4 x SKINNY sums per lane in shared memory at the end. The K x N panel of B
-//   is staged in shared memory, where every lane of a warp reads the same
-//   words (a broadcast);
-// - mm_24_gemv_m (M <= SKINNY): B (K x N) is big. Eight lanes (four when
-//   SKINNY >= 8) read 128 (64) consecutive bytes of one column of B, a warp
-//   four (eight) columns, each lane four loads in flight; the M x K panel of
-//   A is staged in shared memory, padded every four columns so that the lanes
-//   of a column read distinct banks. The lanes' sums are added by shuffles.
-//   From SKINNY 8 up each lane takes two columns, so that every word of A read
-//   from shared memory feeds two FMAs (4096x16x4096, row-major: 54.4 -> 50.3 us
-//   in 8 slices on the H100; cuBLAS 45.1);
-// - mm_24_gemv_m keeps two rounds of B's loads in flight: a lane issues the next
-//   round (M_UNROLL loads of each of its columns) before its FMAs wait for this
-//   one, and a panel's first round before the block stages A, which it does not
-//   read. One round at a time, a lane's loads went out in bursts with the SM idle
-//   between them, and a grid of one block an SM (4670x1x5511: 146 blocks) had
-//   too few bytes on the way to reach the memory's rate. From 8 rows up a round
-//   is two loads of each column, not four, so that the second round's registers
-//   keep two blocks an SM. H100, suite timer, row-major, fastest timed plan of
-//   each, cuBLAS in the same run, us: 4670x1x5511 51.1 -> 44.1 (cuBLAS 45.3),
-//   14998x9x3675 148.2 -> 124.4 (126.5), 2961x10x14058 139.1 -> 115.9 (97.0),
-//   4096x16x4096 50.4 -> 41.2 (45.5), 3000x3x12000 73.9 -> 62.8 (108.4);
-// - mm_24_gemv_n keeps two rounds of A's loads in flight the same way: a warp issues
-//   its next four columns before its FMAs wait for these, and a panel's first round
-//   before the block stages B (it replaces a prefetch of that round into L2). The
-//   second round's registers leave 2 to 4 blocks an SM (3 to 6 before). A round stays
-//   four columns of A whatever the columns of B: two, the M side's choice from 8 rows
-//   up, were slower on 15 of the 16 shapes of 8 or 16 columns timed side by side on the
-//   H100. Suite timer, row-major, fastest timed plan of rung 24, before and
-//   after in the same run, us: batch 16 of 1x172x10570 54.1 -> 47.3 (cuBLAS 47.7),
-//   1x4413x236 6.1 -> 5.4 (5.2-6.0), 16x4096x4096 46.2 -> 40.1 (78.1; 43.7 with two
-//   columns a round, another run), 1x8192x8192 94.8 -> 92.1 (92.4), 13x11302x412
-//   16.4 -> 16.0 (11.9), 8x8192x8192 102.4 -> 103.1 (131); the shortest K lost (batch 56
-//   of 3x3504x1, separate runs: 7.6 -> 10.0 us, where rung 27 takes 6.5);
-// - mm_24_gemv_n with N_LANES 8 (variants gemv_n*_r32): eight lanes read 32 rows of a column of A
-//   (128 bytes, still whole segments), so a warp's four groups load four consecutive columns each a
-//   round, and a block covers 32 rows, not 128. A short M (a few thousand rows) had too few blocks
-//   to fill the SMs, and each block's warps walked K one column of four at a time; now it has four
-//   times the blocks and a round of loads covers four times the K. The groups' sums of the same
-//   rows meet by shuffles. The 16-column block has 8 warps, not 4, since 32 rows of sums fit the
-//   panel 8 times. A long M keeps the 128-row blocks, which load A in fewer, longer rows. H100,
-//   suite timer, row-major, fastest plan of each, same run, us: 8x3486x188 6.8 -> 5.1 (cuBLAS 5.4),
-//   1x308x1924 6.9 -> 5.8 (5.6), 8x39x2916 10.7 -> 7.0 (10.1), 14x2487x292 11.2 -> 8.0 (6.6), batch
-//   26 of 8x29x13101 52.4 -> 30.6; kept by the 128-row blocks: 8x8192x8192 103.3 (narrow 127.8;
-//   cuBLAS 128.6), 16x4096x4096 40.4 (48.5; 73.5), 13x11302x412 16.4 (19.7; 12.2);
-// - mm_24_gemv_n with N_LANES 16 (variants gemv_n*_r64): sixteen lanes read 64 rows of a column
-//   (256 bytes), a warp's two groups two columns' rounds: between the two, for the M of a few
-//   thousand rows to about ten thousand, where the 32-row grid put two or three blocks on each SM
-//   and ran slower than a grid of 128-row blocks of half the SMs (8x6207x100 row-major: 194
-//   32-row blocks 6.2 us, 49 128-row blocks 5.2). H100, suite timer, row-major, fastest plan of
-//   each width in one run, us, 128 / 64 / 32 rows (cuBLAS): 6x7729x500 10.1 / 9.8 / 12.8 (9.0),
-//   7x3808x203 6.0 / 4.8 / 4.6 (5.2), 2x7772x364 7.5 / 6.4 / 7.0 (6.7), 10x3966x110 5.2 / 4.6 /
-//   5.1 (4.4), 6x1817x1370 8.9 / 8.1 / 8.8 (13.0); the 128-row block kept 5x9000x80 5.1 / 6.0 /
-//   7.2 (4.3) and 13x11302x412 13.7 / 15.0 / 19.7 (11.9);
-// - when the grid over M or N leaves the SMs short of loads in flight, K is
-//   split over blocks (blockIdx.y) in slices of any multiple of 4 (whole 128s
-//   before: the small products could not be split, and 2125x7x246 streamed its
-//   2 MB from 34 blocks), each writing its raw sums to a workspace
-//   that mm_24_reduce adds up in a fixed order (cuda/slice_sum.cuh), as rung 21
-//   does; with one slice the kernel writes C itself;
-// - FUSED=1 (variant gemv_*f): no second launch. Each block writes its slice's
-//   sums, fences them, and counts itself in on its tile's counter (ints after
-//   the slices in W, zero before the first launch); the last block of a tile
-//   adds the slices in the same fixed order and writes C, and sets the counter
-//   back to zero. Its threads load a slice's words of up to four outputs at
-//   once (one output after another, the sum waited for L2 once a slice and
-//   output: 2125x7x246 in 4 slices, 16 times). It saves the second launch's
-//   gap where the slices are few and small: 8x8192x8192 (row-major) 115.7 us
-//   in 16 slices against 122.3 with the reduction kernel (cuBLAS 130.0); with
-//   many outputs per slice the two are alike, and rung 22's model picks
-//   between them.
-// - mm_24_gemv_n stages B by cp.async (sm_80+), which copies to shared memory without registers:
-//   every thread's copies of the panel are in flight at once. Loaded into registers, a thread's 27
-//   words of a 16-column panel of K 436 went out a few at a time, each few a round trip to L2 while
-//   the block waited at the barrier (taking the staging out, as a probe, ran batch 15 of 11x338x436
-//   in 8.0 us instead of 12.3). The panel keeps four consecutive k of a column in one 16-byte word,
-//   so that the copies are whole 16-byte words of B's columns and a lane reads its round's four k
-//   of one column in one load; a narrow block's groups read words four k apart, so its panel is
-//   padded a word every four k (distinct banks; 2-4% on the short products, same run). H100, old ->
-//   new kernel in one run, graph-timed, us, row-major: 16x4096x4096 gemv_n16 203.9 -> 155.5 and
-//   gemv_n16_r32 73.3 -> 51.3, 13x11302x412 gemv_n16 16.8 -> 12.9, batch 15 of 11x338x436
-//   gemv_n16_r32 12.3 -> 9.9, 14x2487x292 6.9 -> 6.3; the narrow 8-column block lost on 8x3486x188
-//   (4.3 -> 4.6; cuBLAS 5.4);
-// SKINNY (1, 2, 4, 8 or 16) sizes the registers and shared panels: the planner
-// (mmsuite/cuda_dispatch) compiles the least one that holds the skinny side, and on the
-// N side also the one of half its columns, which runs the columns in two groups (grid z)
-// and reads A twice, the second time mostly from L2: blocks of fewer registers, twice as
-// many. H100, suite kernels, one run, graph-timed, us, 16 columns -> 8 twice: batch 5 of
-// 13x409x170 4.5 -> 3.8 (cuBLAS 5.1), 16x1241x202 4.9 -> 3.8 (5.1), batch 15 of
-// 11x338x436 9.8 -> 9.3 (8.8).
+// <= 16 a tile of C is mostly empty and each loaded operand element feeds at
+// most 16 FMAs, so the time is the big operand's bytes over the memory's
+// bandwidth, not FMAs over lanes. These kernels stream the big operand once, in
+// 16-byte loads with two rounds in flight, and keep the skinny operand in shared
+// memory and the outputs in registers:
+// - mm_24_gemv_n (N <= SKINNY): A (M x K) is big. A group of lanes reads
+//   consecutive rows of one column of A (32 lanes: 128 rows; N_LANES 16 and 8:
+//   64 and 32 rows, for an M too short to fill the SMs with 128-row blocks),
+//   four columns a round; the K x N panel of B is staged by cp.async, four k of
+//   a column to a 16-byte word, and read as a broadcast. The block's warps add
+//   their sums in shared memory at the end;
+// - mm_24_gemv_m (M <= SKINNY): B (K x N) is big. Eight lanes (four from SKINNY
+//   8 up) read 128 (64) consecutive bytes of one column of B; the M x K panel of
+//   A is staged in shared memory, padded every four columns so that a column's
+//   lanes read distinct banks; from SKINNY 8 up each lane takes two columns, so
+//   that every word of A feeds two FMAs. The lanes' sums meet by shuffles;
+// - when the grid leaves the SMs short of loads in flight, K is split over
+//   blocks (blockIdx.y) in slices of any multiple of 4, the slices added in a
+//   fixed order by mm_24_reduce (cuda/slice_sum.cuh) or, with FUSED=1, by the
+//   last block of each tile in the same launch (no second launch's gap).
+// Why it is faster: every byte of the big operand is read once, in whole
+// sectors, with enough loads on the way to reach the memory's rate. SKINNY (1,
+// 2, 4, 8 or 16) sizes the registers and panels; the planner compiles the least
+// one that holds the skinny side, on the N side also half of it run twice.
+// Measured on the H100 (suite timer, row-major, cuBLAS in the same run), us:
+// 1x8192x8192 92.1 (cuBLAS 92.4), 8x8192x8192 103.1 (131), 16x4096x4096 40.1
+// (78.1), 4670x1x5511 44.1 (45.3), 8x3486x188 5.1 (5.4); the measurements behind
+// each choice are in docs/kernel-log.md.
 // Edges: predicated 16-byte or scalar loads with zero fill (M or K not a
 // multiple of 4 take scalar loads; in mm_24_gemv_n a lane's four scalar rows are
 // 32 apart, so that a warp's loads stay coalesced), any M, N, K >= 1 and any batch

@@ -23,11 +23,8 @@
 // Measured on the H100 (same run as cuda.cublas_tf32, L2 warm): 116 / 141 / 150
 // TFLOP/s at 2048^3 / 4096^3 / 8192^3, 34% / 36% / 39% of cuBLAS TF32 (337 / 394 /
 // 382), 2.3x / 2.7x / 2.9x cuBLAS FP32; error 2.6e-4, as cuBLAS TF32's. The pack
-// steps take 2 x 74 us of the 0.97 ms at 4096^3 (ncu). Nsight Compute on the first
-// version (four stages, one block per SM): 12.5% occupancy, issue slots 20% busy,
-// L2 throughput 71%: latency and the packed operands' L2 traffic bound it, far
-// from the tensor cores' rate. What would close on cuBLAS: wgmma (sm_90a) with TMA
-// loads, or larger tiles per warp at more warps per SM. Not done yet.
+// steps take 2 x 74 us of the 0.97 ms at 4096^3 (ncu); what bounds it is in
+// docs/kernel-log.md.
 #include "common.cuh"
 
 #define TC_BM 128

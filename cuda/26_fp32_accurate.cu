@@ -37,11 +37,9 @@
 //   256x256x65536 (33 slices) 0.42x-0.53x, batch 20 x 1000^3 0.31x-0.40x;
 //   35x79x19 and 1x1x1 (rung 22's path) 1.0x-1.16x.
 // Energy at 4096^3 (NVML, idle power off): 1.57-1.60 J against cuBLAS FP32's
-// 1.39-1.41 J. So FP32 accuracy, better than cuBLAS's, is there; the speed is
-// not: three mma.sync products run at about 150 TFLOP/s of tensor work (rung 25
-// reaches the same per product), where 2x cuBLAS FP32 needs about 300. The
-// kernel holds 254 registers (8 bytes spilled) and one block of 8 warps per SM;
-// two shared stages instead of three measured the same (50.2 TFLOP/s at 4096^3).
+// 1.39-1.41 J. FP32 accuracy, better than cuBLAS's, is there; the speed is not:
+// three mma.sync products run at about 150 TFLOP/s of tensor work (rung 29 takes
+// them to wgmma); more in docs/kernel-log.md.
 #include "25_tf32_mma.cu"
 
 #ifndef ACCURATE_STAGES

@@ -6,51 +6,33 @@
 // bandwidth, and a tile's K-loop machinery (staging registers, prologue, the
 // 8 x 8 outputs a thread stores as scattered float4s over 8 columns) is
 // overhead. Here each block loads its BM rows of A and BN columns of B for a
-// K chunk of up to 32 into shared memory once (no pipeline: with K <= 32
-// there is one chunk), computes, and stores C so that a warp's lanes write
-// whole columns: LM = BM / 4 lanes each own 4 consecutive rows (one float4)
-// of TN columns, a store instruction writes BM x (32 / LM) floats of
-// consecutive memory, full 128-byte lines. Blocks are small (256 threads,
-// 64 to 128 columns, 24-32 KB of shared memory) and short-lived, so several
-// share an SM and their stores overlap the next blocks' loads.
-// - A's chunk is staged with float4 loads down each column (coalesced);
-//   B's columns (K floats each, K short) are read column-fastest, so that
-//   consecutive threads write distinct banks; every lane reads its A rows as
-//   one float4 and its TN values of B as float4 broadcasts;
-// - where M is not a multiple of 4 (columns not 16-byte aligned) each warp passes
-//   its outputs through shared memory, a column at a time, so that consecutive
-//   lanes store consecutive rows, 128 bytes a store instruction: the tiles' scalar
-//   stores, 16 bytes apart across the lanes, were what left them 4x slower;
-// - any K still works (the chunk loop), but rung 22 offers only short K here (up
-//   to 8 with M a multiple of 4, where the tiles store as fast from K = 12 or so;
-//   otherwise up to 96, or 64 where a side is at most 16, where the tiles' scalar
-//   stores are slow) and its fitted model ranks it against the tiles.
+// K chunk of up to 32 into shared memory once (no pipeline), computes, and
+// stores C so that a warp's lanes write whole columns: LM = BM / 4 lanes each
+// own 4 consecutive rows (one float4) of TN columns, so a store instruction
+// writes full 128-byte lines. Blocks are small (256 threads, 64 to 128 columns,
+// 24-32 KB of shared memory) and short-lived, so several share an SM and their
+// stores overlap the next blocks' loads.
+// - A's chunk is staged with float4 loads down each column (coalesced); B's
+//   columns are read column-fastest, so that consecutive threads write distinct
+//   banks; every lane reads its A rows as one float4 and its TN values of B as
+//   float4 broadcasts;
+// - where M is not a multiple of 4 each warp passes its outputs through shared
+//   memory, a column at a time, so that consecutive lanes store consecutive rows,
+//   128 bytes a store instruction;
+// - any K still works (the chunk loop); rung 22 offers it only on short K, and
+//   its fitted model ranks it against the tiles.
+// Whole columns (mm_27_shortk_cols, ROWS 8, 16 or 32): where M is a few dozen or
+// less a BM-row block is mostly padding. Here a block owns ROWS rows of 256
+// columns of C, one column a thread, its ROWS sums in registers; with M <= ROWS a
+// block's part of C is one contiguous run, stored through shared memory with
+// consecutive lanes on consecutive floats whatever M's alignment. Rung 22 offers
+// it where M <= ROWS and K <= 64.
 // Measured on the H100 (suite timer, L2 warm, cuBLAS in the same run; row-major
-// shapes as `mmsuite run` names them), us: 15443x1914x1 42.2 (cuBLAS 54.7, rung 22
-// with tiles 242.5), 9384x483x1 8.7 (10.9, 47.5), 292x3021x2 3.7 (4.6, 9.6),
-// 3001x2999x7 16.8 (19.9, 76.1), 988x3562x42 18.8 (16.0, 43.5), batch 46 x
-// 920x2025x1 118.3 (158.9, 662.0); M a multiple of 4, 8192x8192x1 85.0 (105.0).
+// shapes as `mmsuite run` names them), us: 15443x1914x1 42.2 (cuBLAS 54.7),
+// 3001x2999x7 16.8 (19.9), 8192x8192x1 85.0 (105.0), batch 42 of 14726x31x8 60.4
+// (46.6), batch 23 of 8994x15x6 11.3 (13.7); more in docs/kernel-log.md.
 // Edges: predicated float4 or scalar loads with zero fill, predicated stores;
 // any M, N, K >= 1 and any batch (blockIdx.z).
-//
-// Whole columns (mm_27_shortk_cols, ROWS 8, 16 or 32): where M is a few dozen or less,
-// a BM-row block is mostly padding (M = 9 kept 7% of the 128-row variant's lanes busy,
-// and batch 51 of 2697x9x73 ran at a third of cuBLAS's speed), and a tiny product is
-// its one block's critical path. Here a block owns ROWS rows of 256 columns of C, one
-// column a thread: each thread keeps its column's ROWS sums in registers, reads its B
-// value once per k and A's ROWS values as float4 broadcasts. With M <= ROWS a block's
-// part of C is one contiguous run of M x 256 floats whatever M's alignment, so the sums
-// go through shared memory (padded where M is even, so that a warp's columns fall in
-// distinct banks) and the block stores the run with consecutive lanes on consecutive
-// floats. B is read once in all (A, tiny, once per block), and a tiny product takes one
-// block with its loads unrolled: a round of loads per 32 of K, not one per loop pass.
-// Any M works (row blocks of ROWS, stored a column's run at a time); rung 22 offers it
-// where M <= ROWS and K <= 128.
-// Measured on the H100 (suite timer, L2 warm, cuBLAS in the same run; row-major shapes
-// as `mmsuite run` names them), us: batch 42 of 14726x31x8 60.4 (cuBLAS 46.6, the 128-row
-// variant 100 in an earlier run, rungs 20-23 136 or more), batch 23 of 8994x15x6 11.3
-// (13.7, 30.3), batch 64 of 12000x7x120 202 (204, 935), batch 30 of 2082x3x8 4.6 (5.6,
-// 11.7). Tiny products stay rung 30's: one block there took 2.7 us, here 3.2 to 6.7.
 #include "common.cuh"
 #include "vec4.cuh"
 

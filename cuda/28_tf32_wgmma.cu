@@ -14,7 +14,9 @@
 //   registers given back with setmaxnreg) and two consumer warpgroups, each
 //   64 x WG_BN of the 128 x WG_BN block tile, in a ring of WG_STAGES stages with a
 //   "full" and an "empty" mbarrier each; a consumer frees a stage once the
-//   products that read it have completed (wgmma.wait_group 1: one group in flight).
+//   products that read it have completed (wgmma.wait_group 1: one group in flight);
+// - blocks in launch order walk groups of WG_GROUP_M = 8 row tiles by every column
+//   tile, so that the blocks resident at once share A and B panels in L2.
 // The TF32 wgmma reads K-major operands only: B (column-major, k contiguous) is read
 // in place where its rows are whole 16-byte multiples (K % 4 == 0; else packed), A
 // (m contiguous) is packed k-contiguous and rounded to TF32 by rung 25's mm_25_pack.
@@ -25,25 +27,11 @@
 // 3-D, k x rows x batch, boxes of 32 x 128 for A and 32 x WG_BN for B, 128-byte
 // swizzle); K split into slices as rung 25 does, added by rung 21's mm_21_reduce.
 // Rung 29 includes this file: wg_gemm with PARTS = 2 is its pipeline.
-// Blocks in launch order walk groups of WG_GROUP_M = 8 row tiles by every column tile,
-// so that the 132 blocks resident at once share A and B panels in L2 (at 8192^3 the
-// main kernel went from 3.35 to 3.07 ms with it).
 // Any M, N, K >= 1, any batch.
-// Measured on the H100 (mmsuite run, same run as cuBLAS, L2 warm), packs included,
-// two runs (last column: times cuBLAS FP32):
-//   2048^3  267 / 262 TFLOP/s, 79% / 77% of cuda.cublas_tf32 (340 / 341), 5.3-5.4x FP32
-//   4096^3  337 / 324 TFLOP/s, 84% / 83% of cuda.cublas_tf32 (400 / 391), 6.3-6.5x;
-//           0.255 / 0.268 / 0.259 J per GEMM (three runs)
-//   8192^3  365 / 345 TFLOP/s, 94% / 92% of cuda.cublas_tf32 (389 / 377), 6.7-7.1x
-// (2.2-2.4x rung 25). On tiny problems (1x1x1, 35x79x19) it is slower than rung 25
-// (0.8x): one block of 384 threads and 193 KB of shared memory for a few products.
-// Error 4.2e-4 (normal inputs 4.7e-4) against cuBLAS TF32's 2.6e-4: B in place is
-// truncated to TF32 by the tensor cores where the pack rounds it to nearest (packing B
-// too measured 2.6e-4, but 77-78% of cuBLAS TF32 at 4096^3-8192^3 where B in place gave
-// 80-85%, both before the grouping). The A pack takes 0.057 ms of the 0.41 at
-// 4096^3. Tried in the prototype: 128 x 128 tiles with 6 stages, 71% / 46% of cuBLAS
-// TF32 at 4096^3 / 8192^3; groups of 16 row tiles, no better than 8; a padded pitch
-// for the packed A, no gain.
+// Measured on the H100 (mmsuite run, same run as cuBLAS, L2 warm), packs included:
+// 262-267 TFLOP/s at 2048^3, 324-337 at 4096^3 and 345-365 at 8192^3, 77-94% of
+// cuda.cublas_tf32 and 5.3-7.1x cuBLAS FP32; error 4.2e-4 against cuBLAS TF32's
+// 2.6e-4 (B in place is truncated to TF32). Variants tried: docs/kernel-log.md.
 #include "25_tf32_mma.cu"
 
 #define WG_BM 128

@@ -24,13 +24,8 @@
 //   2048^3  95.6 / 94.9 TFLOP/s, 1.93x / 1.91x cuBLAS FP32 (49.4 / 49.7); error 0.24x
 //   4096^3   115 / 112 TFLOP/s,  2.22x / 2.17x (51.6 / 51.6);             0.21x
 //   8192^3   123 / 120 TFLOP/s,  2.38x / 2.35x (51.7 / 51.7);             0.19x
-// Energy per GEMM at 4096^3: 0.762 / 0.775 / 0.756 J (three runs), 0.52x-0.56x cuBLAS
-// FP32's 1.35-1.48 J; 5.1 / 5.4 J at 8192^3, 0.47x.
-// Error at 4096^3, normal / wide inputs: 0.21x / 0.28x; 256x256x65536 (33 slices)
-// 0.37x; batch 20 of 1000^3 0.29x; 35x79x19 and 1x1x1 (rung 22's path) 1.27x / 1.0x.
-// (2.2-2.4x rung 26; at 256x256x65536 0.269 ms, 1.2x rung 26 but 0.68x cuBLAS.) The packs
-// (both parts of both operands) take 0.15 of the 1.2 ms at 4096^3, 0.57 of 8.9 at
-// 8192^3; the main kernel alone runs about 370 TFLOP/s of tensor work, as rung 28.
+// Energy per GEMM at 4096^3: 0.76-0.78 J, 0.52x-0.56x cuBLAS FP32's. Errors on other
+// inputs and shapes, and where the time goes, are in docs/kernel-log.md.
 #include "28_tf32_wgmma.cu"
 
 #ifndef ACC_BN
