@@ -78,6 +78,7 @@ def make_builder(name: str) -> FFI:
     ) + """
         void mm_set_threads(int threads);
         int mm_max_threads(void);
+        int mm_team_threads(void);
         const char *mm_cflags(void);
     """
     ffi = FFI()

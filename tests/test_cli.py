@@ -571,3 +571,22 @@ def test_run_records_the_input_distribution_and_the_accuracy_column(tmp_path, ca
         assert row["ref_library"] == "cpu.blas" and row["err_vs_ref"] >= 0
     assert rows["cpu.blas"]["err_vs_ref"] == pytest.approx(1.0)
     assert main(["run", "--kernel", "cpu.blas", "--inputs", "lognormal"]) == 2
+
+
+# ------------------------------------------------------------------ threads used
+def _threaded_row(kernel: str, threads: int) -> dict:
+    return {"kernel": kernel, "status": "ok", "info": {"threads": threads}}
+
+
+def test_threads_note_names_rows_that_ran_on_fewer_threads_than_asked() -> None:
+    rows = [_threaded_row("cpu.omp_tiled", 1), _threaded_row("cpu.omp_packed", 2),
+            _threaded_row("cpu.seq_naive", 1)]  # sequential: its thread count means nothing
+    note = run_command.threads_note(rows, asked=2)
+    assert note == "cpu.omp_tiled ran on 1 thread, not the 2 --threads asked for"
+
+
+def test_threads_note_without_threads_compares_with_the_cpus_allowed(monkeypatch) -> None:
+    monkeypatch.setattr(run_command, "allowed_cpus", lambda: 2)
+    assert run_command.threads_note([_threaded_row("cpu.omp_tiled", 2)], asked=None) is None
+    note = run_command.threads_note([_threaded_row("cpu.omp_tiled", 1)], asked=None)
+    assert note is not None and note.endswith("not the 2 CPUs mmsuite may use")

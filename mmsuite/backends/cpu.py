@@ -30,7 +30,7 @@ import importlib
 import mmap
 import os
 import pkgutil
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -92,11 +92,33 @@ def placed(array: np.ndarray) -> np.ndarray:
 _REINSTALL = "reinstall with `pip install .`"
 
 
+@contextlib.contextmanager
+def cpu_set_kept() -> Iterator[None]:
+    """The calling thread keeps its CPU set through the block.
+
+    libgomp, loaded with OMP_PROC_BIND or OMP_PLACES exported, binds the thread that loads
+    it to the first place (CPU 0); every thread and process started from that thread later
+    (the host worker, OpenBLAS's threads) would inherit the one CPU, and OpenMP would count
+    one CPU for its default team. The team threads it starts are bound to their places on
+    creation, so the user's binding still holds inside the kernels.
+    """
+    if not hasattr(os, "sched_getaffinity"):  # not Linux: nothing narrows it
+        yield
+        return
+    before = os.sched_getaffinity(0)
+    try:
+        yield
+    finally:
+        if os.sched_getaffinity(0) != before:
+            os.sched_setaffinity(0, before)
+
+
 def _load_rung(name: str):
     """The built extension of C rung ``name``, and why not where it is not built."""
     global _DEFAULT_THREADS
     try:
-        extension = importlib.import_module(f"mmsuite.{C_LADDER}.{name}")
+        with cpu_set_kept():
+            extension = importlib.import_module(f"mmsuite.{C_LADDER}.{name}")
     except ImportError as exc:
         return None, f"the C extension of {name} is not built ({exc}); {_REINSTALL}"
     if _DEFAULT_THREADS is None:  # every rung shares one OpenMP runtime and its setting
@@ -204,7 +226,7 @@ class CpuBackend(Backend):
                                           kernel.id, call, session.c)
             # Set in this thread, where the engine launches: the setting is per thread.
             extension.lib.mm_set_threads(self.threads)
-            threads = int(extension.lib.mm_max_threads())
+            threads = int(extension.lib.mm_team_threads())  # what a region gets, not asks
         session.info["threads"] = threads
         return session
 

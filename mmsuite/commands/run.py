@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import os
 import signal
 import sys
 from collections import defaultdict
@@ -18,6 +19,7 @@ from .. import cluster, environment, load, peak, report, results, workers
 from ..backend_table import BACKENDS
 from ..backends import RunOptions, get_backend, unavailable_reason
 from ..catalogue import Kernel
+from ..catalogue import kernels as catalogue_kernels
 from ..measure import CLI_SAMPLING, CPU_NOISE_TARGET, DEFAULT_WARMUP, Sampling
 from ..problem import Problem
 from ..sweep import Row, row_key, sweep
@@ -155,6 +157,32 @@ def _nothing_can_run(kernels: list[Kernel], options: RunOptions) -> str:
             return ""
         reasons.setdefault(reason, kernel.id)
     return "; ".join(f"{kernel}: {reason}" for reason, kernel in reasons.items())
+
+
+def allowed_cpus() -> int:
+    """The CPUs this process may run on (its affinity mask), which can be fewer than the
+    machine's."""
+    if hasattr(os, "sched_getaffinity"):
+        return len(os.sched_getaffinity(0))
+    return os.cpu_count() or 1
+
+
+def threads_note(records: list[dict], asked: int | None) -> str | None:
+    """One line when threaded host rows ran with another number of threads than ``--threads``
+    asked for (or, without it, than this process has CPUs); None when they match."""
+    wanted = asked or allowed_cpus()
+    threaded = {k.id for k in catalogue_kernels() if k.threaded}
+    off: dict[int, list[str]] = defaultdict(list)
+    for record in records:
+        used = (record.get("info") or {}).get("threads")
+        if record.get("kernel") in threaded and isinstance(used, int) and used != wanted:
+            off[used].append(record["kernel"])
+    if not off:
+        return None
+    what = f"the {wanted} --threads asked for" if asked else f"the {wanted} CPUs mmsuite may use"
+    return "; ".join(f"{', '.join(dict.fromkeys(ids))} ran on {used} thread"
+                     f"{'s' if used != 1 else ''}" for used, ids in sorted(off.items())) \
+        + f", not {what}"
 
 
 def _check_outputs(args: argparse.Namespace) -> None:
@@ -394,6 +422,9 @@ def _report_and_save(args: argparse.Namespace, console: Console, kernels: list[K
         console.print(note, style="dim")
     for warning in environment.warnings(env):
         warn(warning)
+    threads = threads_note(records, args.threads)
+    if threads:
+        warn(threads)
     unwritten: list[OSError] = []
     if args.json:
         try:

@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import json
+import os
+import subprocess
+import sys
 import threading
 import time
 from pathlib import Path
@@ -223,3 +227,40 @@ def test_omp_blis_splits_columns_when_rows_are_too_few(problem: Problem) -> None
     assert all(m.ok for m in runs), [m.verdict.reason for m in runs]
     for m in runs[1:]:
         np.testing.assert_array_equal(runs[0].output, m.output)
+
+
+# ----------------------------------------------------------------- affinity
+BOUND = {"OMP_PROC_BIND": "close", "OMP_PLACES": "threads"}  # what Slurm and modules export
+
+
+def _needs_two_cpus() -> set[int]:
+    allowed = os.sched_getaffinity(0) if hasattr(os, "sched_getaffinity") else set()
+    if len(allowed) < 2:
+        pytest.skip("needs Linux and at least 2 CPUs in this process's mask to see one taken")
+    return allowed
+
+
+def test_loading_the_openmp_runtime_under_binding_keeps_the_callers_cpu_set() -> None:
+    # libgomp binds the thread that loads it to the first place; a fresh process is the only
+    # one where the runtime is not loaded yet.
+    allowed = _needs_two_cpus()
+    _needs_extension()
+    script = ("import os; from mmsuite.backends import cpu; cpu._load_rung('omp_tiled'); "
+              "print(sorted(os.sched_getaffinity(0)))")
+    done = subprocess.run([sys.executable, "-c", script], env={**os.environ, **BOUND},
+                          capture_output=True, text=True, check=True)
+    assert done.stdout.strip() == str(sorted(allowed))
+
+
+def test_run_under_openmp_binding_records_every_allowed_cpu_as_a_thread(tmp_path: Path) -> None:
+    allowed = _needs_two_cpus()
+    _needs_extension()
+    out = tmp_path / "bound.json"
+    subprocess.run([sys.executable, "-m", "mmsuite.cli", "run", "--backend", "cpu", "--shape",
+                    "48", "--repeats", "2", "--warmup", "0", "--json", str(out)],
+                   env={**os.environ, **BOUND}, capture_output=True, text=True, check=True)
+    rows = json.loads(out.read_text())["results"]
+    omp = [r for r in rows if ".omp_" in r["kernel"]]
+    assert omp and {r["info"]["threads"] for r in omp} == {len(allowed)}
+    blas = [r for r in rows if r["kernel"] == "cpu.blas"]
+    assert blas and blas[0]["info"]["threads"] == len(allowed)
