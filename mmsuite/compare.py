@@ -109,6 +109,15 @@ class Row:
     ratio: float | None = None
     p_value: float | None = None
     key: tuple = ()
+    changed: list[str] = field(default_factory=list)  # settings that differ ("threads 2 → 1")
+
+    @property
+    def environment_note(self) -> str:
+        """Why identical code moved ("+124% is the environment's: threads 2 → 1"); empty
+        where it did not move beyond the threshold or the code differs."""
+        if not self.why.startswith("identical code") or "environment's" not in self.why:
+            return ""
+        return self.why.split("; ", 1)[1]
 
 
 @dataclass
@@ -131,8 +140,12 @@ class Comparison:
 
 
 def judge(base: Side, new: Side, threshold: float = DEFAULT_THRESHOLD,
-          alpha: float = DEFAULT_ALPHA) -> tuple[str, str, float | None, float | None]:
-    """(verdict, why, ratio of medians NEW / BASE, p-value) for one kernel x problem."""
+          alpha: float = DEFAULT_ALPHA, changed: list[str] | None = None
+          ) -> tuple[str, str, float | None, float | None]:
+    """(verdict, why, ratio of medians NEW / BASE, p-value) for one kernel x problem;
+    ``changed`` names the settings that differ between the two rows ("threads 2 → 1"),
+    which a change of identical code is put down to."""
+    changed = changed or []
     if base.status == "ok" and new.status not in ("ok", "unavailable"):
         return "broken", f"{new.status} in NEW", None, None
     if base.status != "ok" or new.status != "ok":  # no pair of timings to compare
@@ -146,7 +159,9 @@ def judge(base: Side, new: Side, threshold: float = DEFAULT_THRESHOLD,
     if base.code_hash is not None and base.code_hash == new.code_hash:
         # Byte-identical code: whatever moved the times was the machine, never the commit.
         return "same", "identical code" + (
-            f"; {ratio - 1:+.0%} is the environment's" if beyond else ""), ratio, None
+            f"; {ratio - 1:+.0%} is the environment's: " + (", ".join(changed) or
+                                                          "no recorded setting differs")
+            if beyond else ""), ratio, None
     fewest = min(len(base.samples), len(new.samples))
     if fewest < MIN_SAMPLES:
         return "unsure", f"{fewest} samples", ratio, None
@@ -223,6 +238,37 @@ def _setting_notes(base: dict, new: dict) -> list[str]:
     return notes
 
 
+def _shown(value: object) -> str:
+    return "-" if value is None else str(value)
+
+
+def changed_settings(base_doc: dict, new_doc: dict, base: dict, new: dict) -> list[str]:
+    """What differs between two rows' runs, in a few words each ("threads 2 → 1"): the
+    run's settings, the machine, and the row's own threads and others' share of the CPU."""
+    changes = []
+    b_set, n_set = base_doc.get("settings") or {}, new_doc.get("settings") or {}
+    for key in sorted(set(b_set) | set(n_set)):
+        before, after = b_set.get(key), n_set.get(key)
+        if key in ("problems", "interrupted") or before == after:
+            continue
+        simple = all(v is None or isinstance(v, (int, float, str)) for v in (before, after))
+        changes.append(f"{key} {_shown(before)} → {_shown(after)}" if simple else key)
+    b_env, n_env = base_doc.get("environment") or {}, new_doc.get("environment") or {}
+    for key, name in ((CPU_MODEL, "CPU"), ("cpu_cores", "cores")):
+        if b_env.get(key) != n_env.get(key):
+            changes.append(f"{name} {_shown(b_env.get(key))} → {_shown(n_env.get(key))}")
+    b_threads = (base.get("info") or {}).get("threads")
+    n_threads = (new.get("info") or {}).get("threads")
+    if b_threads != n_threads and not any(c.startswith("threads ") for c in changes):
+        changes.append(f"threads used {_shown(b_threads)} → {_shown(n_threads)}")
+    b_share = others_share(base) if runs_on_host(base) else None
+    n_share = others_share(new) if runs_on_host(new) else None
+    if b_share is not None and n_share is not None and \
+            abs(b_share - n_share) > CHANGED_SHARE:
+        changes.append(f"others' CPU share {b_share:.0%} → {n_share:.0%}")
+    return changes
+
+
 def compare(base_path: Path, new_path: Path, threshold: float = DEFAULT_THRESHOLD,
             alpha: float = DEFAULT_ALPHA) -> Comparison:
     """Compare two result files; raises ValueError (naming the file) for bad input."""
@@ -235,8 +281,9 @@ def compare(base_path: Path, new_path: Path, threshold: float = DEFAULT_THRESHOL
         b, n = Side.of(base[key], b_cores), Side.of(new[key], n_cores)
         if b.status == n.status == "unavailable":
             continue
-        verdict, why, ratio, p = judge(b, n, threshold, alpha)
-        rows.append(Row(key[0], key[1], b, n, verdict, why, ratio, p, key))
+        changed = changed_settings(base_doc, new_doc, base[key], new[key])
+        verdict, why, ratio, p = judge(b, n, threshold, alpha, changed)
+        rows.append(Row(key[0], key[1], b, n, verdict, why, ratio, p, key, changed))
     order = {k: i for i, k in enumerate(list(base) + list(new))}
     rows.sort(key=lambda r: order[r.key])
     if not rows:
@@ -266,11 +313,30 @@ def _fmt_noise(side: Side) -> str:
     return "-" if side.noise is None else f"{100 * side.noise:.1f}"
 
 
-def cells(row: Row) -> list[str]:
+def verdict_cell(row: Row, notes: dict[str, int] | None = None) -> str:
+    """The verdict as a table shows it: "same (identical code)", "unsure (noisy)"; with
+    ``notes``, why identical code moved goes to a numbered footnote ("[1]")."""
+    if row.verdict in ("unsure", "broken"):
+        return f"{row.verdict} ({row.why})"
+    if not row.why.startswith("identical code"):
+        return row.verdict
+    note = row.environment_note
+    if not note:
+        return f"{row.verdict} (identical code)"
+    if notes is None:
+        return f"{row.verdict} ({row.why})"
+    return f"{row.verdict} (identical code) [{notes.setdefault(note, len(notes) + 1)}]"
+
+
+def footnotes(notes: dict[str, int]) -> list[str]:
+    return [f"[{number}] {text}" for text, number in notes.items()]
+
+
+def cells(row: Row, notes: dict[str, int] | None = None) -> list[str]:
     """One table row; change is NEW/BASE - 1 of the medians, noise BASE/NEW in percent."""
     change = "-" if row.ratio is None else f"{row.ratio - 1:+.1%}"
     p = "-" if row.p_value is None else f"{row.p_value:.1g}"
-    verdict = f"{row.verdict} ({row.why})" if row.verdict in ("unsure", "broken") else row.verdict
+    verdict = verdict_cell(row, notes)
     return [row.kernel, row.problem, _fmt_ms(row.base), _fmt_ms(row.new), change, p,
             f"{len(row.base.samples)}/{len(row.new.samples)}",
             f"{_fmt_noise(row.base)}/{_fmt_noise(row.new)}", verdict]
@@ -293,6 +359,34 @@ def missing_lines(result: Comparison) -> list[str]:
     return lines
 
 
+#: Columns a narrow terminal drops first, in order: the sample counts, the noise, p.
+_EXPENDABLE = ("n", "noise", "p")
+
+
+def _fit_columns(rows: list[Row], body: list[list[str]],
+                 width: int) -> tuple[dict[int, int], int]:
+    """The columns (index: width) of a terminal table ``width`` wide, and the gap between
+    them: two spaces where everything fits, else one, else the expendable columns go. A
+    verdict that is a phrase ("same (identical code) [1]") is never wrapped; an unsure
+    one's reason may be."""
+    phrase = max((len(values[-1]) for row, values in zip(rows, body)
+                  if row.verdict not in ("unsure", "broken")), default=0)
+    widths = {i: max([len(title)] + ([phrase] if title == "verdict" else
+                                     [len(values[i]) for values in body]))
+              for i, title in enumerate(HEADERS) if title != "problem"}
+
+    def total(gap: int) -> int:
+        return sum(widths.values()) + gap * (len(widths) - 1)
+
+    if total(2) <= width:
+        return widths, 2
+    for title in _EXPENDABLE:
+        if total(1) <= width:
+            break
+        del widths[HEADERS.index(title)]
+    return widths, 1
+
+
 def render_rich(result: Comparison, threshold: float, console) -> None:
     from rich import box
     from rich.table import Table
@@ -301,17 +395,23 @@ def render_rich(result: Comparison, threshold: float, console) -> None:
     problems: dict[str, list[Row]] = {}
     for row in result.rows:
         problems.setdefault(row.problem, []).append(row)
+    notes: dict[str, int] = {}
     for problem, rows in problems.items():  # one table per problem, as the run's report
+        body = [cells(row, notes) for row in rows]
+        shown, gap = _fit_columns(rows, body, console.width)
         table = Table(title=f"{problem}: NEW against BASE, kernel time (median ms; ! = noisy)",
-                      title_justify="left", box=box.SIMPLE_HEAD, pad_edge=False)
-        for i, title in enumerate(HEADERS):
-            if i != 1:
-                table.add_column(title, justify="left" if i in (0, 8) else "right",
-                                 no_wrap=i < 8)  # only the verdict's reason may wrap
-        for row in rows:
-            values = cells(row)
-            table.add_row(*(values[:1] + values[2:]), style=styles.get(row.verdict))
+                      title_justify="left", box=box.SIMPLE_HEAD, pad_edge=False,
+                      show_edge=False, padding=(0, gap - 1, 0, 0), collapse_padding=True)
+        for i, width in shown.items():
+            verdict = HEADERS[i] == "verdict"
+            # Only an unsure or broken verdict's reason may wrap.
+            table.add_column(HEADERS[i], justify="left" if i == 0 or verdict else "right",
+                             no_wrap=not verdict, min_width=width if verdict else None)
+        for row, values in zip(rows, body):
+            table.add_row(*(values[i] for i in shown), style=styles.get(row.verdict))
         console.print(table)
+    for line in footnotes(notes):
+        console.print(line, markup=False, highlight=False)
     console.print("change: NEW/BASE - 1; p: two-sided Mann-Whitney U on the samples; "
                   "n and noise (1.4826*MAD/median, %): BASE/NEW", style="dim")
     for line in missing_lines(result) + result.notes:
@@ -329,8 +429,9 @@ def render_markdown(result: Comparison, threshold: float) -> str:
            "Mann-Whitney U test on the samples; n and noise (1.4826·MAD/median, %): "
            "BASE/NEW.", "",
            line(HEADERS), line(["---"] * 2 + ["---:"] * 6 + ["---"])]
-    out += [line(cells(row)) for row in result.rows]
-    extra = missing_lines(result) + result.notes
+    notes: dict[str, int] = {}
+    out += [line(cells(row, notes)) for row in result.rows]
+    extra = footnotes(notes) + missing_lines(result) + result.notes
     if extra:
         out += [""] + [f"- {text}" for text in extra]
     out += ["", summary_line(result.verdict_rows()), "",

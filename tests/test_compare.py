@@ -283,3 +283,43 @@ def test_changed_code_under_changed_load_is_unsure(tmp_path: Path) -> None:
 def test_changed_code_under_the_same_load_is_judged(tmp_path: Path) -> None:
     row, result = compared(tmp_path, (1.0, "abc", 0.4), (1.3, "abd", 0.45))
     assert row.verdict == "slower" and result.exit_status == 1
+
+
+def test_identical_code_names_the_setting_that_moved_it(tmp_path: Path) -> None:
+    rows = [with_code(record("cpu.omp_tiled", timings(ms, 0.01, seed=i)), "abc")
+            for i, ms in enumerate((1.0, 2.24))]
+    base = write(tmp_path / "two.json", [rows[0]], threads=2, l2="warm")
+    new = write(tmp_path / "one.json", [rows[1]], threads=1, l2="warm")
+    row = compare.compare(base, new).rows[0]
+    assert row.verdict == "same" and row.changed == ["threads 2 → 1"]
+    assert row.environment_note == "+124% is the environment's: threads 2 → 1"
+
+
+def test_identical_code_with_nothing_recorded_apart_says_so(tmp_path: Path) -> None:
+    row, _ = compared(tmp_path, (1.0, "abc", 0.01), (1.3, "abc", 0.05), noise=0.01)
+    assert row.environment_note.endswith("is the environment's: no recorded setting differs")
+
+
+def test_terminal_table_at_80_columns_gives_the_verdict_and_its_reason(
+        tmp_path: Path, capsys, monkeypatch) -> None:
+    monkeypatch.setenv("COLUMNS", "80")
+    rows = [with_code(record("cpu.omp_packed", timings(ms, 0.01, seed=i)), "abc")
+            for i, ms in enumerate((1.0, 2.24))]
+    base = write(tmp_path / "two.json", [rows[0]], threads=2)
+    new = write(tmp_path / "one.json", [rows[1]], threads=1)
+    assert cli.main(["compare", str(base), str(new)]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert max(len(line) for line in lines) <= 80
+    row = next(line for line in lines if line.lstrip().startswith("cpu.omp_packed"))
+    assert "same (identical code) [1]" in row
+    assert "[1] +124% is the environment's: threads 2 → 1" in lines
+
+
+def test_markdown_gives_the_footnote_too(tmp_path: Path) -> None:
+    rows = [with_code(record("cpu.k", timings(ms, 0.01, seed=i)), "abc")
+            for i, ms in enumerate((1.0, 2.0))]
+    result = compare.compare(write(tmp_path / "a.json", [rows[0]], threads=2),
+                             write(tmp_path / "b.json", [rows[1]], threads=1))
+    text = compare.render_markdown(result, compare.DEFAULT_THRESHOLD)
+    assert "| same (identical code) [1] |" in text
+    assert "- [1] +100% is the environment's: threads 2 → 1" in text
