@@ -96,3 +96,67 @@ def distortion_warning(records: list[dict]) -> str | None:
     return (f"other processes used up to {share:.0%} of this machine's CPU while it measured "
             f"({record.get('kernel')}): CPU times are distorted; measure on a quiet machine, "
             f"or compare revisions under the same load with `mmsuite continuous`")
+
+
+def device_neighbours(record: dict) -> int | None:
+    """Other processes computing on a GPU row's device when its samples began or ended
+    (NVML's running processes, ``info.gpu``), the more of the two; None where not read."""
+    gpu = (record.get("info") or {}).get("gpu")
+    if not isinstance(gpu, dict):
+        return None
+    counts = [state.get("other_processes") for state in (gpu.get("before"), gpu.get("after"))
+              if isinstance(state, dict)]
+    counts = [c for c in counts if isinstance(c, int)]
+    return max(counts) if counts else None
+
+
+def contended(record: dict) -> bool:
+    """Whether others took enough of the machine during a row's samples that its time is
+    not the kernel's: above ``DISTORTING_SHARE`` of the CPU for a row timed on the host, any
+    other process on the GPU for a row timed on one."""
+    from .backend_table import runs_on_host  # here: the module itself is loaded by path
+
+    if runs_on_host(record):
+        share = others_share(record)
+        return share is not None and share > DISTORTING_SHARE
+    return bool(device_neighbours(record))
+
+
+def contention_footnote(records: list[dict]) -> str | None:
+    """The line under a table whose rows ``contended`` marks (``*``), None where none is."""
+    marked = [r for r in records if contended(r)]
+    if not marked:
+        return None
+    shares = [s for r in marked if (s := others_share(r)) is not None]
+    on_gpu = sum(1 for r in marked if device_neighbours(r))
+    parts = []
+    if shares:
+        low, high = min(shares), max(shares)
+        span = f"{low:.0%}" if round(100 * low) == round(100 * high) else f"{low:.0%}-{high:.0%}"
+        parts.append(f"other processes took {span} of the CPU (above {DISTORTING_SHARE:.0%})")
+    if on_gpu:
+        parts.append("other processes computed on the GPU")
+    return (f"* {len(marked)} of {len(records)} rows were measured while "
+            + " or ".join(parts) + ": their times are not the kernels' alone, and their "
+            "ratios (marked ?) are not facts; measure on a quiet machine, or compare "
+            "revisions under the same load with `mmsuite continuous`")
+
+
+def free_cores(cores: int, seconds: float = 0.25) -> tuple[float, float] | None:
+    """About how many of ``cores`` other processes leave free now, and their share of the
+    CPU, from a window of ``seconds``; None where /proc cannot say."""
+    window = LoadWindow.start()
+    time.sleep(seconds)
+    share = window.finish()["others_share"]
+    return None if share is None else (cores * (1.0 - share), share)
+
+
+def busy_cores_warning(threads: int, cores: int, free: float, share: float) -> str | None:
+    """One line when fewer cores are free than the ``threads`` a run asks for: each launch
+    then waits on its slowest thread's time slices; None when enough are free."""
+    if free >= threads * (1.0 - DISTORTING_SHARE):
+        return None
+    return (f"other processes are using {share:.0%} of this machine's CPU: about {free:.1f} "
+            f"of its {cores} cores are free for {threads} threads, so threaded rows will "
+            "be slowed and marked *; to compare revisions on a busy machine, use "
+            "`mmsuite continuous` (both measured in turns under the same load)")

@@ -16,6 +16,7 @@ from typing import Literal
 
 from .backend_table import BACKENDS, GPU_BACKENDS, HOST_BACKEND
 from .catalogue import BASELINE_ID, kernels, ladder_rank, reference_of
+from .load import contended, contention_footnote
 from .problem import label_of
 from .results import MEASURED
 from .stats import robust_noise
@@ -142,6 +143,16 @@ def table_rows(records: list[dict]) -> list[dict]:
             to_ref = _ratio(interleaved, speed)
         row["pct_ref"] = 100 * to_ref if to_ref is not None else None
         row["ref_interleaved"] = bool(interleaved and speed)
+        # A time taken while others held the machine is no fact, nor any ratio built on it.
+        row["contended"] = bool(ms) and contended(r)
+        against = {"x_base": base, "x_parent": parent,
+                   "pct_ref": None if row["ref_interleaved"] else ref}
+        if r["kernel"] == ref:
+            del against["pct_ref"]  # the reference is 100% of itself, whatever the load
+        row["unsure"] = {key for key, other in against.items() if row[key] is not None and (
+            row["contended"] or (other in ok_rows and contended(ok_rows[other])))}
+        if row["contended"] and row["pct_peak"] is not None:
+            row["unsure"].add("pct_peak")
         profile = (r.get("info") or {}).get("profile") or {}
         row["regs"], row["local"] = profile.get("registers"), profile.get("local_bytes")
         shared = [profile.get(key) for key in ("static_shared_bytes", "dynamic_shared_bytes")]
@@ -251,6 +262,10 @@ def _cells(row: dict, cols: list[Column], scale: float,
             # "!" marks a noisy row: its noise stayed above the sampling target, or most of
             # its samples were disturbed (mmsuite.measure.Sampled.noisy).
             cells.append(_fmt("noise", row["noise"], scale) + ("!" if row["noisy"] else ""))
+        elif c.key == "kernel_ms" and row.get("contended"):
+            cells.append(_fmt(c.key, row[c.key], scale) + "*")  # others held the machine
+        elif c.key in row.get("unsure", ()):
+            cells.append(_fmt(c.key, row[c.key], scale) + "?")  # built on such a time
         else:
             cells.append(_fmt(c.key, row[c.key], scale))
     return cells
@@ -262,6 +277,8 @@ def _caption(rows: list[dict], wide: bool = True) -> str:
     noise = "noise: 1.4826*MAD/median of the kernel samples, ! where above target or disturbed"
     interleaved = ("; % ref of CPU rungs: against OpenBLAS samples taken alternately with "
                    "the rung's" if any(r.get("ref_interleaved") for r in rows) else "")
+    marked = ("; *: measured while other processes held the machine; ?: a ratio built on "
+              "such a time" if any(r.get("contended") for r in rows) else "")
     if not wide:
         interleaved = ("; % ref of CPU rungs: against OpenBLAS samples taken in turns with the "
                        "rung's" if any(r.get("ref_interleaved") for r in rows) else "")
@@ -269,7 +286,7 @@ def _caption(rows: list[dict], wide: bool = True) -> str:
                 "target or most samples disturbed; x parent: speedup over the parent rung; "
                 "% ref: reference ("
                 + (", ".join(refs) or "-") + ") time over this kernel's; % peak: of the "
-                "device's FP32 peak" + interleaved)
+                "device's FP32 peak" + interleaved + marked)
     return ("x base: speedup over " + (", ".join(bases) or "-") + "; x parent: over the parent "
             "rung; % ref: reference kernel time (" + (", ".join(refs) or "-") + ") over this "
             "kernel's; spread: (max-min)/median of the kernel time; " + noise + interleaved
@@ -277,6 +294,7 @@ def _caption(rows: list[dict], wide: bool = True) -> str:
                "decides on; err/ref: err bound" if any(r["err_bound"] is not None for r in rows)
                else "; err/ref: max rel err")
             + " over the FP32 reference library's on the same inputs"
+            + marked
             + ("; J: energy per GEMM from NVML's counter over >= 1 s of launches, idle power "
                "taken off" if any(r["energy"] for r in rows) else ""))
 
@@ -423,6 +441,9 @@ def render_rich(records: list[dict], console=None, wide: bool = False,
             body = [_cells(row, cols, scale) for row in rows]
             _print_wide(console, label_of(group[0]["problem"]) + title_suffix,
                         _caption(rows, wide), cols, rows, body)
+            contention = contention_footnote(group)
+            if contention:
+                _print_wrapped(console, [contention], console.width)
         return
     missing = [_unavailable_lines(group) for group in groups]
     everywhere = set.intersection(*map(set, missing)) if len(groups) > 1 else set()
@@ -442,6 +463,9 @@ def render_rich(records: list[dict], console=None, wide: bool = False,
             notes, width = {}, console.width
         # Not dim as the legend is: what did not run, and why, is a finding.
         footnotes = [f"[{number}] {reason}" for reason, number in notes.items()]
+        contention = contention_footnote(ran)
+        if contention:
+            footnotes.insert(0, contention)
         _print_wrapped(console, footnotes + [line for line in lines if line not in everywhere],
                        width)
     if everywhere:
@@ -520,6 +544,11 @@ def ladder_table(records: list[dict], wide: bool = True
             list(notes))
 
 
+def _md_escape(text: str) -> str:
+    """An asterisk as itself: "1.4826*MAD" or a row's "12.3*" could open emphasis."""
+    return text.replace("*", r"\*")
+
+
 def render_markdown(records: list[dict]) -> str:
     """The same tables as Markdown, for notes and pull requests."""
     parts = []
@@ -529,11 +558,13 @@ def render_markdown(records: list[dict]) -> str:
         lines = [f"**{label_of(group[0]['problem'])}**", "",
                  "| " + " | ".join(c.title for c in cols) + " |",
                  "|" + "|".join("---" if c.justify == "left" else "---:" for c in cols) + "|"]
-        lines += ["| " + " | ".join(c.replace("\n", " ").replace("|", "\\|")
+        lines += ["| " + " | ".join(_md_escape(c.replace("\n", " ")).replace("|", "\\|")
                                     for c in _cells(r, cols, scale)) + " |" for r in rows]
         # The legend as a list, one term a line: nothing to wrap, no term cut from its words.
-        # ("1.4826\\*MAD": escaped, an asterisk could open emphasis.)
-        lines += [""] + [f"- **{term}**: " + definition.replace("*", r"\*")
+        lines += [""] + [f"- **{_md_escape(term)}**: " + _md_escape(definition)
                          for term, definition in legend_items(_caption(rows))] + [""]
+        contention = contention_footnote(group)
+        if contention:
+            lines += [_md_escape(contention), ""]
         parts.append("\n".join(lines))
     return "\n".join(parts)

@@ -23,6 +23,7 @@ from . import charts
 from .backend_table import HOST_BACKEND, in_ladder_order
 from .catalogue import BASELINE_ID, BY_ID
 from .environment_table import environment_table, max_load
+from .load import contention_footnote, distortion_warning
 from .problem import label_of
 from .report import (
     flops_scale,
@@ -127,7 +128,11 @@ def _ladder_blocks(records: list[dict], figures: _Figures, machine: str,
         if ran:
             headers, justify, cells, caption, notes = ladder_table(ran)
             blocks.append(TableBlock(headers, cells, justify, caption,
-                                     [r["status"] for r in table_rows(ran)], notes))
+                                     ["contended" if r["contended"] and r["status"] == "ok"
+                                      else r["status"] for r in table_rows(ran)], notes))
+            contention = contention_footnote(ran)
+            if contention:
+                blocks.append(Para(contention))
         blocks += [Para(line) for line in unavailable_lines(group)]
         derived = {r["kernel"]: r for r in table_rows(ran)}
         for backend, mine in _by_backend(ran).items():
@@ -279,6 +284,10 @@ def report_blocks(runs: list[Run], records: list[dict], figures: _Figures,
         + "."))
 
     for run in runs:
+        distorted = distortion_warning(run.records)
+        if distorted:
+            blocks.append(Para(f"Warning: {run.path.name}: {distorted}; its rows are marked * "
+                               "in the ladder tables."))
         worst = max_load(run.records)
         cores = run.environment.get("cpu_cores")
         if worst is not None and cores and worst > cores:
@@ -363,6 +372,7 @@ th { background: #f3f3f3; } td.r { text-align: right; font-variant-numeric: tabu
 td.r, td:first-child { white-space: nowrap; }  /* 1.2e-07 and kernel ids stay whole */
 tr.failed td, tr.error td, tr.invalid td { color: #b00020; }
 tr.unavailable td { color: #888; } tr.noisy td { background: #fff8e1; }
+tr.contended td { background: #fdecea; }
 caption { caption-side: bottom; text-align: left; color: #555; font-size: .9em;
           padding-top: .3em; }
 figure { margin: 1.2em 0; } figure svg { max-width: 100%; height: auto; }

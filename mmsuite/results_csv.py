@@ -7,6 +7,7 @@ import csv
 import io
 from pathlib import Path
 
+from .load import others_share
 from .report import group_by_problem, table_rows
 from .results import write_atomically
 from .runs import by_machine
@@ -15,7 +16,7 @@ CSV_FIELDS = ["machine", "source", "commit", "kernel", "backend", "rung", "paren
               "k", "batch", "layout", "alpha", "beta", "status", "reason", "kernel_ms_median",
               "kernel_ms_min", "kernel_ms_max", "noise", "noisy", "samples", "gflops",
               "host_gflops", "h2d_ms", "d2h_ms", "x_base", "x_parent", "pct_ref", "pct_peak",
-              "max_rel_err", "err_bound", "err_vs_ref", "l2"]
+              "max_rel_err", "err_bound", "err_vs_ref", "l2", "others_share", "contended"]
 
 
 def csv_rows(records: list[dict]) -> list[dict]:
@@ -47,6 +48,9 @@ def csv_rows(records: list[dict]) -> list[dict]:
                     "pct_peak": row["pct_peak"], "max_rel_err": row["max_rel_err"],
                     "err_bound": row["err_bound"], "err_vs_ref": row["err_vs_ref"],
                     "l2": record.get("l2") or "",
+                    # Others' share of the CPU in the row's samples; contended: its time and
+                    # ratios are distorted (mmsuite.load.contended).
+                    "others_share": others_share(record), "contended": row["contended"],
                 })
     return out
 

@@ -60,3 +60,45 @@ def test_the_continuous_worker_can_load_it_by_path(module) -> None:
     path, outside any package: a relative import at module level would break it."""
     namespace = runpy.run_path(module.__file__)
     assert "LoadWindow" in namespace or "code_identity" in namespace
+
+
+# ------------------------------------------------------------------ contention
+def _row(kernel: str = "cpu.omp_tiled", backend: str = "cpu", share: float | None = None,
+         other_processes: int | None = None) -> dict:
+    row: dict = {"kernel": kernel, "backend": backend, "status": "ok", "info": {}}
+    if share is not None:
+        row["host_load"] = {"others_share": share, "cores": 2, "seconds": 1.0}
+    if other_processes is not None:
+        row["info"]["gpu"] = {"before": {"other_processes": 0},
+                              "after": {"other_processes": other_processes}}
+    return row
+
+
+def test_a_host_row_is_contended_above_the_distorting_share() -> None:
+    assert load.contended(_row(share=load.DISTORTING_SHARE + 0.01))
+    assert not load.contended(_row(share=load.DISTORTING_SHARE))
+    assert not load.contended(_row())  # an older file without the share: no claim
+
+
+def test_a_gpu_row_is_contended_when_another_process_computed_on_its_device() -> None:
+    busy = _row("cuda.01_naive", "cuda", share=0.9, other_processes=1)
+    assert load.contended(busy) and load.device_neighbours(busy) == 1
+    # The host's load does not reach a kernel timed on the GPU by its own clock.
+    assert not load.contended(_row("cuda.01_naive", "cuda", share=0.9, other_processes=0))
+
+
+def test_contention_footnote_counts_the_marked_rows_and_gives_the_shares() -> None:
+    rows = [_row(share=0.46), _row("cpu.omp_packed", share=0.76), _row("cpu.blas", share=0.02)]
+    note = load.contention_footnote(rows)
+    assert note is not None and note.startswith("* 2 of 3 rows were measured while other "
+                                                "processes took 46%-76% of the CPU")
+    assert "`mmsuite continuous`" in note
+    assert load.contention_footnote([_row(share=0.01)]) is None
+
+
+def test_busy_cores_warning_when_fewer_cores_are_free_than_threads() -> None:
+    line = load.busy_cores_warning(threads=2, cores=2, free=1.0, share=0.5)
+    assert line is not None and "about 1.0 of its 2 cores are free for 2 threads" in line
+    assert "`mmsuite continuous`" in line
+    assert load.busy_cores_warning(threads=2, cores=2, free=1.94, share=0.03) is None
+    assert load.busy_cores_warning(threads=1, cores=2, free=1.0, share=0.5) is None

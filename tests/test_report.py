@@ -348,3 +348,54 @@ def test_rows_with_the_componentwise_bound_show_it_and_define_err_ref_on_it() ->
     wide = _printed(records, 250, wide=True)
     assert "err bound" in wide and "1.2e-08" in wide
     assert "err/ref: err bound over the FP32" in " ".join(wide.split())
+
+
+# ------------------------------------------------------------------ contention
+def _loaded(record: dict, share: float) -> dict:
+    return {**record, "host_load": {"others_share": share, "cores": 2, "seconds": 1.0}}
+
+
+def _contended_ladder() -> list[dict]:
+    """A quiet parent and reference, one rung measured while others took 60% of the CPU."""
+    return [_loaded(_record("cpu.blas", "cpu", None, 1.0), 0.02),
+            _loaded(_record("cpu.seq_naive", "cpu", None, 100.0), 0.02),
+            _loaded(_record("cpu.seq_ikj", "cpu", "cpu.seq_naive", 10.0), 0.6),
+            _loaded(_record("cpu.seq_tiled", "cpu", "cpu.seq_ikj", 5.0), 0.02)]
+
+
+def test_a_contended_row_and_every_ratio_built_on_its_time_are_marked() -> None:
+    rows = {r["kernel"]: r for r in table_rows(_contended_ladder())}
+    assert rows["cpu.seq_ikj"]["contended"]
+    assert rows["cpu.seq_ikj"]["unsure"] >= {"x_base", "x_parent", "pct_ref"}
+    # Quiet itself, but its speedup over the parent divides by the contended time.
+    assert not rows["cpu.seq_tiled"]["contended"]
+    assert rows["cpu.seq_tiled"]["unsure"] == {"x_parent"}
+    assert not rows["cpu.seq_naive"]["unsure"] and not rows["cpu.blas"]["unsure"]
+
+
+def test_terminal_table_marks_contended_rows_and_explains_the_marks() -> None:
+    from rich.console import Console
+
+    console = Console(width=80, record=True, markup=False)
+    render_rich(_contended_ladder(), console)
+    text = console.export_text()
+    ikj = next(line for line in text.splitlines() if line.startswith("cpu.seq_ikj"))
+    tiled = next(line for line in text.splitlines() if line.startswith("cpu.seq_tiled"))
+    assert "10.000*" in ikj and "10.00x?" in ikj and "10%?" in ikj
+    assert "5.000*" not in tiled and "2.00x?" in tiled and "20%?" not in tiled
+    flowing = " ".join(text.split())
+    assert "* 1 of 4 rows were measured while other processes took 60% of the CPU" in flowing
+    assert "*: measured while other processes held the machine" in flowing
+
+
+def test_markdown_escapes_the_mark_and_keeps_the_footnote() -> None:
+    md = render_markdown(_contended_ladder())
+    assert "| 10.000\\* |" in md and "| 10.00x? |" in md
+    assert "- **\\***: measured while other processes held the machine" in md
+    assert "\\* 1 of 4 rows were measured while" in md
+
+
+def test_a_quiet_run_has_no_marks() -> None:
+    records = [_loaded(r, 0.02) for r in _contended_ladder()]
+    md = render_markdown(records)
+    assert "?" not in md and "\\*" not in md.replace("1.4826\\*MAD", "")

@@ -300,3 +300,20 @@ def test_kernels_unavailable_for_one_reason_are_one_line_not_rows(tmp_path: Path
     assert markdown.count(no_cupy) == 1 and page.count(html.escape(no_cupy)) == 1
     assert not re.search(r"^\| (cuda\.|opencl\.clblast )", markdown, re.MULTILINE)
     assert "| opencl.naive |" in markdown  # the kernels that ran keep their rows
+
+
+def test_a_contended_row_is_marked_in_the_html_markdown_and_csv(tmp_path: Path) -> None:
+    busy = json.loads(CPU.read_text())
+    marked = busy["results"][5]  # cpu.omp_tiled on the first problem
+    marked["host_load"] = {"others_share": 0.6, "cores": 2, "seconds": 1.0}
+    path = tmp_path / "busy.json"
+    path.write_text(json.dumps(busy))
+    out = tmp_path / "report"
+    html = report_html.build([path], out).read_text()
+    assert html.count('<tr class="contended">') == 1
+    assert "rows were measured while other processes took 60% of the CPU" in html
+    markdown = (out / "report.md").read_text()
+    assert "Warning: busy.json: other processes used up to 60% of this machine's CPU" in markdown
+    with (out / "results.csv").open() as fh:
+        rows = [r for r in csv.DictReader(fh) if r["contended"] == "True"]
+    assert [(r["kernel"], r["others_share"]) for r in rows] == [("cpu.omp_tiled", "0.6")]

@@ -9,8 +9,8 @@ from pathlib import Path
 
 from rich.console import Console
 
-from .. import report, results
-from .common import UsageError, check_output_folder, deprecated
+from .. import load, report, results
+from .common import UsageError, check_output_folder, deprecated, warn
 
 
 def add_parser(sub) -> argparse.ArgumentParser:
@@ -54,6 +54,9 @@ def run(args: argparse.Namespace, console: Console) -> int:
             if problem.startswith(str(args.asv / "benchmarks.json")):
                 raise UsageError(problem)  # every benchmark's description: no history
             print(f"mmsuite: warning: {problem}; skipped", file=sys.stderr)
+    distorted = load.distortion_warning(records)
+    if distorted:  # as `run` said when it measured them
+        warn(distorted)
     if args.print_markdown:
         print(report.render_markdown(records))
     elif not args.out:

@@ -16,7 +16,7 @@ from pathlib import Path
 from rich.console import Console
 
 from .. import cluster, environment, load, peak, report, results, workers
-from ..backend_table import BACKENDS
+from ..backend_table import BACKENDS, HOST
 from ..backends import RunOptions, get_backend, unavailable_reason
 from ..catalogue import Kernel
 from ..catalogue import kernels as catalogue_kernels
@@ -185,6 +185,19 @@ def threads_note(records: list[dict], asked: int | None) -> str | None:
         + f", not {what}"
 
 
+def _warn_if_cores_are_busy(kernels: list[Kernel], threads: int | None) -> None:
+    """Before measuring: say so when other processes leave fewer cores free than the
+    threaded host kernels will use. The run goes on: a busy machine still gets its table."""
+    if not any(k.threaded and BACKENDS[k.backend].device == HOST for k in kernels):
+        return
+    cores = allowed_cpus()
+    measured = load.free_cores(cores)
+    if measured is not None:
+        line = load.busy_cores_warning(threads or cores, cores, *measured)
+        if line:
+            warn(line)
+
+
 def _check_outputs(args: argparse.Namespace) -> None:
     """Every output path is checked before the first kernel runs; folders the user named
     (--plots, --report) are created now, their parents never."""
@@ -293,6 +306,8 @@ def run(args: argparse.Namespace, console: Console) -> int:
                          "has its own")
     devices = _devices(args.devices, kernels, options) if args.cluster is None else []
     check_omp_env()
+    if args.cluster is None:
+        _warn_if_cores_are_busy(kernels, args.threads)
     _default_json(args)
     _check_outputs(args)
     lock = _own_results(args)
