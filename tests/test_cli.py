@@ -590,3 +590,20 @@ def test_threads_note_without_threads_compares_with_the_cpus_allowed(monkeypatch
     assert run_command.threads_note([_threaded_row("cpu.omp_tiled", 2)], asked=None) is None
     note = run_command.threads_note([_threaded_row("cpu.omp_tiled", 1)], asked=None)
     assert note is not None and note.endswith("not the 2 CPUs mmsuite may use")
+
+
+def test_run_says_before_measuring_when_fewer_cores_are_free_than_threads(
+        monkeypatch, capsys) -> None:
+    from mmsuite import load
+
+    monkeypatch.setattr(load, "free_cores", lambda cores, seconds=0.25: (cores / 2, 0.5))
+    monkeypatch.setattr(run_command, "allowed_cpus", lambda: 2)
+    assert main(["run", "--kernel", "cpu.omp_packed", "--shape", "16", "--repeats", "2",
+                 "--threads", "2"]) == 0
+    out = capsys.readouterr()
+    assert "about 1.0 of its 2 cores are free for 2 threads" in out.err
+    assert "cpu.omp_packed" in out.out  # the run went on: a busy machine still gets a table
+    monkeypatch.setattr(load, "free_cores", lambda cores, seconds=0.25: (cores * 0.98, 0.02))
+    assert main(["run", "--kernel", "cpu.omp_packed", "--shape", "16", "--repeats", "2",
+                 "--threads", "2"]) == 0
+    assert "cores are free" not in capsys.readouterr().err
