@@ -318,6 +318,40 @@ def parse_shape(text: str) -> tuple[int, int, int]:
     return m, n, k
 
 
+#: A range of sizes gives at most this many: a typo in its step is not a week of runs.
+MAX_RANGE_SIZES = 256
+
+
+def parse_size_range(text: str) -> list[int]:
+    """The sizes of ``START:STOP[:STEP]``, STOP included when a step lands on it, as NVBench
+    and Google Benchmark users write a sweep: ``128:4096:x2`` multiplies by 2 (``x2`` is the
+    default step), ``128:1024:128`` (or ``+128``) adds 128."""
+    parts = text.strip().split(":")
+    if len(parts) not in (2, 3):
+        raise ValueError(f"a range is START:STOP[:STEP] (e.g. 128:4096:x2 or 128:1024:128), "
+                         f"got {text!r}")
+    step = parts[2].strip().lower() if len(parts) == 3 else "x2"
+    geometric = step.startswith("x")
+    try:
+        start, stop = int(parts[0]), int(parts[1])
+        by = int(step.lstrip("x+"))
+    except ValueError:
+        raise ValueError(f"a range's START, STOP and STEP are integers (STEP xF multiplies, "
+                         f"N or +N adds), got {text!r}") from None
+    if start < 1 or stop < start:
+        raise ValueError(f"range {text!r} is empty: it needs 1 <= START <= STOP")
+    if by < (2 if geometric else 1):
+        raise ValueError(f"range {text!r} never advances: its step must be at least "
+                         + ("x2" if geometric else "1"))
+    sizes = [start]
+    while (nxt := sizes[-1] * by if geometric else sizes[-1] + by) <= stop:
+        sizes.append(nxt)
+        if len(sizes) > MAX_RANGE_SIZES:
+            raise ValueError(f"range {text!r} gives more than {MAX_RANGE_SIZES} sizes; "
+                             "take a larger step")
+    return sizes
+
+
 # --------------------------------------------------------------------- presets
 SWEEP_SIZES = (128, 256, 512, 1024, 2048, 4096)
 

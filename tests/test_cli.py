@@ -115,6 +115,14 @@ def test_unavailable_kernels_become_rows_and_the_run_goes_on(tmp_path, capsys) -
     (["run", "--shape", "0x4x4"], "positive"),
     (["run", "--shape", "banana"], "MxNxK"),
     (["run", "--kernel", "nope.*"], "matches no kernel"),
+    (["run", "--kernel", "cpu.omp_pakced"], "matches no kernel; did you mean cpu.omp_packed"),
+    (["run", "--kernel", "omp_packed"], "did you mean cpu.omp_packed?"),
+    (["run", "--kernel", "cuda.07_blocktile"], "did you mean cuda.07_blocktile_2d?"),
+    (["run", "--shape", "512:128"], "range '512:128' is empty: it needs 1 <= START <= STOP"),
+    (["run", "--shape", "128:512:x1"], "never advances: its step must be at least x2"),
+    (["run", "--shape", "128:512:0"], "never advances: its step must be at least 1"),
+    (["run", "--shape", "128:x2"], "a range's START, STOP and STEP are integers"),
+    (["run", "--shape", "1:100000:1"], "gives more than 256 sizes"),
     (["run", "--backend", "tpu"], "invalid choice"),
     (["run", "--threads", "0"], "positive integer"),
     (["run", "--preset", "square2048", "--shape", "8x8x8"], "--preset"),
@@ -607,3 +615,16 @@ def test_run_says_before_measuring_when_fewer_cores_are_free_than_threads(
     assert main(["run", "--kernel", "cpu.omp_packed", "--shape", "16", "--repeats", "2",
                  "--threads", "2"]) == 0
     assert "cores are free" not in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("text,sizes", [
+    ("128:4096:x2", [128, 256, 512, 1024, 2048, 4096]),
+    ("128:1024:128", [128, 256, 384, 512, 640, 768, 896, 1024]),
+    ("128:1000:+300", [128, 428, 728]),  # the stop is a bound, not a size
+    ("128:512", [128, 256, 512]),  # x2 when no step is given
+    ("100:100", [100]),
+])
+def test_shape_ranges_sweep_cubes(text: str, sizes: list[int]) -> None:
+    args = build_parser().parse_args(["run", "--shape", text + ",7x8x9"])
+    problems = problems_from_args(args)
+    assert [(p.m, p.n, p.k) for p in problems] == [(s, s, s) for s in sizes] + [(7, 8, 9)]

@@ -4,6 +4,7 @@ selectors. Every subcommand lives in a module of its own beside this one."""
 from __future__ import annotations
 
 import argparse
+import difflib
 import fnmatch
 import math
 import os
@@ -29,6 +30,7 @@ from ..problem import (
     WIDE_BINADES,
     Problem,
     parse_shape,
+    parse_size_range,
     preset,
     preset_deprecation,
 )
@@ -192,6 +194,15 @@ def check_output_file(option: str, path: Path | None) -> None:
 
 
 
+def did_you_mean(pattern: str) -> str:
+    """"; did you mean cpu.omp_packed?" for a mistyped kernel id or one without its backend,
+    else where to find the ids."""
+    ids = [k.id for k in catalogue.kernels()]
+    close = [i for i in ids if i.partition(".")[2] == pattern or i.startswith(pattern)] or \
+        difflib.get_close_matches(pattern, ids, n=3, cutoff=0.6)
+    return f"; did you mean {', '.join(close[:3])}?" if close else "; see `mmsuite list`"
+
+
 def select_kernels(backends: list[str] | None, globs: list[str] | None,
                    with_parents: bool = True) -> list[Kernel]:
     """Catalogue kernels filtered by backend names and id globs; a glob matching nothing is an
@@ -202,7 +213,7 @@ def select_kernels(backends: list[str] | None, globs: list[str] | None,
     if globs:
         for pattern in globs:
             if not any(fnmatch.fnmatchcase(k.id, pattern) for k in chosen):
-                raise UsageError(f"--kernel {pattern!r} matches no kernel; see `mmsuite list`")
+                raise UsageError(f"--kernel {pattern!r} matches no kernel{did_you_mean(pattern)}")
         chosen = [k for k in chosen if any(fnmatch.fnmatchcase(k.id, g) for g in globs)]
     wanted = {k.id for k in chosen}
     for kernel in list(chosen) if with_parents else []:
@@ -255,17 +266,24 @@ def preset_name(text: str) -> str:
 
 
 def shape_list(text: str) -> list[str]:
-    """An argparse type: ``MxNxK``, ``S`` (a cube) or a comma list of either."""
+    """An argparse type: ``MxNxK``, ``S`` (a cube), a range of cubes ``START:STOP[:STEP]``
+    (``128:4096:x2``, ``128:1024:128``) or a comma list of them."""
     items = [t.strip() for t in text.split(",") if t.strip()]
     if not items:
         raise argparse.ArgumentTypeError(
-            "nothing given; expected MxNxK, S or a comma list (e.g. 512x512x512 or 128,256)")
+            "nothing given; expected MxNxK, S, a range START:STOP[:STEP] or a comma list "
+            "(e.g. 512x512x512, 128,256 or 128:4096:x2)")
+    shapes = []
     for item in items:
         try:
-            parse_shape(item)
+            if ":" in item:
+                shapes += [str(size) for size in parse_size_range(item)]
+            else:
+                parse_shape(item)
+                shapes.append(item)
         except ValueError as exc:
             raise argparse.ArgumentTypeError(str(exc)) from None
-    return items
+    return shapes
 
 
 def add_selection_arguments(p: argparse.ArgumentParser) -> None:
@@ -293,9 +311,10 @@ def add_problem_arguments(p: argparse.ArgumentParser) -> None:
     """The problem options: shape (or a sweep of shapes, or a preset), batch, layout, scalars
     and the inputs' random seed."""
     prob = p.add_argument_group("problem")
-    prob.add_argument("--shape", action="extend", type=shape_list, metavar="MxNxK|S[,...]",
-                      help="matrix sizes: MxNxK, S for SxSxS, or a comma list of either for a "
-                      f"sweep (repeatable; default {DEFAULT_SHAPE})")
+    prob.add_argument("--shape", action="extend", type=shape_list, metavar="MxNxK|S|A:B:STEP[,...]",
+                      help="matrix sizes: MxNxK, S for SxSxS, a range of cubes from A to B "
+                      "(STEP x2 multiplies, the default; 128 adds), or a comma list of these "
+                      f"for a sweep (repeatable; default {DEFAULT_SHAPE})")
     for old in ("--sizes", "--shapes"):  # the sweeps' options before --shape took lists
         prob.add_argument(old, dest="shape", type=shape_list, help=argparse.SUPPRESS,
                           action=deprecated("--shape", argparse._ExtendAction))

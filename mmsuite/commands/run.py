@@ -306,13 +306,13 @@ def run(args: argparse.Namespace, console: Console) -> int:
                          "has its own")
     devices = _devices(args.devices, kernels, options) if args.cluster is None else []
     check_omp_env()
-    if args.cluster is None:
-        _warn_if_cores_are_busy(kernels, args.threads)
     _default_json(args)
     _check_outputs(args)
     lock = _own_results(args)
     try:
         session = _connect(args.cluster)
+        if session is None:  # every input is checked: the last word before measuring
+            _warn_if_cores_are_busy(kernels, args.threads)
         return _measure_and_save(args, console, kernels, problems, options, sampling, devices,
                                  session)
     finally:
