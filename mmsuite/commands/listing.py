@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import textwrap
 from pathlib import Path
 
 from rich.console import Console
@@ -78,22 +79,49 @@ def _plugin_name(label: str) -> str:
     return f"plugin {file.parent.name if file.name == '__init__.py' else file.name}"
 
 
+#: What a kernel's origin says, for the legend of ``list --long``.
+ORIGIN_LEGEND = ("origin: 000 to 004 are the published SGEMM ladders whose rungs mmsuite "
+                 "implements again, beyond: mmsuite's own rungs past them, reference: the "
+                 "vendor library a backend is measured against, plugin: declared outside "
+                 "mmsuite")
+
+
+def _origin(kernel: catalogue.Kernel) -> str:
+    return f"plugin {kernel.plugin}" if kernel.plugin else kernel.origin
+
+
 def _print_long(console: Console, chosen: list[tuple[catalogue.Kernel, str]]) -> None:
-    table = Table(title="mmsuite kernels (ladder order)", title_justify="left")
-    for title in ("kernel", "rung", "parent", "from", "file", "precision", "adds", "sizes",
-                  "available"):
-        # Kernel ids stay whole, so that they can be copied and searched for; the
-        # prose columns fold around them.
-        table.add_column(title, overflow="fold", no_wrap=title == "kernel")
+    """Every field of every kernel, a few lines each, wrapped between words at the
+    terminal's width (ids and file names are never cut); each reason a kernel cannot run
+    is printed once, under the list, and the kernels point to it ("[1]")."""
+    width = max(console.width, 40)
+    reasons: dict[str, int] = {}
+    lines = ["mmsuite kernels, ladder order", _fill(ORIGIN_LEGEND, width)]
+    backend = None
     for kernel, reason in chosen:
+        if kernel.backend != backend:
+            backend = kernel.backend
+            lines += ["", f"{backend} ({sum(k.backend == backend for k, _ in chosen)} kernels)"]
+        where = "available" if not reason else \
+            f"unavailable [{reasons.setdefault(reason, len(reasons) + 1)}]"
+        after = f", after {kernel.parent}" if kernel.parent else ""
         sizes = "any" if kernel.constraints == catalogue.ANY_SIZE else kernel.constraints
-        origin = f"plugin {kernel.plugin}" if kernel.plugin else kernel.origin \
-            if kernel.origin in ("reference", "beyond") else f"document {kernel.origin}"
-        table.add_row(kernel.id, str(kernel.rung), kernel.parent or "-", origin,
-                      kernel.source or "-", kernel.precision, kernel.adds, sizes,
-                      "yes" if not reason else f"no: {reason}",
-                      style="dim" if reason else None)
-    console.print(table)
+        lines.append(f"{kernel.id}  rung {kernel.rung}{after}; {where}")
+        for text in (f"adds: {kernel.adds}",
+                     f"origin: {_origin(kernel)}; precision: {kernel.precision}; sizes: "
+                     f"{sizes}; file: {kernel.source or '-'}"):
+            lines.append(_fill(text, width, indent="    "))
+    if reasons:
+        lines += ["", "why some cannot run here:"]
+        lines += [_fill(f"[{number}] {reason}", width, indent="    ")
+                  for reason, number in reasons.items()]
+    console.print("\n".join(lines), markup=False, highlight=False, soft_wrap=True)
+
+
+def _fill(text: str, width: int, indent: str = "") -> str:
+    """``text`` broken between words at ``width``: never inside a word, an id or a path."""
+    return textwrap.fill(text, width, initial_indent=indent, subsequent_indent=indent + "  ",
+                         break_long_words=False, break_on_hyphens=False)
 
 
 def gpu_peaks_line() -> str:
