@@ -40,15 +40,23 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+class _PipedConsole(Console):
+    """rich's console, but a closed pipe is :func:`main`'s to answer (rich would exit 1)."""
+
+    def on_broken_pipe(self) -> None:
+        self.quiet = True
+        raise BrokenPipeError
+
+
 def _console() -> Console:
     """The terminal's width on a terminal; in logs and pipes COLUMNS, else 100 characters."""
     # No markup: reasons and device names contain brackets ("mmsuite[cuda]", "[GPU]").
-    console = Console(markup=False)
+    console = _PipedConsole(markup=False)
     if console.is_terminal:
         return console
     columns = os.environ.get("COLUMNS", "")
-    return Console(width=int(columns) if columns.isdigit() and int(columns) > 0 else 100,
-                   markup=False)
+    return _PipedConsole(width=int(columns) if columns.isdigit() and int(columns) > 0 else 100,
+                         markup=False)
 
 
 def _attach_values(parser: argparse.ArgumentParser, argv: list[str]) -> list[str]:
@@ -117,7 +125,14 @@ def main(argv: list[str] | None = None) -> int:
         if not getattr(command, "READS_PLUGIN_PATHS", False):  # continuous: its --repo's
             plugins.use(args.plugin)
         plugins.load_configured()  # before any work: a broken plugin is one line, exit 2
-        return command.run(args, console)
+        status = command.run(args, console)
+        sys.stdout.flush()  # here, where a closed pipe is caught, not at exit
+        return status
+    except BrokenPipeError:
+        # The reader has gone (`mmsuite list | head -1`): it read all it wanted. Later
+        # writes, Python's own flush at exit among them, go nowhere.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 0
     except (UsageError, results.ResultsError, MissingExtra, plugins.PluginError) as exc:
         print(f"mmsuite: error: {exc}", file=sys.stderr)
         return 2

@@ -54,7 +54,28 @@ def test_list_long_shows_every_field(monkeypatch: pytest.MonkeyPatch,
     monkeypatch.setenv("COLUMNS", "250")
     assert main(["list", "--long", "--backend", "cpu"]) == 0
     out = capsys.readouterr().out
-    assert "csrc/01_seq_naive.c" in out and "document 001" in out and "available" in out
+    assert "cpu.seq_ikj  rung 2, after cpu.seq_naive; available" in out
+    assert "origin: 002; precision: fp32; sizes: any; file: csrc/02_seq_ikj.c" in out
+    assert "origin: 000 to 004 are the published SGEMM ladders" in out  # what 002 means
+
+
+def test_list_long_reads_at_100_columns(monkeypatch: pytest.MonkeyPatch,
+                                        capsys: pytest.CaptureFixture) -> None:
+    monkeypatch.setenv("COLUMNS", "100")
+    reason = "no GPU here (" + " ".join(["a long reason"] * 20) + ")"
+    monkeypatch.setattr(listing, "unavailable_reason",
+                        lambda kernel, options: reason if kernel.backend == "cuda" else "")
+    assert main(["list", "--long"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert max(len(line.rstrip()) for line in lines) <= 100
+    every = catalogue.kernels()
+    assert len(lines) < 4 * len(every) + 40  # a few lines a kernel, not a folded table
+    words = {w for k in every for w in k.adds.split()}
+    # No word folded mid-way: every word of every "adds" appears whole on some line.
+    text = set(" ".join(lines).split())
+    assert words <= text
+    assert sum("no GPU here" in line for line in lines) == 1  # each reason once, numbered
+    assert any(line.startswith("cuda.01_naive  rung 1; unavailable [1]") for line in lines)
 
 
 def test_list_keeps_kernel_ids_whole_when_a_reason_is_long(
@@ -628,3 +649,14 @@ def test_shape_ranges_sweep_cubes(text: str, sizes: list[int]) -> None:
     args = build_parser().parse_args(["run", "--shape", text + ",7x8x9"])
     problems = problems_from_args(args)
     assert [(p.m, p.n, p.k) for p in problems] == [(s, s, s) for s in sizes] + [(7, 8, 9)]
+
+
+@pytest.mark.parametrize("argv", [["list"], ["list", "--long"]])
+def test_a_closed_pipe_ends_quietly_with_status_0(argv: list[str]) -> None:
+    """`mmsuite list | head -1`: the reader is gone before mmsuite writes its first line."""
+    proc = subprocess.Popen([sys.executable, "-m", "mmsuite.cli", *argv],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    assert proc.stdout is not None
+    proc.stdout.close()
+    _, err = proc.communicate(timeout=120)
+    assert proc.returncode == 0 and err == b""
