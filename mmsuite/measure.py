@@ -587,7 +587,7 @@ def _runnable_backend(kernel: Kernel, options: RunOptions) -> Backend:
     """The kernel's backend, or KernelUnavailable carrying why the kernel cannot run here."""
     reason = unavailable_reason(kernel, options)
     if reason:
-        raise KernelUnavailable(f"{kernel.id} is unavailable: {reason}")
+        raise KernelUnavailable(reason)  # the row names the kernel and its status
     return get_backend(kernel.backend, options)
 
 

@@ -322,3 +322,14 @@ def test_a_segfaulting_c_rung_costs_one_crashed_row(tmp_path) -> None:
     assert [r.status for r in rows] == ["ok", "ok", "crashed", "ok"]
     assert rows[2].reason == "its worker process died: Fatal Python error: Segmentation fault"
     assert rows[2].to_record()["status"] == "crashed"
+
+
+def test_an_unavailable_kernel_is_a_row_whose_reason_does_not_repeat_it() -> None:
+    """A cluster worker's row read "opencl.clblast unavailable: opencl.clblast is unavailable:
+    ..."; the reason is the reason alone."""
+    unavailable = [k for k in catalogue.kernels() if not k.available]
+    if not unavailable:
+        pytest.skip("every kernel is available on this machine")
+    kernel = unavailable[0]
+    status, reason, record = workers.measure_job(kernel.id, Problem(4, 4, 4), RunOptions(), {})
+    assert (status, reason, record) == ("unavailable", kernel.reason, None)
