@@ -25,9 +25,9 @@ def _scalar(value) -> str:
         return f"{value:g}"
     if isinstance(value, (list, tuple)):
         return ", ".join(_scalar(v) for v in value)
-    if isinstance(value, dict):
-        return "; ".join(f"{k}={_scalar(v)}" for k, v in value.items())
-    return str(value)
+    if isinstance(value, dict):  # a setting left unset is no setting: not "max_samples=None"
+        return "; ".join(f"{k}={_scalar(v)}" for k, v in value.items() if v is not None)
+    return "-" if value is None else str(value)
 
 
 def _blas(value) -> str:

@@ -14,7 +14,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Literal
 
-from .backend_table import BACKENDS, GPU_BACKENDS, HOST_BACKEND
+from .backend_table import BACKENDS, GPU_BACKENDS, HOST_BACKEND, runs_on_host
 from .catalogue import BASELINE_ID, kernels, ladder_rank, reference_of
 from .load import contended, contention_footnote
 from .problem import label_of
@@ -116,8 +116,10 @@ def table_rows(records: list[dict]) -> list[dict]:
         row["kernel_ms"] = ms
         row["gflops"] = r.get("gflops") if valid else None
         row["host_gflops"] = r.get("host_gflops") if valid else None
-        row["h2d_ms"] = _median(r, "h2d_ms") if ms else None
-        row["d2h_ms"] = _median(r, "d2h_ms") if ms else None
+        # OpenCL on a CPU copies within host memory: microseconds that say nothing of a bus.
+        moved = ms and not runs_on_host(r)
+        row["h2d_ms"] = _median(r, "h2d_ms") if moved else None
+        row["d2h_ms"] = _median(r, "d2h_ms") if moved else None
         row["spread"] = r["kernel_ms"].get("spread") if ms else None
         row["noise"] = phase_noise(r.get("kernel_ms")) if ms else None
         row["noisy"] = bool(r.get("noisy")) if ms else False

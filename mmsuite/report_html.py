@@ -116,6 +116,15 @@ class _Figures:
         return FigureBlock(name, caption)
 
 
+#: How to read the ladder and transfer figures, said once above them.
+LADDER_FIGURES = ("Each ladder figure: kernel-only throughput per rung (error bar: slowest to "
+                  "fastest sample), speedup over the parent rung and the base; the reference "
+                  "as a dashed line, the FP32 peak dotted where it lies near the data, else "
+                  "named in the legend; kernels without a valid time are marked, not drawn as "
+                  "bars. Each transfer figure: h2d, kernel and d2h medians stacked per device "
+                  "kernel, with kernel-only and host-to-host throughput.")
+
+
 def _ladder_blocks(records: list[dict], figures: _Figures, machine: str,
                    several_machines: bool) -> list[Block]:
     blocks: list[Block] = []
@@ -142,19 +151,12 @@ def _ladder_blocks(records: list[dict], figures: _Figures, machine: str,
             title = f"{backend} ladder, {label}" + (f", {machine}" if several_machines else "")
             fig = charts.ladder_chart(mine + extra, title=title, context=ran)
             block = figures.add(fig, _slug("ladder", machine, backend, label),
-                                f"The {backend} ladder on {label}: kernel-only throughput per "
-                                "rung (error bar: slowest to fastest sample), speedup over the "
-                                "parent rung and the base; the reference as a dashed line, the "
-                                "FP32 peak dotted where it lies near the data, else named in "
-                                "the legend. Kernels without a valid time are marked, not "
-                                "drawn as bars.")
+                                f"The {backend} ladder on {label}.")
             if block:
                 blocks.append(block)
         transfers = charts.transfer_chart(ran, title=f"transfers, {label}")
         block = figures.add(transfers, _slug("transfers", machine, label),
-                            f"Host-device transfers on {label}: h2d, kernel and d2h medians "
-                            "stacked per device kernel, with kernel-only and host-to-host "
-                            "throughput.")
+                            f"Host-device transfers on {label}.")
         if block:
             blocks.append(block)
     return blocks
@@ -351,6 +353,8 @@ def report_blocks(runs: list[Run], records: list[dict], figures: _Figures,
 
     for machine, mine in machines.items():
         blocks.append(Heading(2, f"Ladders on {machine}" if several else "Ladders"))
+        if machine == next(iter(machines)):
+            blocks.append(Para(LADDER_FIGURES))  # once, not under every figure
         blocks += _ladder_blocks(mine, figures, machine, several)
 
     if baseline is not None:

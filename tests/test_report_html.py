@@ -317,3 +317,25 @@ def test_a_contended_row_is_marked_in_the_html_markdown_and_csv(tmp_path: Path) 
     with (out / "results.csv").open() as fh:
         rows = [r for r in csv.DictReader(fh) if r["contended"] == "True"]
     assert [(r["kernel"], r["others_share"]) for r in rows] == [("cpu.omp_tiled", "0.6")]
+
+
+def test_every_figure_has_its_own_caption_and_the_reading_is_said_once(merged: Path) -> None:
+    html = (merged / "index.html").read_text()
+    captions = re.findall(r"<figcaption>(.*?)</figcaption>", html)
+    assert len(captions) > 2 and len(set(captions)) == len(captions)
+    assert html.count("Each ladder figure: kernel-only throughput per rung") == 1
+
+
+def test_no_unset_setting_is_shown_as_none_and_cpu_opencl_has_no_transfers(
+        tmp_path: Path) -> None:
+    run = json.loads(CPU.read_text())
+    run["settings"]["sampling"] = {"min_samples": 5, "max_samples": None}
+    path = tmp_path / "cpu.json"
+    path.write_text(json.dumps(run))
+    report_html.build([path], tmp_path / "out")
+    markdown = (tmp_path / "out" / "report.md").read_text()
+    assert "min_samples=5" in markdown and "None" not in markdown
+    # PoCL on the CPU copies within host memory: no h2d/d2h columns in its ladder tables.
+    assert any(r["backend"] == "opencl" and (r.get("h2d_ms") or {}).get("samples")
+               for r in run["results"])
+    assert "h2d ms" not in markdown
