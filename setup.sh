@@ -54,7 +54,7 @@ else
 fi
 
 echo "setup: creating .venv and installing mmsuite into it; pip prints nothing while it" \
-     "downloads and builds the C ladder (measured: 2 min 41 s on a busy 2-core machine)"
+     "downloads and builds the C ladder (measured: 1 min 55 s on a busy 2-core machine)"
 python3 -m venv .venv
 .venv/bin/python -m pip install -q $editable ".[$extras]"
 echo "setup: done: .venv is ready"

@@ -104,9 +104,9 @@ def device_neighbours(record: dict) -> int | None:
     gpu = (record.get("info") or {}).get("gpu")
     if not isinstance(gpu, dict):
         return None
-    counts = [state.get("other_processes") for state in (gpu.get("before"), gpu.get("after"))
-              if isinstance(state, dict)]
-    counts = [c for c in counts if isinstance(c, int)]
+    read = [state.get("other_processes") for state in (gpu.get("before"), gpu.get("after"))
+            if isinstance(state, dict)]
+    counts = [c for c in read if isinstance(c, int)]
     return max(counts) if counts else None
 
 
