@@ -253,11 +253,15 @@ def best_rows(records: list[dict]) -> tuple[list[list[str]], str]:
                 continue
             row = derived[rung["kernel"]]
             ms = row["kernel_ms"]
+            # Marked as the ladder tables mark them: * a time others distorted, ? a ratio on one.
+            x_base = base_ms / ms if base_ms and ms else None
+            unsure = row["contended"] or (base is not None and base["contended"])
             out.append([label_of(group[0]["problem"]), backend, rung["kernel"],
-                        fmt("kernel_ms", ms),
+                        fmt("kernel_ms", ms) + ("*" if row["contended"] else ""),
                         fmt("gflops", row["gflops"], scale),
-                        fmt("x_base", base_ms / ms if base_ms and ms else None),
-                        fmt("pct_ref", row["pct_ref"]), row["ref"] or "-"])
+                        fmt("x_base", x_base) + ("?" if unsure and x_base else ""),
+                        fmt("pct_ref", row["pct_ref"])
+                        + ("?" if "pct_ref" in row["unsure"] else ""), row["ref"] or "-"])
     return out, unit
 
 

@@ -339,3 +339,14 @@ def test_no_unset_setting_is_shown_as_none_and_cpu_opencl_has_no_transfers(
     assert any(r["backend"] == "opencl" and (r.get("h2d_ms") or {}).get("samples")
                for r in run["results"])
     assert "h2d ms" not in markdown
+
+
+def test_best_of_each_backend_marks_a_baseline_measured_under_contention() -> None:
+    records = _records(CPU)
+    first = records[0]["problem"]
+    for record in records:
+        if record["kernel"] == "cpu.seq_naive" and record["problem"] == first:
+            record["host_load"] = {"others_share": 0.6, "cores": 2, "seconds": 1.0}
+    rows = [r for r in report_html.best_rows(records)[0] if r[0] == label_of(first)]
+    assert rows and all(r[5].endswith("x?") for r in rows)  # x cpu.seq_naive divides by it
+    assert not any(r[3].endswith("*") for r in rows)  # the best rungs themselves were quiet
