@@ -81,6 +81,7 @@ def _build(source: str, entry: str, cflags: str, name: str, folder: Path) -> Pat
         void {entry}({_cbuild.ARGS});
         void mm_set_threads(int threads);
         int mm_max_threads(void);
+        int mm_team_threads(void);
         const char *mm_cflags(void);
     """
     ffi = FFI()
