@@ -158,6 +158,11 @@ class WorkerLost(RuntimeError):
     """A side's worker died or stopped answering; the message says how."""
 
 
+class BuildDamaged(RuntimeError):
+    """A side's worker does not import its build's mmsuite: nothing it measured would be
+    that revision's, so the gate stops; the message names the damage."""
+
+
 class SideWorker:
     """One revision's worker process, spoken to in JSON lines."""
 
@@ -481,6 +486,8 @@ class Gate:
 
     @staticmethod
     def _opened(target: Side, answer: dict) -> None:
+        if answer["status"] == "damaged":
+            raise BuildDamaged(answer.get("reason", "the build is damaged"))
         target.status, target.reason = answer["status"], answer.get("reason", "")
         target.code = answer.get("code") or {}
         target.max_rel_err = answer.get("max_rel_err")

@@ -604,3 +604,23 @@ def test_the_table_fits_80_columns_a_table_per_problem_verdicts_whole() -> None:
         PROBLEM.shape_label, "1024x1024x1024"]  # one table per problem, titled by it
     assert sum("same (identical code)" in line for line in lines) == 2
     assert any(line.startswith("cpu.omp_packed") and "slower [1]" in line for line in lines)
+
+
+def test_a_side_whose_worker_imports_another_mmsuite_stops_the_gate_in_one_line(
+        fake_builds, monkeypatch, tmp_path, capsys) -> None:
+    answer = FakeWorker.request
+
+    def foreign_head(self, message, timeout):
+        if message["op"] == "open" and self.name == "head-rev":
+            return {"status": "damaged", "reason": "the worker imports mmsuite from /x, "
+                    "not from the build's /cache/h/site"}
+        return answer(self, message, timeout)
+
+    monkeypatch.setattr(FakeWorker, "request", foreign_head)
+    code = main(["continuous", "base-rev", "head-rev", "--kernel", "cpu.seq_ikj",
+                 "--shape", "64", "--json", str(tmp_path / "gate.json")])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert code == 2
+    assert err[-1] == ("mmsuite: error: the worker imports mmsuite from /x, not from the "
+                       "build's /cache/h/site: delete the build's folder, or give --cache-dir")
+    assert not (tmp_path / "gate.json").exists()  # nothing measured is saved under its name

@@ -193,6 +193,8 @@ def run(args: argparse.Namespace, console: Console) -> int:
             _log(f"[{index}/{len(todo)}] {pair.kernel.id} @ {pair.problem.shape_label}: "
                  f"{_verdict_text(pair)} {continuous.ratio_text(pair)} "
                  f"[{continuous.interval_text(pair)}] ({pair.seconds:.1f} s)")
+    except continuous.BuildDamaged as exc:
+        raise UsageError(f"{exc}: delete the build's folder, or give --cache-dir") from None
     except (KeyboardInterrupt, Terminated) as exc:
         interrupted = 143 if isinstance(exc, Terminated) else 130
         if todo[len(pairs)].base.rounds:  # the row under way keeps its finished rounds
