@@ -552,6 +552,10 @@ class Gate:
                 pair.needs_seconds = self._unaffordable(pair)
                 if pair.needs_seconds is None:
                     self._rounds(pair, timeout, time.monotonic())
+            else:
+                for side in SIDES:
+                    if getattr(pair, side).status == "ok":
+                        self._time_alone(pair, side, timeout)
         except KeyboardInterrupt:
             pair.interrupted = True
             raise
@@ -568,6 +572,17 @@ class Gate:
             self.unspent = max(0.0, self.unspent + own - pair.rounds_seconds)
             self._judge(pair, final=True)
         return pair
+
+    def _time_alone(self, pair: Pair, side: str, timeout: float) -> None:
+        """Turns of the one side that opened a row the other could not: its results file
+        then holds the row as it ran there (timed, ``ok``), so that ``compare`` of the two
+        files finds what the verdict found (a kernel that broke, say). As many turns as
+        one look takes, within half the row's budget; no ratio comes of them."""
+        started, target = time.monotonic(), getattr(pair, side)
+        while target.status == "ok" and len(target.rounds) < self.settings.min_rounds:
+            self._turn(pair, side, timeout)
+            if time.monotonic() - started >= pair.budget / 2:
+                return
 
     def _unaffordable(self, pair: Pair) -> float | None:
         """The seconds of rounds a verdict would take, where its open shows that they

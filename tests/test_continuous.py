@@ -624,3 +624,31 @@ def test_a_side_whose_worker_imports_another_mmsuite_stops_the_gate_in_one_line(
     assert err[-1] == ("mmsuite: error: the worker imports mmsuite from /x, not from the "
                        "build's /cache/h/site: delete the build's folder, or give --cache-dir")
     assert not (tmp_path / "gate.json").exists()  # nothing measured is saved under its name
+
+
+def test_a_kernel_that_breaks_in_head_keeps_bases_timed_row_so_compare_agrees(
+        fake_builds, monkeypatch, tmp_path, capsys) -> None:
+    """BASE's file holds the row as BASE ran it (ok, timed), not an error it never had:
+    ``compare`` of the two files must find the break the gate found."""
+    answer = FakeWorker.request
+
+    def head_crashes(self, message, timeout):
+        if message["op"] == "open" and self.name == "head-rev" and \
+                message["kernel"] == "cpu.seq_ikj":
+            return {"status": "error", "reason": "worker died of SIGSEGV"}
+        return answer(self, message, timeout)
+
+    monkeypatch.setattr(FakeWorker, "request", head_crashes)
+    out, verdicts = tmp_path / "gate.json", tmp_path / "compare.json"
+    code = main(["continuous", "base-rev", "head-rev", "--kernel", "cpu.seq_ikj",
+                 "--kernel", "cpu.seq_tiled", "--shape", "64", "--json", str(out)])
+    assert code == 1 and "broken" in capsys.readouterr().out
+    base = results.load(tmp_path / "gate.base.json")["results"][0]
+    head = results.load(out)["results"][0]
+    assert base["kernel"] == head["kernel"] == "cpu.seq_ikj"
+    assert base["status"] == "ok" and base["kernel_ms"]["samples"]
+    assert head["status"] == "error" and "SIGSEGV" in head["reason"]
+    assert main(["compare", str(tmp_path / "gate.base.json"), str(out), "--verdict-json",
+                 str(verdicts)]) == 1
+    rows = {row["kernel"]: row for row in json.loads(verdicts.read_text())["rows"]}
+    assert rows["cpu.seq_ikj"]["verdict"] == "broken"
