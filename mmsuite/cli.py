@@ -90,22 +90,35 @@ def _named_paths(args: argparse.Namespace | None) -> list[Path]:
     return paths
 
 
-def _users_file(exc: OSError, args: argparse.Namespace | None) -> bool:
-    """Whether ``exc`` is about a path the user named or one inside a folder the user named
-    (``--out DIR``'s index.html); a failure on any other file is mmsuite's, with a traceback."""
+def _derived_from(path: Path, named: Path) -> bool:
+    """Whether ``path`` is one mmsuite makes beside a file the user named: its journal
+    (``X.jsonl``), its lock (``X.json.lock``), a temporary file (``.X.json.*.tmp``)."""
+    return path.parent == named.parent and (path.name.startswith(named.name) or
+                                            path.name.startswith(f".{named.name}."))
+
+
+def _users_file(exc: OSError, args: argparse.Namespace | None) -> str | None:
+    """How to name the file ``exc`` is about, where it is one the user named, one inside a
+    folder the user named (``--out DIR``'s index.html) or one made beside a file the user
+    named (its lock, journal or temporary file: named with the user's); None for any other
+    file, which is mmsuite's, with a traceback."""
     named = _named_paths(args)
     for filename in (exc.filename, exc.filename2):
         if filename is None or isinstance(filename, int):
             continue
         path = Path(os.fsdecode(filename)).absolute()
         if any(path == p or p in path.parents for p in named):
-            return True
-    return False
+            return os.fsdecode(filename)
+        beside = [p for p in named if _derived_from(path, p)]
+        if beside:
+            return f"{os.fsdecode(filename)} (made beside {beside[0]})"
+    return None
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Exit status: 0 ok, 1 a kernel failed (or a bug: with its traceback), 2 bad input,
-    130/143 interrupted by Ctrl-C/SIGTERM (finished rows saved)."""
+    """Exit status: 0 ok, 1 a kernel failed (or a bug: with its traceback; 3 in the commands
+    whose 1 is a verdict), 2 bad input, 130/143 interrupted by Ctrl-C/SIGTERM (finished
+    rows saved)."""
     if not faulthandler.is_enabled() and sys.__stderr__ is not None:
         faulthandler.enable(sys.__stderr__)  # a native crash here names where it happened
     console = _console()
@@ -125,14 +138,17 @@ def main(argv: list[str] | None = None) -> int:
         print("mmsuite: interrupted", file=sys.stderr)
         return 130
     except Exception as exc:
-        if isinstance(exc, OSError) and _users_file(exc, args):
+        users = _users_file(exc, args) if isinstance(exc, OSError) else None
+        if users is not None:
             # A file the user named cannot be read or written (missing, permissions, disk full).
-            print(f"mmsuite: error: {exc.filename}: {exc.strerror or exc}", file=sys.stderr)
+            print(f"mmsuite: error: {users}: {exc.strerror or exc}", file=sys.stderr)
             return 2
         traceback.print_exc()
         print("mmsuite: internal error: this is a bug; please report it with the traceback above",
               file=sys.stderr)
-        return 1
+        # A gate's 1 is its verdict ("slower"): its bugs must not read as one.
+        command = COMMANDS.get(getattr(args, "command", None) or "")
+        return getattr(command, "EXIT_ON_BUG", 1)
 
 
 if __name__ == "__main__":

@@ -93,7 +93,10 @@ def write_atomically(path: Path, content: str | bytes) -> None:
     """
     path = Path(path)
     data = content.encode() if isinstance(content, str) else content
-    fd, tmp = _create(path)
+    try:
+        fd, tmp = _create(path)
+    except OSError as exc:  # named as the file the caller asked for, not its temporary one
+        raise OSError(exc.errno, exc.strerror, str(path)) from exc
     try:
         with os.fdopen(fd, "wb") as fh:
             fh.write(data)

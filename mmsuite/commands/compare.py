@@ -11,6 +11,9 @@ from ..compare import DEFAULT_ALPHA, DEFAULT_THRESHOLD, compare, render_markdown
 from ..verdicts import write_junit, write_verdict_json
 from .common import UsageError, check_output_file, deprecated, fraction
 
+#: The exit status of a bug (with its traceback): 1 is this command's verdict, "slower".
+EXIT_ON_BUG = 3
+
 
 def add_parser(sub) -> argparse.ArgumentParser:
     """Register ``compare`` on the CLI's subparsers."""

@@ -45,6 +45,8 @@ if TYPE_CHECKING:
 #: ``--plugin`` names files of ``--repo``'s revisions, not of the working directory: the
 #: command line leaves them to this command.
 READS_PLUGIN_PATHS = True
+#: The exit status of a bug (with its traceback): 1 is this command's verdict, "slower".
+EXIT_ON_BUG = 3
 
 
 def add_parser(sub) -> argparse.ArgumentParser:
