@@ -41,6 +41,7 @@ import threading
 import time
 import uuid
 from collections.abc import Callable, Iterable
+from concurrent.futures import CancelledError
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -72,6 +73,14 @@ START_PREFIX = "mmsuite-start"
 
 class ClusterError(Exception):
     """The cluster cannot take the sweep: one line for the user (exit 2)."""
+
+
+class SchedulerLost(ClusterError):
+    """The connection to the scheduler was lost mid-sweep; ``rows`` are those finished."""
+
+    def __init__(self, message: str, rows: list[Row]) -> None:
+        super().__init__(message)
+        self.rows = rows
 
 
 def resource_for(kernel: Kernel) -> str:
@@ -561,8 +570,19 @@ class Cluster:
                 if time.monotonic() - last_poll >= RESOURCE_POLL_S:
                     last_poll = time.monotonic()
                     self._give_up_without(pending, missing_since, ladder.finish)
+        except (CancelledError, OSError) as exc:
+            if self.client.status == "running":
+                raise  # the scheduler is there: a bug, with its traceback
+            # The scheduler is gone (Dask cancels every future, or a call finds the
+            # connection closed): the finished rows are kept, the rest is for --resume.
+            what = "the connection closed" if isinstance(exc, CancelledError) else \
+                (str(exc).splitlines()[0] if str(exc) else type(exc).__name__)
+            raise SchedulerLost(f"lost the Dask scheduler at {self.target} after "
+                                f"{len(specs) - len(pending)} of {len(specs)} jobs: {what}",
+                                ladder.rows()) from None
         finally:
-            if pending:  # interrupted: jobs not started are dropped; running ones finish there
+            if pending and self.client.status == "running":
+                # interrupted: jobs not started are dropped; running ones finish there
                 self.client.cancel(list(pending))
             self._forget_claims(claims)
             if on_start is not None and self.client.status == "running":

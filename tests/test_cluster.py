@@ -17,6 +17,7 @@ import subprocess
 import sys
 import threading
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -244,19 +245,30 @@ def test_a_jobs_code_is_its_kernels_source_and_the_measuring_modules() -> None:
     assert cluster.job_code("cpu.seq_ikj").startswith(identity.engine_hash() + "-")
 
 
+@dataclass
+class LocalScheduler:
+    address: str
+    scheduler_file: Path
+    process: subprocess.Popen
+
+
 @pytest.fixture
 def local_scheduler(tmp_path):
-    """A scheduler that listens on 127.0.0.1 only; yields its address."""
-    port_file = tmp_path / "scheduler.json"
+    """A scheduler of its own that listens on 127.0.0.1 only."""
+    scheduler_file = tmp_path / "scheduler.json"
     process = subprocess.Popen(
         [sys.executable, "-m", "distributed.cli.dask_scheduler", "--host", "127.0.0.1",
-         "--port", "0", "--scheduler-file", str(port_file), "--no-dashboard"],
+         "--port", "0", "--scheduler-file", str(scheduler_file), "--no-dashboard"],
         env=_environ(), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
-        _wait_for("the scheduler file", port_file.exists)
-        _wait_for("the scheduler file's address", lambda: "address" in port_file.read_text())
-        yield json.loads(port_file.read_text())["address"]
+        _wait_for("the scheduler file", lambda: scheduler_file.exists() and
+                  "address" in scheduler_file.read_text())
+        yield LocalScheduler(json.loads(scheduler_file.read_text())["address"],
+                             scheduler_file, process)
     finally:
+        watcher = _WATCHERS.pop(scheduler_file, None)
+        if watcher is not None:
+            watcher.close()
         _stop(process)
 
 
@@ -279,8 +291,8 @@ def test_mmsuite_worker_listens_only_where_the_scheduler_is(local_scheduler) -> 
     """A Dask worker runs any pickled call that reaches its port: with the scheduler on
     127.0.0.1 no other host may reach the workers either."""
     worker = subprocess.Popen(
-        [sys.executable, "-m", "mmsuite.cli", "worker", local_scheduler, "--gpus", "none",
-         "--name", "wl"], env=_environ(), stdout=subprocess.DEVNULL,
+        [sys.executable, "-m", "mmsuite.cli", "worker", local_scheduler.address, "--gpus",
+         "none", "--name", "wl"], env=_environ(), stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL)
     try:
         # The nanny's port and its worker's: Dask's default put the worker's on 0.0.0.0.
@@ -382,6 +394,70 @@ def test_a_worker_killed_mid_job_fails_that_row_and_resume_completes_the_set(
         if key != ("cpu.seq_ikj", 24):  # kept as measured, not run again
             assert record["kernel_ms"]["samples"] == before[key]["kernel_ms"]["samples"]
     assert after[("cpu.seq_ikj", 24)]["worker"] in ("w1-host", "w2-host")
+
+
+def test_losing_the_scheduler_mid_sweep_gives_back_the_finished_rows(local_scheduler,
+                                                                     tmp_path) -> None:
+    marker = tmp_path / "running"
+    worker = subprocess.Popen(
+        [sys.executable, "-m", "mmsuite.cli", "worker", local_scheduler.address, "--gpus",
+         "none", "--name", "wk"], env=_environ(), stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL)
+
+    def kill_the_scheduler_when_running() -> None:
+        _wait_for("the planted job", marker.exists)
+        local_scheduler.process.kill()
+
+    try:
+        _wait_for("the worker", lambda: "wk-host" in
+                  _worker_names(local_scheduler.scheduler_file))
+        killer = threading.Thread(target=kill_the_scheduler_when_running, daemon=True)
+        killer.start()
+        session = cluster.Cluster(local_scheduler.address)
+        try:
+            with pytest.raises(cluster.SchedulerLost) as lost:
+                session.sweep([catalogue.get("cpu.seq_naive"), catalogue.get("cpu.seq_ikj")],
+                              [Problem(24, 17, 9)], options=RunOptions(), repeats=2,
+                              warmup=0, job=functools.partial(
+                                  slow_job, {"cpu.seq_ikj@24": str(marker)}))
+        finally:
+            session.close()
+    finally:
+        _stop(worker)
+    assert str(lost.value).startswith(f"lost the Dask scheduler at {local_scheduler.address} "
+                                      "after 1 of 2 jobs: ")
+    assert [(r.kernel.id, r.status) for r in lost.value.rows] == [("cpu.seq_naive", "ok")]
+
+
+def test_run_shows_and_saves_the_rows_finished_before_the_scheduler_was_lost(
+        monkeypatch, tmp_path, capsys) -> None:
+    from mmsuite.commands import run as run_command
+
+    (finished,) = sweep([catalogue.get("cpu.seq_naive")], [Problem(24, 17, 9)],
+                        options=RunOptions(), repeats=2, warmup=0)
+
+    class LostSession:
+        environments: dict = {}
+
+        def sweep(self, kernels, problems, *, on_row, **kwargs):
+            on_row(finished)
+            raise cluster.SchedulerLost("lost the Dask scheduler at tcp://n1:8786 after 1 "
+                                        "of 2 jobs: the connection closed", [finished])
+
+        def close(self) -> None:
+            pass
+
+    monkeypatch.setattr(run_command, "_connect", lambda target: LostSession())
+    out = tmp_path / "fleet.json"
+    code = cli.main(["run", "--kernel", "cpu.seq_naive", "--kernel", "cpu.seq_ikj",
+                     "--shape", SHAPE, *QUICK, "--cluster", "n1:8786", "--json", str(out)])
+    captured = capsys.readouterr()
+    assert code == 2
+    assert "cpu.seq_naive" in captured.out  # the table of the finished rows
+    assert [r["kernel"] for r in results.load(out)["results"]] == ["cpu.seq_naive"]
+    assert captured.err.strip().splitlines()[-1] == (
+        "mmsuite: error: lost the Dask scheduler at tcp://n1:8786 after 1 of 2 jobs: the "
+        f"connection closed; run the same command with --resume {out} to finish")
 
 
 def test_resume_on_the_cluster_keeps_and_reruns_the_rows_a_local_resume_does(
