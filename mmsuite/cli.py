@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import argparse
+import errno
 import faulthandler
 import os
 import sys
@@ -40,15 +41,68 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+#: The widest output COLUMNS may ask for: a table is laid out in memory at its width, and
+#: COLUMNS=99999999999999 ran out of it.
+MAX_COLUMNS = 1000
+
+
 def _console() -> Console:
-    """The terminal's width on a terminal; in logs and pipes COLUMNS, else 100 characters."""
-    # No markup: reasons and device names contain brackets ("mmsuite[cuda]", "[GPU]").
-    console = Console(markup=False)
-    if console.is_terminal:
-        return console
+    """The terminal's width on a terminal; in logs and pipes COLUMNS, else 100 characters;
+    never more than MAX_COLUMNS."""
     columns = os.environ.get("COLUMNS", "")
-    return Console(width=int(columns) if columns.isdigit() and int(columns) > 0 else 100,
-                   markup=False)
+    width = min(int(columns), MAX_COLUMNS) if columns.isdigit() and int(columns) > 0 else None
+    # No markup: reasons and device names contain brackets ("mmsuite[cuda]", "[GPU]").
+    console = Console(markup=False, width=width)
+    if console.is_terminal or width is not None:
+        return console
+    return Console(width=100, markup=False)
+
+
+def _tolerant_streams() -> None:
+    """Characters the output's encoding lacks (PYTHONIOENCODING=ascii, a Latin-1 locale)
+    become '?' instead of failing the command; rich draws its tables in ASCII there."""
+    for stream in (sys.stdout, sys.stderr):
+        if hasattr(stream, "reconfigure"):
+            stream.reconfigure(errors="replace")
+
+
+class OutputLost(OSError):
+    """Standard output cannot be written (a full disk, a closed pipe)."""
+
+
+class _Output:
+    """Standard output, whose write errors are told apart from any other OSError: they
+    name no file, so nothing else says where they came from."""
+
+    def __init__(self, stream) -> None:
+        self._stream = stream
+
+    def write(self, text: str) -> int:
+        try:
+            return self._stream.write(text)
+        except OSError as exc:
+            raise OutputLost(exc.errno, exc.strerror) from None
+
+    def flush(self) -> None:
+        try:
+            self._stream.flush()
+        except OSError as exc:
+            raise OutputLost(exc.errno, exc.strerror) from None
+
+    def __getattr__(self, name: str):
+        return getattr(self._stream, name)
+
+
+def _silence_stdout() -> None:
+    """Standard output is broken: send what is left to /dev/null, so that the interpreter's
+    own flush at exit does not fail again."""
+    try:
+        target = sys.stdout.fileno()
+    except (OSError, ValueError):  # not a file (captured): nothing flushes it at exit
+        return
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, target)
+    os.close(devnull)
 
 
 def _attach_values(parser: argparse.ArgumentParser, argv: list[str]) -> list[str]:
@@ -121,6 +175,15 @@ def main(argv: list[str] | None = None) -> int:
     rows saved)."""
     if not faulthandler.is_enabled() and sys.__stderr__ is not None:
         faulthandler.enable(sys.__stderr__)  # a native crash here names where it happened
+    _tolerant_streams()
+    stdout, sys.stdout = sys.stdout, _Output(sys.stdout)  # type: ignore[assignment]
+    try:
+        return _main(argv)
+    finally:
+        sys.stdout = stdout
+
+
+def _main(argv: list[str] | None) -> int:
     console = _console()
     args = None
     try:
@@ -130,7 +193,9 @@ def main(argv: list[str] | None = None) -> int:
         if not getattr(command, "READS_PLUGIN_PATHS", False):  # continuous: its --repo's
             plugins.use(args.plugin)
         plugins.load_configured()  # before any work: a broken plugin is one line, exit 2
-        return command.run(args, console)
+        status = command.run(args, console)
+        sys.stdout.flush()  # a full disk or a closed pipe is found here, not at exit
+        return status
     except (UsageError, results.ResultsError, MissingExtra, plugins.PluginError) as exc:
         print(f"mmsuite: error: {exc}", file=sys.stderr)
         return 2
@@ -138,6 +203,13 @@ def main(argv: list[str] | None = None) -> int:
         print("mmsuite: interrupted", file=sys.stderr)
         return 130
     except Exception as exc:
+        if isinstance(exc, OutputLost):
+            _silence_stdout()
+            if exc.errno != errno.EPIPE:  # `| head` closing early is no error of the user's
+                print(f"mmsuite: error: cannot write the output: {exc.strerror}",
+                      file=sys.stderr)
+                return 2
+            return 0
         users = _users_file(exc, args) if isinstance(exc, OSError) else None
         if users is not None:
             # A file the user named cannot be read or written (missing, permissions, disk full).
