@@ -33,6 +33,7 @@ import fastjsonschema
 import jsonschema
 
 from .host import CPU_MODEL
+from .problem import DISTRIBUTIONS, FLOAT32_MAX, INPUTS_KEY, INT32_MAX, LAYOUTS
 
 FORMAT = "mmsuite-results/1"
 JOURNAL_FORMAT = "mmsuite-journal/1"
@@ -245,6 +246,11 @@ _TEXT = {"type": "string"}
 _NUMBER = {"type": "number"}
 _POSITIVE = {"type": "number", "exclusiveMinimum": 0}
 _COUNT = {"type": "integer", "minimum": 1}
+# What a problem can be (mmsuite.problem.Problem): sizes kernels take as 32-bit integers,
+# scalars finite in float32; a reader formats what it is given.
+_SIZE = {"type": "integer", "minimum": 1, "maximum": INT32_MAX}
+_SCALAR = {"type": "number", "minimum": -FLOAT32_MAX, "maximum": FLOAT32_MAX}
+_LOAD_READING = _nullable({"type": "array", "items": _NUMBER})
 _PHASE = _nullable({
     "type": "object",
     "properties": {
@@ -274,10 +280,11 @@ RECORD_SCHEMA: dict = {
             "type": "object",
             "required": ["m", "n", "k", "batch"],
             "properties": {
-                "m": _COUNT, "n": _COUNT, "k": _COUNT, "batch": _COUNT,
-                "layout": {"enum": ["row", "col"]},
-                "alpha": _NUMBER, "beta": _NUMBER,
+                "m": _SIZE, "n": _SIZE, "k": _SIZE, "batch": _SIZE,
+                "layout": {"enum": list(LAYOUTS)},
+                "alpha": _SCALAR, "beta": _SCALAR,
                 "seed": {"type": "integer", "minimum": 0},
+                INPUTS_KEY: {"enum": list(DISTRIBUTIONS)},
             },
         },
         **{name: _nullable(_NUMBER) for name in (
@@ -285,8 +292,16 @@ RECORD_SCHEMA: dict = {
             "pct_peak", "peak_gflops", "ref_max_rel_err", "err_vs_ref", "err_bound",
             "ref_err_bound")},
         **{name: _PHASE for name in PHASES},
-        **{name: _nullable({"type": "object"}) for name in (
-            "info", "sampling", "load_avg", "transfers", "energy")},
+        **{name: _nullable({"type": "object"}) for name in ("info", "transfers")},
+        "sampling": _nullable({"type": "object", "properties": {
+            "seconds": _nullable(_NUMBER), "stopped_by": _nullable(_TEXT)}}),
+        "load_avg": _nullable({"type": "object", "properties": {
+            "before": _LOAD_READING, "after": _LOAD_READING}}),
+        "energy": _nullable({"type": "object", "properties": {
+            **{name: _nullable(_NUMBER) for name in (
+                "joules", "gflop_per_joule", "window_s", "busy_w", "idle_w")},
+            "launches": _nullable({"type": "integer", "minimum": 0}),
+            "counter": _TEXT, "reason": _TEXT}}),
     },
     "allOf": [
         {"if": {"properties": {"status": {"enum": list(MEASURED)}}},
@@ -383,8 +398,8 @@ def _describe(error: jsonschema.ValidationError) -> str:
         types = error.validator_value
         expected = " or ".join(types) if isinstance(types, list) else types
         return f"field {field!r} is {_short(value)}, expected {expected}"
-    if how in ("exclusiveMinimum", "minimum"):
-        bound = "above" if how == "exclusiveMinimum" else "at least"
+    if how in ("exclusiveMinimum", "minimum", "maximum"):
+        bound = {"exclusiveMinimum": "above", "minimum": "at least", "maximum": "at most"}[how]
         return f"field {field!r} is {_short(value)}, expected a number {bound} " \
                f"{error.validator_value}"
     if how == "minItems":
