@@ -652,3 +652,25 @@ def test_a_kernel_that_breaks_in_head_keeps_bases_timed_row_so_compare_agrees(
                  str(verdicts)]) == 1
     rows = {row["kernel"]: row for row in json.loads(verdicts.read_text())["rows"]}
     assert rows["cpu.seq_ikj"]["verdict"] == "broken"
+
+
+def test_a_problem_beyond_host_memory_is_refused_before_anything_is_built(
+        fake_builds, monkeypatch, capsys) -> None:
+    from mmsuite import workers
+
+    monkeypatch.setattr(workers, "available_host_memory", lambda: 4 * 2**30)
+    monkeypatch.setattr(builds, "build", lambda *a, **k: pytest.fail("built"))
+    assert main(["continuous", "base-rev", "head-rev", "--kernel", "cpu.seq_ikj",
+                 "--shape", "20000"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("mmsuite: error: ") and "20000x20000x20000 needs about" in err
+    assert len(err.splitlines()) == 1
+
+
+def test_an_absurd_omp_num_threads_is_refused_before_anything_is_built(
+        fake_builds, monkeypatch, capsys) -> None:
+    monkeypatch.setenv("OMP_NUM_THREADS", "64000")
+    monkeypatch.setattr(builds, "build", lambda *a, **k: pytest.fail("built"))
+    assert main(["continuous", "base-rev", "head-rev", "--kernel", "cpu.seq_ikj",
+                 "--shape", "64"]) == 2
+    assert capsys.readouterr().err.startswith("mmsuite: error: OMP_NUM_THREADS=64000: ")

@@ -23,7 +23,7 @@ from rich import box
 from rich.console import Console
 from rich.table import Table
 
-from .. import builds, continuous, environment, plugins, results, verdicts
+from .. import builds, continuous, environment, plugins, results, verdicts, workers
 from ..backends import RunOptions, unavailable_reason
 from ..continuous import ORDERS, Pair, Settings
 from .common import (
@@ -31,6 +31,7 @@ from .common import (
     add_device_arguments,
     add_problem_arguments,
     add_selection_arguments,
+    check_omp_env,
     check_output_file,
     check_selectors,
     fraction,
@@ -137,6 +138,14 @@ def run(args: argparse.Namespace, console: Console) -> int:
     kernels = select_kernels(args.backend, args.kernel, with_parents=False)
     options = RunOptions(threads=args.threads, cl_device=args.cl_device, l2=args.l2)
     check_selectors(kernels, options)
+    # What `run` checks before it measures: both sides' workers would otherwise fail every
+    # row alike and the gate pass, having measured nothing.
+    check_omp_env()
+    for problem in problems:
+        try:
+            workers.check_host_memory(problem)
+        except workers.HostMemoryError as exc:
+            raise UsageError(str(exc)) from None
     for option, path in (("--json", args.json), ("--verdict-json", args.verdict_json),
                          ("--junit", args.junit)):
         check_output_file(option, path)
