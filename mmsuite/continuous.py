@@ -283,8 +283,10 @@ class Pair:
 
     @property
     def worker_pairs(self) -> int:
-        """How many pairs of worker processes its rounds came from."""
-        return len(self.worker_pair_starts)
+        """How many pairs of worker processes its rounds came from: a pair opened but cut
+        off (Ctrl-C) before its first round gave none."""
+        rounds = min(len(self.base.rounds), len(self.head.rounds))
+        return sum(1 for start in self.worker_pair_starts if start < rounds)
 
     def worker_pair_ratios(self) -> list[float]:
         """HEAD / BASE from each worker pair's own rounds alone (the median of its

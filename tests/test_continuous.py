@@ -674,3 +674,36 @@ def test_an_absurd_omp_num_threads_is_refused_before_anything_is_built(
     assert main(["continuous", "base-rev", "head-rev", "--kernel", "cpu.seq_ikj",
                  "--shape", "64"]) == 2
     assert capsys.readouterr().err.startswith("mmsuite: error: OMP_NUM_THREADS=64000: ")
+
+
+def test_a_worker_pair_opened_but_cut_off_before_its_first_round_does_not_count() -> None:
+    """Ctrl-C while a row's second pair of workers opened left one pair's rounds judged as
+    two pairs'."""
+    pair = judged(rounds(1.0, seed=1), rounds(1.5, seed=2))
+    assert pair.verdict == "slower"
+    pair.worker_pair_starts = [0, len(pair.base.rounds)]  # the second pair: no round yet
+    verdict, reason = decide(pair, DEFAULTS)
+    assert verdict == "unsure" and "1 pair of worker processes" in reason
+
+
+def test_ctrl_c_while_the_results_are_shown_and_saved_waits_for_the_files(
+        fake_builds, monkeypatch, tmp_path, capsys) -> None:
+    """A Ctrl-C just after the last row once lost every row."""
+    import os
+    import signal
+
+    from mmsuite.commands import continuous as continuous_command
+
+    table = continuous_command.render
+
+    def interrupted_while_rendering(*args, **kwargs) -> None:
+        os.kill(os.getpid(), signal.SIGINT)
+        table(*args, **kwargs)
+
+    monkeypatch.setattr(continuous_command, "render", interrupted_while_rendering)
+    out = tmp_path / "gate.json"
+    code = main(["continuous", "base-rev", "head-rev", "--kernel", "cpu.seq_ikj",
+                 "--shape", "64", "--json", str(out)])
+    assert code == 130
+    assert "interrupted while saving; every row was saved" in capsys.readouterr().err
+    assert [r["kernel"] for r in results.load(out)["results"]] == ["cpu.seq_ikj"]

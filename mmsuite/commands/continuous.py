@@ -39,6 +39,7 @@ from .common import (
     problems_from_args,
     select_kernels,
 )
+from .signals import deferred_signals
 
 if TYPE_CHECKING:
     from rich.console import JustifyMethod
@@ -214,10 +215,14 @@ def run(args: argparse.Namespace, console: Console) -> int:
         signal.signal(signal.SIGTERM, previous)
         gate.close()
 
-    render(pairs, settings, console)
-    rows = [p.verdict_row() for p in pairs]
-    console.print(verdicts.summary_line(rows), highlight=False)
-    _save(args, pairs, base, head, settings, options, console)
+    with deferred_signals() as deferred:  # a Ctrl-C now waits for the files
+        render(pairs, settings, console)
+        rows = [p.verdict_row() for p in pairs]
+        console.print(verdicts.summary_line(rows), highlight=False)
+        _save(args, pairs, base, head, settings, options, console)
+    if deferred and not interrupted:
+        _log("interrupted while saving; every row was saved")
+        return 130 if deferred[0] == signal.SIGINT else 143
     if interrupted:
         _log(f"interrupted after {len(pairs)} of {len(todo)} rows; their finished rounds "
              f"are judged and saved above")

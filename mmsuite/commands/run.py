@@ -4,11 +4,9 @@ table and save the results."""
 from __future__ import annotations
 
 import argparse
-import contextlib
 import signal
 import sys
 from collections import defaultdict
-from collections.abc import Iterator
 from dataclasses import asdict
 from pathlib import Path
 
@@ -41,6 +39,7 @@ from .common import (
     warn,
 )
 from .progress import RunProgress
+from .signals import deferred_signals
 
 
 def add_parser(sub) -> argparse.ArgumentParser:
@@ -337,7 +336,7 @@ def _measure_and_save(args: argparse.Namespace, console: Console, kernels: list[
             if session is not None:
                 session.close()
 
-    with _deferred_signals() as deferred:  # a second Ctrl-C waits for the results file
+    with deferred_signals() as deferred:  # a second Ctrl-C waits for the results file
         try:
             status = _report_and_save(args, console, kernels, options, devices, rows, kept,
                                       settings, journal, interrupted, total, session, lost)
@@ -348,25 +347,6 @@ def _measure_and_save(args: argparse.Namespace, console: Console, kernels: list[
         print("mmsuite: interrupted while saving; every row was saved", file=sys.stderr)
         return 130 if deferred[0] == signal.SIGINT else 143
     return status
-
-
-@contextlib.contextmanager
-def _deferred_signals() -> Iterator[list[int]]:
-    """SIGINT and SIGTERM wait until the block ends (the results file is written); the list
-    yielded names those that came."""
-    came: list[int] = []
-
-    def defer(signum: int, frame: object) -> None:
-        if not came:
-            print("mmsuite: saving the results first", file=sys.stderr, flush=True)
-        came.append(signum)
-
-    previous = {s: signal.signal(s, defer) for s in (signal.SIGINT, signal.SIGTERM)}
-    try:
-        yield came
-    finally:
-        for signum, handler in previous.items():
-            signal.signal(signum, handler)
 
 
 def _report_and_save(args: argparse.Namespace, console: Console, kernels: list[Kernel],
