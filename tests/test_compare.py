@@ -283,3 +283,13 @@ def test_changed_code_under_changed_load_is_unsure(tmp_path: Path) -> None:
 def test_changed_code_under_the_same_load_is_judged(tmp_path: Path) -> None:
     row, result = compared(tmp_path, (1.0, "abc", 0.4), (1.3, "abd", 0.45))
     assert row.verdict == "slower" and result.exit_status == 1
+
+
+def test_two_outputs_naming_one_file_are_refused(tmp_path, capsys) -> None:
+    from mmsuite.cli import main
+
+    same = tmp_path / "out.xml"
+    assert main(["compare", "a.json", "b.json", "--junit", str(same), "--markdown",
+                 str(same)]) == 2
+    assert capsys.readouterr().err.strip() == (f"mmsuite: error: --markdown and --junit name "
+                                               f"the same file {same}")

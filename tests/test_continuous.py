@@ -707,3 +707,19 @@ def test_ctrl_c_while_the_results_are_shown_and_saved_waits_for_the_files(
     assert code == 130
     assert "interrupted while saving; every row was saved" in capsys.readouterr().err
     assert [r["kernel"] for r in results.load(out)["results"]] == ["cpu.seq_ikj"]
+
+
+def test_outputs_that_name_a_folder_or_one_file_twice_are_refused(fake_builds, tmp_path,
+                                                                   capsys) -> None:
+    gate = ["continuous", "base-rev", "head-rev", "--kernel", "cpu.seq_ikj", "--shape", "64"]
+    assert main([*gate, "--json", f"{tmp_path}/new/"]) == 2
+    assert "names a folder; give a file name" in capsys.readouterr().err
+    assert not (tmp_path / "new").exists()
+    same = tmp_path / "gate.json"
+    assert main([*gate, "--json", str(same), "--junit", str(same)]) == 2
+    assert capsys.readouterr().err.strip() == (f"mmsuite: error: --json and --junit name the "
+                                               f"same file {same}")
+    assert main([*gate, "--json", str(same), "--verdict-json",
+                 str(tmp_path / "gate.base.json")]) == 2
+    assert "--json's BASE file and --verdict-json name the same file" in \
+        capsys.readouterr().err

@@ -191,6 +191,18 @@ def check_output_file(option: str, path: Path | None) -> None:
             raise UsageError(str(exc)) from None
 
 
+def check_distinct_outputs(outputs: list[tuple[str, Path | None]]) -> None:
+    """Refuse two options that name one file: the second written would replace the first."""
+    seen: dict[Path, str] = {}
+    for option, path in outputs:
+        if path is None:
+            continue
+        key = path.absolute()
+        if key in seen:
+            raise UsageError(f"{seen[key]} and {option} name the same file {path}")
+        seen[key] = option
+
+
 
 def select_kernels(backends: list[str] | None, globs: list[str] | None,
                    with_parents: bool = True) -> list[Kernel]:

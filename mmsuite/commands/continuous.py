@@ -31,10 +31,12 @@ from .common import (
     add_device_arguments,
     add_problem_arguments,
     add_selection_arguments,
+    check_distinct_outputs,
     check_omp_env,
     check_output_file,
     check_selectors,
     fraction,
+    output_file,
     positive_float,
     problems_from_args,
     select_kernels,
@@ -94,12 +96,12 @@ def add_parser(sub) -> argparse.ArgumentParser:
     out.add_argument("--cache-dir", type=Path, default=None, metavar="DIR",
                      help=f"where builds are kept, one per commit (default "
                      f"{builds.default_cache()})")
-    out.add_argument("--json", type=Path, metavar="FILE",
+    out.add_argument("--json", type=output_file, metavar="FILE",
                      help="write HEAD's rows here and BASE's beside it (FILE's name with "
                      ".base before .json); compare and report read both")
-    out.add_argument("--verdict-json", type=Path, metavar="FILE",
+    out.add_argument("--verdict-json", type=output_file, metavar="FILE",
                      help="write every verdict as JSON")
-    out.add_argument("--junit", type=Path, metavar="FILE",
+    out.add_argument("--junit", type=output_file, metavar="FILE",
                      help="write the verdicts as JUnit XML for a CI test report")
     return p
 
@@ -152,6 +154,10 @@ def run(args: argparse.Namespace, console: Console) -> int:
         check_output_file(option, path)
     if args.json is not None:
         check_output_file("--json's BASE file", base_path(args.json))
+    check_distinct_outputs([
+        ("--json", args.json), ("--json's BASE file", base_path(args.json) if args.json
+                                else None),
+        ("--verdict-json", args.verdict_json), ("--junit", args.junit)])
     runnable = [k for k in kernels if not unavailable_reason(k, options)]
     if not runnable:
         raise UsageError("nothing selected can run here; see `mmsuite list`")
