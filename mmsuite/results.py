@@ -461,8 +461,30 @@ DEFAULTS = {"reason": "", "adds": ""}
 PROBLEM_DEFAULTS = {"layout": "row", "alpha": 1.0, "beta": 0.0}
 
 
+#: Control characters a terminal acts on (ESC above all: colours, titles, clearing the
+#: screen); a results file's text must not reach a terminal with them. Newlines and tabs
+#: stay.
+_CONTROLS = {code: "\N{REPLACEMENT CHARACTER}" for code in [*range(0x09), *range(0x0b, 0x20),
+                                                          0x7f, *range(0x80, 0xa0)]}
+
+
+def _printable(value: Any) -> Any:
+    """``value`` with the control characters of its text replaced, in lists and objects too."""
+    if isinstance(value, str):
+        return value.translate(_CONTROLS)
+    if isinstance(value, list):
+        return [_printable(item) for item in value]
+    if isinstance(value, dict):
+        return {_printable(key): _printable(item) for key, item in value.items()}
+    return value
+
+
 def _normalise(record: dict) -> dict:
-    """Recompute what the samples determine; a stored median is never trusted."""
+    """Recompute what the samples determine; a stored median is never trusted. Text is
+    made printable (``_printable``)."""
+    for key, value in record.items():
+        if isinstance(value, (str, dict)) and key not in PHASES:
+            record[key] = _printable(value)
     if isinstance(record.get("seed"), str) and "origin" not in record:
         # Files before 0.2 called a rung's origin "seed", beside the problem's RNG seed.
         record["origin"] = record.pop("seed")

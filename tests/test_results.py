@@ -378,3 +378,15 @@ def test_the_largest_problem_and_scalars_are_sound(tmp_path) -> None:
     results.save(path, [_ok_record(problem=edge, load_avg={"before": [0.5, 0.4, 0.3]},
                                    energy={"joules": 0.3, "launches": 100})], {}, {})
     assert results.load(path)["results"][0]["problem"]["m"] == 2**31 - 1
+
+
+def test_text_a_terminal_would_act_on_is_made_printable(tmp_path) -> None:
+    """An escape sequence in a kernel's name or reason must not reach the terminal."""
+    path = tmp_path / "r.json"
+    results.save(path, [_ok_record(kernel="cpu.x\x1b]0;title\x07\x1b[2J",
+                                   reason="line one\nline\x1b[31m two\tend",
+                                   info={"device": "gpu\x9b1m"})], {}, {})
+    (record,) = results.load(path)["results"]
+    assert record["kernel"] == "cpu.x\ufffd]0;title\ufffd\ufffd[2J"
+    assert record["reason"] == "line one\nline\ufffd[31m two\tend"  # newlines and tabs stay
+    assert record["info"] == {"device": "gpu\ufffd1m"}
