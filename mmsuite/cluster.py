@@ -600,7 +600,7 @@ class Cluster:
     def _give_up_without(self, pending: dict, missing_since: dict[str, float],
                          finish: Callable[[int, Row], None]) -> None:
         """Jobs whose resource has been gone from the cluster for RESOURCE_GRACE_S become
-        unavailable rows, so that a sweep never waits for a worker that is not coming."""
+        error rows, so that a sweep never waits for a worker that is not coming."""
         offered, now = self.resources(), time.monotonic()
         for resource in (GPU, HOST):
             if resource in offered:
@@ -615,8 +615,11 @@ class Cluster:
                 self.client.cancel(lost)
             for future in lost:
                 spec, kernel = pending.pop(future)
-                finish(spec.index, Row(kernel, spec.problem, "unavailable",
-                                       f"{NO_WORKER[resource]}: the last one left mid-sweep"))
+                # An error, not "unavailable": the fleet had the resource and lost it, and
+                # a run whose rows were never measured must not pass (--resume reruns them).
+                finish(spec.index, Row(kernel, spec.problem, "error",
+                                       f"worker lost: {NO_WORKER[resource]}: the last one "
+                                       "left mid-sweep"))
 
     def _row(self, future: Any, spec: JobSpec, kernel: Kernel) -> Row:
         """The row of a finished task. A bug on the worker raises here, with its traceback."""

@@ -641,3 +641,24 @@ def test_the_report_groups_a_cluster_file_by_machine_and_device_model(tmp_path) 
     assert by_machine["EPYC 9654 on c"].environment["cpu"] == "client CPU"
     merged = merge(runs)
     assert len(merged) == 3  # the same kernel on two hosts stays two rows
+
+
+def test_jobs_whose_last_worker_left_mid_sweep_are_errors_not_unavailable(monkeypatch) -> None:
+    """kill -9 of the only host worker once turned the rows left into "unavailable" rows,
+    and the run passed."""
+    class Client:
+        def cancel(self, futures) -> None:
+            pass
+
+    session = cluster.Cluster.__new__(cluster.Cluster)
+    session.client = Client()
+    monkeypatch.setattr(session, "resources", lambda: set())
+    spec = cluster.JobSpec(3, "cpu.seq_ikj", Problem(8, 8, 8), RunOptions(), {}, None,
+                           "claim", "topic")
+    pending = {"future": (spec, catalogue.get("cpu.seq_ikj"))}
+    finished: list[tuple[int, Row]] = []
+    since = {cluster.HOST: time.monotonic() - cluster.RESOURCE_GRACE_S - 1}
+    session._give_up_without(pending, since, lambda index, row: finished.append((index, row)))
+    ((index, row),) = finished
+    assert index == 3 and not pending
+    assert row.status == "error" and row.reason.startswith("worker lost: ")
