@@ -237,12 +237,15 @@ def job_code(kernel_id: str) -> str:
     from . import catalogue
     from .sources import read_source
 
-    kernel = catalogue.get(kernel_id)
+    try:
+        kernel = catalogue.get(kernel_id)
+    except KeyError:  # not in this install's catalogue (a plugin not loaded here)
+        return identity.engine_hash() + "-absent"
     source = ""
     if kernel.source and not kernel.reference:
         try:
             source = read_source(kernel.source)
-        except OSError:  # a source outside the package's folders: its path stands for it
+        except (OSError, ValueError):  # outside the package's folders: its path stands for it
             source = kernel.source
     return identity.engine_hash() + "-" + hashlib.sha256(source.encode()).hexdigest()[:16]
 
