@@ -176,7 +176,7 @@ def main(argv: list[str] | None = None) -> int:
     if not faulthandler.is_enabled() and sys.__stderr__ is not None:
         faulthandler.enable(sys.__stderr__)  # a native crash here names where it happened
     _tolerant_streams()
-    stdout, sys.stdout = sys.stdout, _Output(sys.stdout)  # type: ignore[assignment]
+    stdout, sys.stdout = sys.stdout, _Output(sys.stdout)
     try:
         return _main(argv)
     finally:
@@ -211,7 +211,7 @@ def _main(argv: list[str] | None) -> int:
                 return 2
             return 0
         users = _users_file(exc, args) if isinstance(exc, OSError) else None
-        if users is not None:
+        if isinstance(exc, OSError) and users is not None:
             # A file the user named cannot be read or written (missing, permissions, disk full).
             print(f"mmsuite: error: {users}: {exc.strerror or exc}", file=sys.stderr)
             return 2
@@ -219,8 +219,8 @@ def _main(argv: list[str] | None) -> int:
         print("mmsuite: internal error: this is a bug; please report it with the traceback above",
               file=sys.stderr)
         # A gate's 1 is its verdict ("slower"): its bugs must not read as one.
-        command = COMMANDS.get(getattr(args, "command", None) or "")
-        return getattr(command, "EXIT_ON_BUG", 1)
+        failed = COMMANDS.get(getattr(args, "command", None) or "")
+        return getattr(failed, "EXIT_ON_BUG", 1)
 
 
 if __name__ == "__main__":
