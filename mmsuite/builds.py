@@ -5,13 +5,17 @@ archive``: the committed tree, never the working tree's edits) and installed wit
 into ``<cache>/<commit>/site``, where a worker process imports it ahead of anything
 else. Dependencies are not installed again: the worker runs this interpreter, whose
 environment already has them, so a build costs one compile of the C ladder. A finished
-build is marked by ``built.json`` and reused on the next call; a lock makes concurrent
-calls wait for one build instead of racing.
+build is marked by ``built.json``, which records a hash of the package it installed; it
+is reused on the next call only if the package is still there, whole and unchanged
+(else it is built again), and a lock makes concurrent calls wait for one build instead
+of racing. Files of the cache are opened without following symbolic links: a shared
+cache folder must not let another user's link redirect a write.
 """
 
 from __future__ import annotations
 
 import fcntl
+import hashlib
 import json
 import os
 import shutil
@@ -48,8 +52,49 @@ class Build:
         return self.site_dir or self.root / "site"
 
     @property
+    def package(self) -> Path:
+        """The installed package a worker must import: ``site/mmsuite``."""
+        return self.site / "mmsuite"
+
+    @property
     def short(self) -> str:
         return self.commit[:10]
+
+
+def package_hash(package: Path) -> str:
+    """A hash of every file of an installed package (bytecode caches aside), with their
+    relative paths; "" where the folder is missing."""
+    if not package.is_dir() or package.is_symlink():
+        return ""
+    digest = hashlib.sha256()
+    for path in sorted(package.rglob("*")):
+        rel = path.relative_to(package)
+        if "__pycache__" in rel.parts or path.is_dir() and not path.is_symlink():
+            continue
+        digest.update(rel.as_posix().encode() + b"\0")
+        # A link inside the package is recorded as a link (its target), never followed.
+        data = os.readlink(path).encode() if path.is_symlink() else path.read_bytes()
+        digest.update(hashlib.sha256(data).digest())
+    return digest.hexdigest()
+
+
+def damage(build: Build) -> str:
+    """What is wrong with a finished build, or "" where its package is the one it
+    installed: ``built.json`` readable and of this commit, the package present and
+    hashing as it did when built."""
+    try:
+        stamp = json.loads((build.root / "built.json").read_text())
+    except (OSError, ValueError) as exc:
+        return f"built.json unreadable ({exc})"
+    if not isinstance(stamp, dict) or stamp.get("commit") != build.commit:
+        return "built.json names another commit"
+    if not stamp.get("package_sha256"):
+        return "built.json records no package hash (an older build)"
+    if not (build.package / "__init__.py").is_file():
+        return f"{build.package} is missing"
+    if package_hash(build.package) != stamp["package_sha256"]:
+        return f"{build.package} changed since it was built"
+    return ""
 
 
 def default_cache() -> Path:
@@ -92,20 +137,42 @@ def build(repo: Path, revision: str, cache: Path, log=None) -> Build:
     root = cache / commit
     result = Build(revision, commit, root)
     stamp = root / "built.json"
-    root.mkdir(parents=True, exist_ok=True)
-    with open(root / ".lock", "w") as lock:
+    try:
+        root.mkdir(parents=True, exist_ok=True)
+        if root.is_symlink() or not root.is_dir():
+            raise BuildError(f"{root} is not a folder of the build cache (a link or a file)")
+        lock = os.fdopen(_open_nofollow(root / ".lock", os.O_WRONLY | os.O_CREAT), "w")
+    except OSError as exc:
+        raise BuildError(f"cannot use the build cache {cache}: {exc.strerror or exc} "
+                         f"({exc.filename or root}); give --cache-dir") from None
+    with lock:
         fcntl.flock(lock, fcntl.LOCK_EX)  # a concurrent call builds, this one waits
-        if stamp.is_file():
-            return result
+        if stamp.exists() or stamp.is_symlink():
+            wrong = damage(result)
+            if not wrong:
+                return result
+            if log:
+                log(f"the build of {revision} ({commit[:10]}) is damaged: {wrong}; "
+                    f"building it again")
+            stamp.unlink()
         started = time.monotonic()
         if log:
             log(f"building {revision} ({commit[:10]}) into {root}")
-        for part in ("src", "site"):
-            shutil.rmtree(root / part, ignore_errors=True)
-        _export(repo, commit, root / "src")
-        _install(root, revision, commit)
-        stamp.write_text(json.dumps({"commit": commit, "seconds":
-                                     round(time.monotonic() - started, 1)}) + "\n")
+        try:
+            for part in ("src", "site"):
+                _remove(root / part)
+            _export(repo, commit, root / "src")
+            _install(root, revision, commit)
+            package = package_hash(result.package)
+            if not package:
+                raise BuildError(f"{revision} ({commit[:10]}) built, but installed no "
+                                 f"mmsuite package under {result.site}")
+            _write_new(stamp, json.dumps({"commit": commit, "package_sha256": package,
+                                          "seconds": round(time.monotonic() - started, 1)})
+                       + "\n")
+        except OSError as exc:
+            raise BuildError(f"{revision} ({commit[:10]}) cannot be built in {root}: "
+                             f"{exc.strerror or exc} ({exc.filename or root})") from None
         if log:
             log(f"built {revision} in {time.monotonic() - started:.0f} s")
     return result
@@ -134,17 +201,55 @@ def export_plugins(repo: Path, revision: str, cache: Path, relpaths: list[str],
                  plugin_paths=tuple(str(root / "src" / p) for p in relpaths))
 
 
+def _open_nofollow(path: Path, flags: int) -> int:
+    return os.open(path, flags | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0), 0o644)
+
+
+def _remove(path: Path) -> None:
+    """Remove a folder of the build, or a link or file in its place (not what it names)."""
+    if path.is_symlink() or path.is_file():
+        path.unlink()
+    else:
+        shutil.rmtree(path, ignore_errors=True)
+
+
+def _write_new(path: Path, text: str) -> None:
+    """Write ``path`` through a fresh file renamed over it: a link there is replaced,
+    never followed."""
+    temporary = path.with_name(f".{path.name}.{os.getpid()}")
+    if temporary.is_symlink() or temporary.exists():
+        temporary.unlink()
+    with os.fdopen(_open_nofollow(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL), "w") as f:
+        f.write(text)
+    os.replace(temporary, path)
+
+
 def _export(repo: Path, commit: str, target: Path) -> None:
     target.mkdir(parents=True)
     archive = subprocess.Popen(["git", "-C", str(repo), "archive", "--format=tar", commit],
-                               stdout=subprocess.PIPE)
-    with tarfile.open(fileobj=archive.stdout, mode="r|") as tar:
-        if hasattr(tarfile, "data_filter"):  # Python >= 3.10.12: refuse odd members
-            tar.extractall(target, filter="data")
-        else:
-            tar.extractall(target)
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    assert archive.stdout is not None and archive.stderr is not None  # asked for both
+    try:
+        with tarfile.open(fileobj=archive.stdout, mode="r|") as tar:
+            if hasattr(tarfile, "data_filter"):  # Python >= 3.10.12: refuse odd members
+                tar.extractall(target, filter="data")
+            else:
+                tar.extractall(target)
+    except tarfile.TarError as exc:
+        # A member the data filter refuses (a link out of the tree, an absolute link), or
+        # no archive at all (an empty tree).
+        archive.kill()
+        archive.wait()
+        raise BuildError(f"{commit[:10]} cannot be exported: {exc or type(exc).__name__}") \
+            from None
+    finally:
+        archive.stdout.close()
     if archive.wait() != 0:
-        raise BuildError(f"git archive {commit[:10]} failed")
+        error = archive.stderr.read().decode(errors="replace").strip().splitlines()
+        raise BuildError(f"git archive {commit[:10]} failed"
+                         + (f": {error[-1]}" if error else ""))
+    if not any(target.iterdir()):
+        raise BuildError(f"{commit[:10]} has an empty tree: nothing to build")
 
 
 def _install(root: Path, revision: str, commit: str) -> None:

@@ -256,6 +256,10 @@ def size_key(problem: dict) -> tuple:
             problem["m"], problem["n"], problem["k"])
 
 
+#: The most problems a chart of throughput against size labels on its x axis.
+SWEEP_TICKS = 16
+
+
 def sweep_chart(records: list[dict], title: str = "") -> Figure | None:
     """Throughput against problem size, one line per kernel (references dashed black).
 
@@ -317,10 +321,16 @@ def sweep_chart(records: list[dict], title: str = "") -> Figure | None:
         ax.set_xlabel("n (square n x n x n)")
     else:
         ax.set_xlabel("problem (M x N x K), in order of FLOPs")
-    ax.xaxis.set_major_locator(FixedLocator(xs))
+    # A label for every problem of a sweep of thousands would overlap and take minutes to
+    # lay out: at most SWEEP_TICKS of them, evenly spread, the first and last among them.
+    shown = sorted({round(i * (len(xs) - 1) / (SWEEP_TICKS - 1))
+                    for i in range(SWEEP_TICKS)}) if len(xs) > SWEEP_TICKS else range(len(xs))
+    ticks = [xs[i] for i in shown]
+    ax.xaxis.set_major_locator(FixedLocator(ticks))
     ax.xaxis.set_minor_locator(NullLocator())
-    labels = [str(dict(p)["m"]) if square else label_of(dict(p)) for p in problems]
-    ax.set_xticks(xs, labels, rotation=0 if square else 20)
+    labels = [str(dict(problems[i])["m"]) if square else label_of(dict(problems[i]))
+              for i in shown]
+    ax.set_xticks(ticks, labels, rotation=0 if square else 20)
     ax.set_ylabel(f"{unit}, kernel only (median)")
     ax.grid(alpha=0.3)
     if missing:

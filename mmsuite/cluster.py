@@ -21,11 +21,19 @@ scheduler hands the task to another worker, the task finds the claim and reports
 the row as failed, "worker lost", instead of measuring again. The rest of the
 sweep goes on; ``--resume`` reruns only the rows that are missing or errored, by the
 rule a sweep on one host follows (``mmsuite.sweep.Ladder``).
+
+Workers are matched by the code they run, not by a version number, which stays the same
+across commits: a worker whose measuring modules differ from the client's is refused
+when the sweep starts, and one whose code for a job (those modules and the kernel's
+source) differs is refused for that job; both name the two sides' code and commits.
+Each row carries the commit of the worker that measured it.
 """
 
 from __future__ import annotations
 
 import asyncio
+import hashlib
+import json
 import os
 import socket
 import sys
@@ -33,11 +41,12 @@ import threading
 import time
 import uuid
 from collections.abc import Callable, Iterable
+from concurrent.futures import CancelledError
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from . import __version__, workers
+from . import __version__, identity, workers
 from .backend_table import GPU_BACKENDS
 from .backends import RunOptions
 from .catalogue import Kernel
@@ -66,6 +75,14 @@ class ClusterError(Exception):
     """The cluster cannot take the sweep: one line for the user (exit 2)."""
 
 
+class SchedulerLost(ClusterError):
+    """The connection to the scheduler was lost mid-sweep; ``rows`` are those finished."""
+
+    def __init__(self, message: str, rows: list[Row]) -> None:
+        super().__init__(message)
+        self.rows = rows
+
+
 def resource_for(kernel: Kernel) -> str:
     """The slot a kernel's job takes: a GPU for CUDA, the whole host CPU for the rest."""
     return GPU if kernel.backend in GPU_BACKENDS else HOST
@@ -89,10 +106,11 @@ class JobSpec:
     options: RunOptions
     run_kwargs: dict
     timeout: float | None
-    client_version: str
     claim: str
     start_topic: str  # the event a worker logs as it starts the job (for progress)
     job: workers.JobFn | None = None  # a function the worker's install holds; None: measure
+    code: str = ""  # job_code of the client, which the worker's own must equal
+    client_commit: str | None = None
 
 
 @dataclass(frozen=True)
@@ -104,10 +122,12 @@ class WorkerFacts:
     address: str
     device_model: str = ""
     device_uuid: str = ""
+    commit: str | None = None  # of the worker's own mmsuite (environment.git_commit)
 
     def stamp(self, record: dict) -> dict:
-        """``record`` with the fields that name where it ran."""
-        record.update(host=self.host, worker=self.worker, device_model=self.device_model)
+        """``record`` with the fields that name where it ran, and what it ran."""
+        record.update(host=self.host, worker=self.worker, device_model=self.device_model,
+                      git_commit=self.commit)
         if self.device_uuid:
             record["device_uuid"] = self.device_uuid
         return record
@@ -210,6 +230,38 @@ def measure_here(kernel_id: str, problem: Problem, options: RunOptions,
     return status, reason, record
 
 
+def job_code(kernel_id: str) -> str:
+    """What a job runs, as written: the measuring modules of this install and the kernel's
+    source (none for a reference library). The host's compilers and libraries are left
+    out: they are the row's environment, and hosts may differ in them."""
+    from . import catalogue
+    from .sources import read_source
+
+    try:
+        kernel = catalogue.get(kernel_id)
+    except KeyError:  # not in this install's catalogue (a plugin not loaded here)
+        return identity.engine_hash() + "-absent"
+    source = ""
+    if kernel.source and not kernel.reference:
+        try:
+            source = read_source(kernel.source)
+        except (OSError, ValueError):  # outside the package's folders: its path stands for it
+            source = kernel.source
+    return identity.engine_hash() + "-" + hashlib.sha256(source.encode()).hexdigest()[:16]
+
+
+def worker_commit() -> str | None:
+    """The commit of this process's mmsuite, read once."""
+    if not _COMMIT:
+        from .environment import git_commit
+
+        _COMMIT.append(git_commit())
+    return _COMMIT[0]
+
+
+_COMMIT: list[str | None] = []
+
+
 def _facts(resource: str) -> WorkerFacts:
     worker = _dask_worker()
     model, device_uuid = _DEVICES.get(resource, ("", ""))
@@ -218,7 +270,15 @@ def _facts(resource: str) -> WorkerFacts:
 
         model = cpu_model()
     return WorkerFacts(socket.gethostname(), str(worker.name), str(worker.address), model,
-                       device_uuid)
+                       device_uuid, worker_commit())
+
+
+def other_code(who: str, theirs: str, their_commit: str | None, ours: str,
+               our_commit: str | None, what: str = "") -> str:
+    """Why a worker is refused: the two sides' code (and commits), named."""
+    return (f"{who} runs other code{what} ({theirs} at commit {their_commit or 'unknown'}); "
+            f"this client runs {ours} at commit {our_commit or 'unknown'}: install the "
+            "same commit on every host")
 
 
 def lost_reason(facts: dict) -> str:
@@ -242,9 +302,11 @@ def run_job(spec: JobSpec) -> Outcome:
     """A task: run one job in this worker's job process; never measures a job twice."""
     resource = _worker_resource()
     facts = _facts(resource)
-    if spec.client_version != __version__:
-        return Outcome("error", f"worker {facts.worker} on host {facts.host} runs mmsuite "
-                       f"{__version__}; the client runs {spec.client_version}", None, facts)
+    code = job_code(spec.kernel_id) if spec.code else ""
+    if code != spec.code:
+        return Outcome("error", other_code(f"worker {facts.worker} on host {facts.host}",
+                                           code, facts.commit, spec.code, spec.client_commit,
+                                           f" for {spec.kernel_id}"), None, facts)
     earlier = _claim(spec.claim, facts)
     if earlier is not None:
         return Outcome("error", lost_reason(earlier), None, facts)
@@ -277,7 +339,8 @@ def worker_check() -> dict:
     """What the client checks of each worker before a sweep (run through ``Client.run``)."""
     import multiprocessing
 
-    return {"mmsuite": __version__, "host": socket.gethostname(),
+    return {"mmsuite": __version__, "engine": identity.engine_hash(),
+            "commit": worker_commit(), "host": socket.gethostname(),
             "daemon": bool(multiprocessing.current_process().daemon),
             "cores": os.cpu_count() or 1,
             "threads": {name: os.environ[name] for name in THREAD_VARIABLES
@@ -314,6 +377,60 @@ def parse_target(text: str) -> tuple[str | None, Path | None]:
                        "existing scheduler file")
 
 
+def scheduler_address(target: str, role: str = "client") -> str:
+    """The scheduler's address from ``--cluster``/``mmsuite worker``'s ``target`` (an address
+    or a scheduler file), checked, with the TLS settings a ``tls://`` address needs for
+    ``role`` ("client" or "worker"); ClusterError, in one line, for anything else."""
+    address, scheduler_file = parse_target(target)
+    where = target
+    if scheduler_file is not None:
+        address, where = _address_in_file(scheduler_file), f"{scheduler_file}'s address"
+    assert address is not None  # parse_target gives an address or a file
+    from distributed.comm import parse_address, parse_host_port
+    from distributed.comm.registry import backends
+
+    try:
+        scheme, location = parse_address(address)
+        if scheme not in backends:
+            raise ValueError(f"unknown protocol {scheme}:// (Dask knows "
+                             f"{', '.join(sorted(backends))})")
+        if scheme in ("tcp", "tls"):
+            parse_host_port(location, 8786)
+    except (ValueError, TypeError) as exc:
+        raise ClusterError(f"{where} {address!r} is not a scheduler address: {exc}") from None
+    _check_tls(address, role)
+    return address
+
+
+def _address_in_file(path: Path) -> str:
+    try:
+        document = json.loads(path.read_text())
+    except (OSError, ValueError) as exc:  # unreadable, not UTF-8, not JSON, empty
+        raise ClusterError(f"{path} is not a Dask scheduler file: "
+                           f"{getattr(exc, 'strerror', None) or exc or 'empty'}") from None
+    address = document.get("address") if isinstance(document, dict) else None
+    if not isinstance(address, str) or not address:
+        raise ClusterError(f"{path} is not a Dask scheduler file: no \"address\" text in it")
+    return address
+
+
+def _check_tls(address: str, role: str) -> None:
+    """A ``tls://`` address needs Dask's TLS settings for ``role``; without them Dask
+    fails deep inside its connection code."""
+    if not address.startswith("tls://"):
+        return
+    from distributed.security import Security
+
+    try:
+        context = Security().get_connection_args(role).get("ssl_context")
+    except (OSError, ValueError) as exc:  # a certificate or key missing or unreadable
+        raise ClusterError(f"Dask's TLS settings cannot be used: {exc}") from None
+    if context is None:
+        raise ClusterError(f"{address} takes TLS: set Dask's distributed.comm.tls settings "
+                           f"(the CA file, and the {role}'s certificate and key; see "
+                           "docs/cluster-security.md)")
+
+
 def _import_distributed():
     try:
         import distributed
@@ -328,12 +445,9 @@ class Cluster:
 
     def __init__(self, target: str, worker_wait: float = WORKER_WAIT_S) -> None:
         distributed = _import_distributed()
-        address, scheduler_file = parse_target(target)
-        where = address or f"the scheduler named in {scheduler_file}"
+        where = address = scheduler_address(target)
         try:
-            self.client = distributed.Client(address, scheduler_file=str(scheduler_file)
-                                             if scheduler_file else None,
-                                             timeout=CONNECT_TIMEOUT_S,
+            self.client = distributed.Client(address, timeout=CONNECT_TIMEOUT_S,
                                              set_as_default=True)
         except (OSError, TimeoutError, ValueError) as exc:
             raise ClusterError(f"cannot reach the Dask scheduler at {where}: "
@@ -366,8 +480,8 @@ class Cluster:
                 for name, amount in (info.get("resources") or {}).items() if amount}
 
     def _check_workers(self, worker_wait: float) -> None:
-        """Refuse workers that would fail every job: another mmsuite version, none at all, or
-        a daemonic process (which cannot start a job process)."""
+        """Refuse workers that would fail every job: other measuring code than this
+        client's, none at all, or a daemonic process (which cannot start a job process)."""
         try:
             self.client.wait_for_workers(1, timeout=worker_wait)
         except TimeoutError:
@@ -382,10 +496,12 @@ class Cluster:
             if isinstance(answer, BaseException):
                 raise ClusterError(f"worker {name} ({address}) cannot run mmsuite jobs: "
                                    f"{type(answer).__name__}: {answer}")
-            if answer["mmsuite"] != __version__:
-                raise ClusterError(f"worker {name} on host {answer['host']} runs mmsuite "
-                                   f"{answer['mmsuite']}; this client runs {__version__}: "
-                                   "install the same version on every host")
+            if answer.get("engine") != identity.engine_hash():
+                raise ClusterError(other_code(
+                    f"worker {name} on host {answer['host']}",
+                    f"mmsuite {answer['mmsuite']}, engine {answer.get('engine', 'unknown')}",
+                    answer.get("commit"), f"mmsuite {__version__}, engine "
+                    f"{identity.engine_hash()}", worker_commit()))
             if answer["daemon"]:
                 raise ClusterError(f"worker {name} on host {answer['host']} is a daemonic "
                                    "process and cannot start job processes: start it with "
@@ -429,8 +545,9 @@ class Cluster:
             limit = timeout if timeout is not None else (
                 workers.default_timeout(pair.problem) if resource == GPU else None)
             specs.append((JobSpec(pair.index, pair.kernel.id, pair.problem, options, run_kwargs,
-                                  limit, __version__, f"{CLAIM_PREFIX}-{sweep_id}-{pair.index}",
-                                  start_topic, job), pair.kernel, resource))
+                                  limit, f"{CLAIM_PREFIX}-{sweep_id}-{pair.index}",
+                                  start_topic, job, code=job_code(pair.kernel.id),
+                                  client_commit=worker_commit()), pair.kernel, resource))
         if on_start is not None:
             self.client.subscribe_topic(start_topic,
                                         lambda event: ladder.start(event[1]["index"]))
@@ -456,8 +573,19 @@ class Cluster:
                 if time.monotonic() - last_poll >= RESOURCE_POLL_S:
                     last_poll = time.monotonic()
                     self._give_up_without(pending, missing_since, ladder.finish)
+        except (CancelledError, OSError) as exc:
+            if self.client.status == "running":
+                raise  # the scheduler is there: a bug, with its traceback
+            # The scheduler is gone (Dask cancels every future, or a call finds the
+            # connection closed): the finished rows are kept, the rest is for --resume.
+            what = "the connection closed" if isinstance(exc, CancelledError) else \
+                (str(exc).splitlines()[0] if str(exc) else type(exc).__name__)
+            raise SchedulerLost(f"lost the Dask scheduler at {self.target} after "
+                                f"{len(specs) - len(pending)} of {len(specs)} jobs: {what}",
+                                ladder.rows()) from None
         finally:
-            if pending:  # interrupted: jobs not started are dropped; running ones finish there
+            if pending and self.client.status == "running":
+                # interrupted: jobs not started are dropped; running ones finish there
                 self.client.cancel(list(pending))
             self._forget_claims(claims)
             if on_start is not None and self.client.status == "running":
@@ -475,7 +603,7 @@ class Cluster:
     def _give_up_without(self, pending: dict, missing_since: dict[str, float],
                          finish: Callable[[int, Row], None]) -> None:
         """Jobs whose resource has been gone from the cluster for RESOURCE_GRACE_S become
-        unavailable rows, so that a sweep never waits for a worker that is not coming."""
+        error rows, so that a sweep never waits for a worker that is not coming."""
         offered, now = self.resources(), time.monotonic()
         for resource in (GPU, HOST):
             if resource in offered:
@@ -490,8 +618,11 @@ class Cluster:
                 self.client.cancel(lost)
             for future in lost:
                 spec, kernel = pending.pop(future)
-                finish(spec.index, Row(kernel, spec.problem, "unavailable",
-                                       f"{NO_WORKER[resource]}: the last one left mid-sweep"))
+                # An error, not "unavailable": the fleet had the resource and lost it, and
+                # a run whose rows were never measured must not pass (--resume reruns them).
+                finish(spec.index, Row(kernel, spec.problem, "error",
+                                       f"worker lost: {NO_WORKER[resource]}: the last one "
+                                       "left mid-sweep"))
 
     def _row(self, future: Any, spec: JobSpec, kernel: Kernel) -> Row:
         """The row of a finished task. A bug on the worker raises here, with its traceback."""

@@ -158,6 +158,11 @@ class WorkerLost(RuntimeError):
     """A side's worker died or stopped answering; the message says how."""
 
 
+class BuildDamaged(RuntimeError):
+    """A side's worker does not import its build's mmsuite: nothing it measured would be
+    that revision's, so the gate stops; the message names the damage."""
+
+
 class SideWorker:
     """One revision's worker process, spoken to in JSON lines."""
 
@@ -278,8 +283,10 @@ class Pair:
 
     @property
     def worker_pairs(self) -> int:
-        """How many pairs of worker processes its rounds came from."""
-        return len(self.worker_pair_starts)
+        """How many pairs of worker processes its rounds came from: a pair opened but cut
+        off (Ctrl-C) before its first round gave none."""
+        rounds = min(len(self.base.rounds), len(self.head.rounds))
+        return sum(1 for start in self.worker_pair_starts if start < rounds)
 
     def worker_pair_ratios(self) -> list[float]:
         """HEAD / BASE from each worker pair's own rounds alone (the median of its
@@ -481,6 +488,8 @@ class Gate:
 
     @staticmethod
     def _opened(target: Side, answer: dict) -> None:
+        if answer["status"] == "damaged":
+            raise BuildDamaged(answer.get("reason", "the build is damaged"))
         target.status, target.reason = answer["status"], answer.get("reason", "")
         target.code = answer.get("code") or {}
         target.max_rel_err = answer.get("max_rel_err")
@@ -545,6 +554,10 @@ class Gate:
                 pair.needs_seconds = self._unaffordable(pair)
                 if pair.needs_seconds is None:
                     self._rounds(pair, timeout, time.monotonic())
+            else:
+                for side in SIDES:
+                    if getattr(pair, side).status == "ok":
+                        self._time_alone(pair, side, timeout)
         except KeyboardInterrupt:
             pair.interrupted = True
             raise
@@ -561,6 +574,17 @@ class Gate:
             self.unspent = max(0.0, self.unspent + own - pair.rounds_seconds)
             self._judge(pair, final=True)
         return pair
+
+    def _time_alone(self, pair: Pair, side: str, timeout: float) -> None:
+        """Turns of the one side that opened a row the other could not: its results file
+        then holds the row as it ran there (timed, ``ok``), so that ``compare`` of the two
+        files finds what the verdict found (a kernel that broke, say). As many turns as
+        one look takes, within half the row's budget; no ratio comes of them."""
+        started, target = time.monotonic(), getattr(pair, side)
+        while target.status == "ok" and len(target.rounds) < self.settings.min_rounds:
+            self._turn(pair, side, timeout)
+            if time.monotonic() - started >= pair.budget / 2:
+                return
 
     def _unaffordable(self, pair: Pair) -> float | None:
         """The seconds of rounds a verdict would take, where its open shows that they

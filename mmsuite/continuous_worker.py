@@ -9,6 +9,8 @@ that an older revision can be measured the same way. The worker speaks JSON line
         -> {"status": "ok", "code": {...}, "max_rel_err": ..., "info": {...},
             "launch_s": seconds of the checked launch, or null}
            or {"status": "missing" | "unavailable" | "failed" | "error", "reason": ...}
+           or {"status": "damaged", "reason": ...}: the mmsuite imported is not the
+              build's (its ``site`` is damaged); the driver stops, naming it
     {"op": "turn", "seconds": S}
         -> {"samples": [ms, ...], "host_load": {...}}: samples for at least S seconds
     {"op": "close"} -> {"status": "closed"}
@@ -45,12 +47,29 @@ def _jsonable(value):
         return json.loads(json.dumps(value, default=str))
 
 
+def foreign_import(site: str) -> str:
+    """Why the ``mmsuite`` this process imports is not the build's in ``site``, or "".
+    A build whose package went missing would otherwise be measured as whatever other
+    mmsuite the interpreter finds (the driver's own), under the revision's name."""
+    try:
+        import mmsuite
+    except ImportError as exc:
+        return f"mmsuite cannot be imported from {site}: {exc}"
+    where = os.path.realpath(getattr(mmsuite, "__file__", None) or "?")
+    if not where.startswith(os.path.realpath(site) + os.sep):
+        return f"the worker imports mmsuite from {where}, not from the build's {site}"
+    return ""
+
+
 class _Worker:
-    def __init__(self, identity: dict, load: dict) -> None:
+    def __init__(self, identity: dict, load: dict, damage: str = "") -> None:
         self.identity, self.load = identity, load
+        self.damage = damage  # foreign_import's answer: every open refuses with it
         self.sampler: KernelSampler | None = None
 
     def open(self, request: dict) -> dict:
+        if self.damage:
+            return {"status": "damaged", "reason": self.damage}
         from mmsuite import catalogue
         from mmsuite.backends import KernelUnavailable, RunOptions
         from mmsuite.measure import KernelSampler, VerificationFailed
@@ -119,7 +138,7 @@ def main() -> None:
     os.dup2(2, 1)  # kernels, compilers and drivers may print: keep it off the protocol
     # argv: this file (set by runpy), the build's site folder, then the two helpers.
     identity, load = runpy.run_path(sys.argv[3]), runpy.run_path(sys.argv[4])
-    worker = _Worker(identity, load)
+    worker = _Worker(identity, load, foreign_import(sys.argv[1]))
     handlers = {"open": worker.open, "turn": worker.turn, "close": worker.close}
     for line in sys.stdin:
         request = json.loads(line)

@@ -91,6 +91,34 @@ def _slug(*parts: str) -> str:
 
 
 # ---------------------------------------------------------------- content
+#: Problems drawn in figures of their own (ladder, transfers, machines) and in the summary
+#: chart. A sweep of thousands of problems would otherwise draw for many minutes and a
+#: summary chart thousands of bars wide; its tables and the charts of throughput against
+#: size still show every problem.
+FIGURED_PROBLEMS = 12
+
+
+def figured_problems(records: list[dict]) -> set[tuple]:
+    """The ``problem_key`` of at most ``FIGURED_PROBLEMS`` problems, spread evenly over the
+    sizes, the smallest and the largest among them: every problem where there are few."""
+    keys = sorted({problem_key(r): r["problem"] for r in records}.items(),
+                  key=lambda item: charts.size_key(item[1]))
+    if len(keys) <= FIGURED_PROBLEMS:
+        return {key for key, _ in keys}
+    step = (len(keys) - 1) / (FIGURED_PROBLEMS - 1)
+    return {keys[round(i * step)][0] for i in range(FIGURED_PROBLEMS)}
+
+
+def _figured_note(records: list[dict]) -> Para | None:
+    problems = len({problem_key(r) for r in records})
+    if problems <= FIGURED_PROBLEMS:
+        return None
+    return Para(f"Figures of single problems are drawn for {FIGURED_PROBLEMS} of the "
+                f"{problems} problems, spread evenly over the sizes (the smallest and the "
+                "largest among them); every problem has its table, and the charts of "
+                "throughput against size show them all.")
+
+
 def _by_backend(records: list[dict]) -> dict[str, list[dict]]:
     return {backend: [r for r in records if r["backend"] == backend]
             for backend in in_ladder_order(r["backend"] for r in records)}
@@ -128,9 +156,11 @@ LADDER_FIGURES = ("Each ladder figure: kernel-only throughput per rung (error ba
 def _ladder_blocks(records: list[dict], figures: _Figures, machine: str,
                    several_machines: bool) -> list[Block]:
     blocks: list[Block] = []
+    figured = figured_problems(records)
     for group in sorted(group_by_problem(records).values(),
                         key=lambda g: charts.size_key(g[0]["problem"])):
         label = label_of(group[0]["problem"])
+        drawn = problem_key(group[0]) in figured
         blocks.append(Heading(3, label + (f" on {machine}" if several_machines else "")))
         # Kernels that could not run here are no rows: one line a reason names them.
         ran = [r for r in group if r["status"] != "unavailable"]
@@ -144,7 +174,7 @@ def _ladder_blocks(records: list[dict], figures: _Figures, machine: str,
                 blocks.append(Para(contention))
         blocks += [Para(line) for line in unavailable_lines(group)]
         derived = {r["kernel"]: r for r in table_rows(ran)}
-        for backend, mine in _by_backend(ran).items():
+        for backend, mine in _by_backend(ran).items() if drawn else ():
             refs = {derived[r["kernel"]]["ref"] for r in mine} - {None}
             # A stand-in reference from another backend (OpenBLAS for OpenCL on a CPU).
             extra = [r for r in ran if r["kernel"] in refs and r["backend"] != backend]
@@ -154,7 +184,7 @@ def _ladder_blocks(records: list[dict], figures: _Figures, machine: str,
                                 f"The {backend} ladder on {label}.")
             if block:
                 blocks.append(block)
-        transfers = charts.transfer_chart(ran, title=f"transfers, {label}")
+        transfers = charts.transfer_chart(ran, title=f"transfers, {label}") if drawn else None
         block = figures.add(transfers, _slug("transfers", machine, label),
                             f"Host-device transfers on {label}.")
         if block:
@@ -315,8 +345,13 @@ def report_blocks(runs: list[Run], records: list[dict], figures: _Figures,
                              "environment recorded in " + ", ".join(r.path.name for r in runs)))
 
     blocks.append(Heading(2, "Best of each backend against sequential C"))
+    note = _figured_note(records)
+    if note is not None:
+        blocks.append(note)
     for machine, mine in machines.items():
-        block = figures.add(charts.summary_chart(mine, title=f"best of each backend against "
+        figured = figured_problems(mine)
+        block = figures.add(charts.summary_chart([r for r in mine if problem_key(r) in figured],
+                                                 title=f"best of each backend against "
                                                  f"sequential C, {machine}"),
                             _slug("summary", machine),
                             f"On {machine}: the fastest rung of each backend and the "
@@ -335,8 +370,11 @@ def report_blocks(runs: list[Run], records: list[dict], figures: _Figures,
     if several:
         blocks.append(Heading(2, "Machines side by side"))
         before = len(blocks)
+        figured = figured_problems(records)
         for backend, mine in _by_backend(records).items():
             for group in group_by_problem(mine).values():
+                if problem_key(group[0]) not in figured:
+                    continue
                 per_machine = by_machine(group)
                 label = label_of(group[0]["problem"])
                 block = figures.add(charts.machines_chart(per_machine,

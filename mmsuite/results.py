@@ -29,9 +29,11 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
+import fastjsonschema
 import jsonschema
 
 from .host import CPU_MODEL
+from .problem import DISTRIBUTIONS, FLOAT32_MAX, INPUTS_KEY, INT32_MAX, LAYOUTS
 
 FORMAT = "mmsuite-results/1"
 JOURNAL_FORMAT = "mmsuite-journal/1"
@@ -93,7 +95,10 @@ def write_atomically(path: Path, content: str | bytes) -> None:
     """
     path = Path(path)
     data = content.encode() if isinstance(content, str) else content
-    fd, tmp = _create(path)
+    try:
+        fd, tmp = _create(path)
+    except OSError as exc:  # named as the file the caller asked for, not its temporary one
+        raise OSError(exc.errno, exc.strerror, str(path)) from exc
     try:
         with os.fdopen(fd, "wb") as fh:
             fh.write(data)
@@ -241,6 +246,11 @@ _TEXT = {"type": "string"}
 _NUMBER = {"type": "number"}
 _POSITIVE = {"type": "number", "exclusiveMinimum": 0}
 _COUNT = {"type": "integer", "minimum": 1}
+# What a problem can be (mmsuite.problem.Problem): sizes kernels take as 32-bit integers,
+# scalars finite in float32; a reader formats what it is given.
+_SIZE = {"type": "integer", "minimum": 1, "maximum": INT32_MAX}
+_SCALAR = {"type": "number", "minimum": -FLOAT32_MAX, "maximum": FLOAT32_MAX}
+_LOAD_READING = _nullable({"type": "array", "items": _NUMBER})
 _PHASE = _nullable({
     "type": "object",
     "properties": {
@@ -270,10 +280,11 @@ RECORD_SCHEMA: dict = {
             "type": "object",
             "required": ["m", "n", "k", "batch"],
             "properties": {
-                "m": _COUNT, "n": _COUNT, "k": _COUNT, "batch": _COUNT,
-                "layout": {"enum": ["row", "col"]},
-                "alpha": _NUMBER, "beta": _NUMBER,
+                "m": _SIZE, "n": _SIZE, "k": _SIZE, "batch": _SIZE,
+                "layout": {"enum": list(LAYOUTS)},
+                "alpha": _SCALAR, "beta": _SCALAR,
                 "seed": {"type": "integer", "minimum": 0},
+                INPUTS_KEY: {"enum": list(DISTRIBUTIONS)},
             },
         },
         **{name: _nullable(_NUMBER) for name in (
@@ -281,8 +292,16 @@ RECORD_SCHEMA: dict = {
             "pct_peak", "peak_gflops", "ref_max_rel_err", "err_vs_ref", "err_bound",
             "ref_err_bound")},
         **{name: _PHASE for name in PHASES},
-        **{name: _nullable({"type": "object"}) for name in (
-            "info", "sampling", "load_avg", "transfers", "energy")},
+        **{name: _nullable({"type": "object"}) for name in ("info", "transfers")},
+        "sampling": _nullable({"type": "object", "properties": {
+            "seconds": _nullable(_NUMBER), "stopped_by": _nullable(_TEXT)}}),
+        "load_avg": _nullable({"type": "object", "properties": {
+            "before": _LOAD_READING, "after": _LOAD_READING}}),
+        "energy": _nullable({"type": "object", "properties": {
+            **{name: _nullable(_NUMBER) for name in (
+                "joules", "gflop_per_joule", "window_s", "busy_w", "idle_w")},
+            "launches": _nullable({"type": "integer", "minimum": 0}),
+            "counter": _TEXT, "reason": _TEXT}}),
     },
     "allOf": [
         {"if": {"properties": {"status": {"enum": list(MEASURED)}}},
@@ -336,6 +355,10 @@ _Validator = jsonschema.validators.extend(
         "integer", lambda checker, value: isinstance(value, int) and not isinstance(value, bool)))
 _RECORD = _Validator(RECORD_SCHEMA)
 _DOCUMENT = _Validator(DOCUMENT_SCHEMA)
+# The same schema compiled to Python: ten times faster on a sound record (a report of
+# 10,000 rows spent half a minute in jsonschema alone), so jsonschema runs only to say
+# what is wrong with a record this refuses.
+_RECORD_IS_SOUND = fastjsonschema.compile(RECORD_SCHEMA, use_default=False)
 
 
 def _short(value: Any) -> str:
@@ -375,8 +398,8 @@ def _describe(error: jsonschema.ValidationError) -> str:
         types = error.validator_value
         expected = " or ".join(types) if isinstance(types, list) else types
         return f"field {field!r} is {_short(value)}, expected {expected}"
-    if how in ("exclusiveMinimum", "minimum"):
-        bound = "above" if how == "exclusiveMinimum" else "at least"
+    if how in ("exclusiveMinimum", "minimum", "maximum"):
+        bound = {"exclusiveMinimum": "above", "minimum": "at least", "maximum": "at most"}[how]
         return f"field {field!r} is {_short(value)}, expected a number {bound} " \
                f"{error.validator_value}"
     if how == "minItems":
@@ -394,8 +417,40 @@ def _record_error(path: Path, which: str, record: Any, message: str) -> ResultsE
                                                else "") + f": {message}")
 
 
+def _integer_paths(schema: dict, path: tuple[str, ...] = ()) -> list[tuple[str, ...]]:
+    """The paths of object fields that ``schema`` types as integers."""
+    branches = [schema, *schema.get("anyOf", ())]
+    paths = [path] if any(branch.get("type") == "integer" for branch in branches) else []
+    for branch in branches:
+        for key, field_schema in branch.get("properties", {}).items():
+            paths += _integer_paths(field_schema, (*path, key))
+    return paths
+
+
+def _float_for_integer(record: Any) -> bool:
+    """Whether ``record`` holds a float where the schema asks for an integer: the one rule
+    of ``_Validator`` the compiled check does not keep (it takes 4.0 for an integer, as
+    JSON Schema does). A yes only sends the record on to jsonschema, which decides."""
+    for path in _RECORD_INTEGERS:
+        value = record
+        for key in path:
+            value = value.get(key) if isinstance(value, dict) else None
+        if isinstance(value, float):
+            return True
+    return False
+
+
+_RECORD_INTEGERS = _integer_paths(RECORD_SCHEMA)
+
+
 def check_record(record: Any) -> str:
     """What is wrong with one result record; empty when it is sound."""
+    try:
+        _RECORD_IS_SOUND(record)
+        if not _float_for_integer(record):
+            return ""
+    except fastjsonschema.JsonSchemaException:
+        pass  # jsonschema says what, in the words of every other refusal
     error = jsonschema.exceptions.best_match(_RECORD.iter_errors(record))
     return "" if error is None else _describe(error)
 
@@ -406,8 +461,30 @@ DEFAULTS = {"reason": "", "adds": ""}
 PROBLEM_DEFAULTS = {"layout": "row", "alpha": 1.0, "beta": 0.0}
 
 
+#: Control characters a terminal acts on (ESC above all: colours, titles, clearing the
+#: screen); a results file's text must not reach a terminal with them. Newlines and tabs
+#: stay.
+_CONTROLS = {code: "\N{REPLACEMENT CHARACTER}" for code in [*range(0x09), *range(0x0b, 0x20),
+                                                          0x7f, *range(0x80, 0xa0)]}
+
+
+def _printable(value: Any) -> Any:
+    """``value`` with the control characters of its text replaced, in lists and objects too."""
+    if isinstance(value, str):
+        return value.translate(_CONTROLS)
+    if isinstance(value, list):
+        return [_printable(item) for item in value]
+    if isinstance(value, dict):
+        return {_printable(key): _printable(item) for key, item in value.items()}
+    return value
+
+
 def _normalise(record: dict) -> dict:
-    """Recompute what the samples determine; a stored median is never trusted."""
+    """Recompute what the samples determine; a stored median is never trusted. Text is
+    made printable (``_printable``)."""
+    for key, value in record.items():
+        if isinstance(value, (str, dict)) and key not in PHASES:
+            record[key] = _printable(value)
     if isinstance(record.get("seed"), str) and "origin" not in record:
         # Files before 0.2 called a rung's origin "seed", beside the problem's RNG seed.
         record["origin"] = record.pop("seed")

@@ -70,3 +70,23 @@ def test_no_transfer_chart_for_opencl_on_a_cpu() -> None:
     assert charts.transfer_chart(pocl) is None
     gpu = [r for r in H100 if r["backend"] == "cuda"]
     assert charts.transfer_chart(gpu) is not None
+
+
+def _sweep_of(problems: int) -> list[dict]:
+    """cpu.seq_ikj's first fixture row, once per problem of a square sweep of ``problems``."""
+    row = next(r for r in CPU if r["kernel"] == "cpu.seq_ikj" and r["status"] == "ok")
+    rows = []
+    for m in range(8, 8 + problems):
+        copy = json.loads(json.dumps(row))
+        copy["problem"] = {**copy["problem"], "m": m, "n": m, "k": m, "batch": 1}
+        rows.append(copy)
+    return rows
+
+
+def test_a_sweep_of_hundreds_of_sizes_labels_a_few_of_them_first_and_last_included() -> None:
+    fig = charts.sweep_chart(_sweep_of(300))
+    labels = [t.get_text() for t in fig.axes[0].get_xticklabels()]
+    assert len(labels) == charts.SWEEP_TICKS
+    assert labels[0] == "8" and labels[-1] == "307"
+    few = [t.get_text() for t in charts.sweep_chart(_sweep_of(5)).axes[0].get_xticklabels()]
+    assert few == ["8", "9", "10", "11", "12"]  # every size where there are few

@@ -660,3 +660,46 @@ def test_a_closed_pipe_ends_quietly_with_status_0(argv: list[str]) -> None:
     proc.stdout.close()
     _, err = proc.communicate(timeout=120)
     assert proc.returncode == 0 and err == b""
+
+
+# ------------------------------------------------------------ terminals and streams
+def _mmsuite(argv: list[str], stdout=subprocess.PIPE, **env: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "mmsuite.cli", *argv], stdout=stdout,
+                          stderr=subprocess.PIPE, text=True, env={**os.environ, **env},
+                          timeout=120)
+
+
+@pytest.mark.parametrize("encoding", ["ascii", "latin-1"])
+def test_an_output_encoding_without_unicode_degrades_the_text_not_the_command(
+        encoding) -> None:
+    done = _mmsuite(["list"], PYTHONIOENCODING=encoding)
+    assert done.returncode == 0, done.stderr
+    assert "cpu.seq_naive" in done.stdout and "Traceback" not in done.stderr
+
+
+@pytest.mark.skipif(not os.path.exists("/dev/full"), reason="needs /dev/full")
+def test_a_full_output_is_one_line_exit_2() -> None:
+    with open("/dev/full", "w") as full:
+        done = _mmsuite(["list"], stdout=full)
+    assert done.returncode == 2
+    assert done.stderr == "mmsuite: error: cannot write the output: No space left on device\n"
+
+
+def test_an_output_closed_early_ends_quietly() -> None:
+    """`mmsuite list | head -1`: the reader is gone, and that is no error."""
+    process = subprocess.Popen([sys.executable, "-m", "mmsuite.cli", "list", "--long"],
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    assert process.stdout is not None and process.stderr is not None
+    process.stdout.readline()
+    process.stdout.close()
+    assert process.wait(timeout=120) == 0
+    assert process.stderr.read() == b""
+
+
+def test_an_absurd_columns_is_held_to_the_widest_table(monkeypatch) -> None:
+    from mmsuite import cli
+
+    monkeypatch.setenv("COLUMNS", "99999999999999")
+    assert cli._console().width == cli.MAX_COLUMNS
+    done = _mmsuite(["list"], COLUMNS="99999999999999")
+    assert done.returncode == 0 and "cpu.seq_naive" in done.stdout, done.stderr

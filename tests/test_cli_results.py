@@ -384,3 +384,56 @@ def test_compare_report_and_resume_refuse_a_damaged_file_in_one_line(tmp_path, c
         assert main(argv) == 2, argv
         line = _one_error_line(capsys.readouterr().err)
         assert str(damaged) in line and message in line, line
+
+
+# ------------------------------------------------- files mmsuite makes beside the user's
+@pytest.mark.parametrize("planted", ["link", "folder"])
+def test_a_link_or_folder_at_the_lock_is_one_line_naming_it(tmp_path, capsys,
+                                                             planted) -> None:
+    out, victim = tmp_path / "r.json", tmp_path / "victim.txt"
+    victim.write_text("keep me\n")
+    lock = results.lock_path(out)
+    if planted == "link":
+        lock.symlink_to(victim)
+    else:
+        lock.mkdir()
+    assert main([*QUICK, "--kernel", "cpu.seq_ikj", "--json", str(out)]) == 2
+    (line,) = capsys.readouterr().err.strip().splitlines()
+    assert line.startswith(f"mmsuite: error: {lock} (made beside {out}): ")
+    assert victim.read_text() == "keep me\n" and not out.exists()
+
+
+@pytest.mark.skipif(not Path("/proc/self").is_dir(), reason="needs Linux's /proc")
+def test_an_output_whose_temporary_file_cannot_be_made_names_the_output(capsys) -> None:
+    with pytest.raises(OSError) as raised:
+        results.write_atomically(Path("/proc/no-such-output.json"), "{}")
+    assert raised.value.filename == "/proc/no-such-output.json"
+    assert main([*QUICK, "--kernel", "cpu.seq_ikj", "--json", "/proc/x.json"]) == 2
+    (line,) = capsys.readouterr().err.strip().splitlines()
+    assert line.startswith("mmsuite: error: /proc/x.json")
+
+
+@pytest.mark.skipif(not Path("/proc/self").is_dir(), reason="needs Linux's /proc")
+def test_compare_exits_2_not_1_when_its_junit_cannot_be_written(tmp_path, capsys) -> None:
+    """1 is the gate's "slower": a file it cannot write must not read as one."""
+    out = tmp_path / "r.json"
+    assert main([*QUICK, "--kernel", "cpu.seq_ikj", "--json", str(out)]) == 0
+    capsys.readouterr()
+    assert main(["compare", str(out), str(out), "--junit", "/proc/x.xml"]) == 2
+    assert capsys.readouterr().err.strip() == ("mmsuite: error: /proc/x.xml: "
+                                               "No such file or directory")
+
+
+@pytest.mark.parametrize("command", ["compare", "continuous"])
+def test_a_bug_in_a_gate_exits_3_never_its_verdicts_1(command, monkeypatch, capsys) -> None:
+    from mmsuite.commands import COMMANDS
+
+    def broken(args, console):
+        raise ValueError("an internal inconsistency")
+
+    monkeypatch.setattr(COMMANDS[command], "run", broken)
+    argv = ["compare", "a.json", "b.json"] if command == "compare" else \
+        ["continuous", "a", "b"]
+    assert main(argv) == 3
+    err = capsys.readouterr().err
+    assert "ValueError: an internal inconsistency" in err and "internal error" in err

@@ -17,11 +17,12 @@ import subprocess
 import sys
 import threading
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 
-from mmsuite import Problem, catalogue, cli, peak, results, workers
+from mmsuite import Problem, catalogue, cli, identity, peak, results, workers
 from mmsuite.backends import RunOptions
 from mmsuite.host import cpu_model
 from mmsuite.runs import load_runs, merge
@@ -36,6 +37,8 @@ SHAPE = "24x17x9"
 QUICK = ["--repeats", "2", "--warmup", "0"]
 LADDER = ["cpu.blas", "cpu.seq_naive", "cpu.seq_ikj", "cpu.omp_tiled"]
 START_S = 60.0
+#: The commit the workers report (MMSUITE_GIT_COMMIT): not the client's, with the same code.
+WORKER_COMMIT = "0123abcd" * 5
 
 
 def _environ(**extra: str) -> dict:
@@ -90,12 +93,14 @@ def scheduler(tmp_path_factory):
         processes.append(subprocess.Popen(
             [sys.executable, "-m", "mmsuite.cli", "worker", str(scheduler_file),
              "--gpus", "none", "--name", "w1"],
-            env=_environ(), stdout=logs, stderr=subprocess.STDOUT, cwd=folder))
+            env=_environ(MMSUITE_GIT_COMMIT=WORKER_COMMIT), stdout=logs,
+            stderr=subprocess.STDOUT, cwd=folder))
         processes.append(subprocess.Popen(
             [sys.executable, "-m", "distributed.cli.dask_worker", "--scheduler-file",
              str(scheduler_file), "--nthreads", "1", "--resources", "HOST=1", "--name",
              "w2-host", "--no-nanny", "--no-dashboard"],
-            env=_environ(), stdout=logs, stderr=subprocess.STDOUT, cwd=folder))
+            env=_environ(MMSUITE_GIT_COMMIT=WORKER_COMMIT), stdout=logs,
+            stderr=subprocess.STDOUT, cwd=folder))
         _wait_for("two workers", lambda: _worker_names(scheduler_file) >= {"w1-host",
                                                                              "w2-host"})
         yield scheduler_file
@@ -143,6 +148,9 @@ def test_a_cpu_sweep_through_the_cluster_gives_the_local_rows_each_naming_its_wo
         assert "device_uuid" not in record  # a CPU has none
         assert record["max_rel_err"] < record["tolerance"]
         assert 0 < record["pct_peak"] <= 100  # judged by its worker's recorded environment
+        # Same code, another commit: accepted, and the row names the commit that ran it.
+        assert record["git_commit"] == WORKER_COMMIT
+    assert document["environment"]["git_commit"] != WORKER_COMMIT
     # Each worker that ran a row recorded its host's environment in the one file.
     assert set(document["environment"]["workers"]) == {r["worker"]
                                                        for r in document["results"]}
@@ -183,15 +191,18 @@ def test_cuda_rows_without_a_gpu_worker_are_unavailable_with_the_reason(
     assert record["reason"] == cluster.NO_WORKER[cluster.GPU]
 
 
-def test_a_worker_with_another_mmsuite_version_is_refused_naming_both(
+def test_a_worker_with_other_measuring_code_is_refused_naming_both(
         scheduler, tmp_path, capsys) -> None:
-    preload = tmp_path / "other_version.py"
-    preload.write_text("import mmsuite\nmmsuite.__version__ = '0.0.0-other'\n")
+    """The version number is the same at every commit: the code is what must match."""
+    preload = tmp_path / "other_code.py"
+    preload.write_text("import mmsuite.identity\n"
+                       "mmsuite.identity.engine_hash = lambda: 'e' * 16\n")
     other = subprocess.Popen(
         [sys.executable, "-m", "distributed.cli.dask_worker", "--scheduler-file",
          str(scheduler), "--nthreads", "1", "--resources", "HOST=1", "--name", "w3-host",
          "--no-nanny", "--no-dashboard", "--preload", str(preload)],
-        env=_environ(), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        env=_environ(MMSUITE_GIT_COMMIT="f" * 40), stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL)
     try:
         _wait_for("the third worker", lambda: "w3-host" in _worker_names(scheduler))
         code, err = _run(["run", "--kernel", "cpu.blas", "--shape", SHAPE, "--cluster",
@@ -200,9 +211,110 @@ def test_a_worker_with_another_mmsuite_version_is_refused_naming_both(
         _stop(other)
     _wait_for("the third worker to leave", lambda: "w3-host" not in _worker_names(scheduler))
     assert code == 2
-    assert err.strip() == (f"mmsuite: error: worker w3-host on host {socket.gethostname()} "
-                           "runs mmsuite 0.0.0-other; this client runs "
-                           f"{cluster.__version__}: install the same version on every host")
+    ours = identity.engine_hash()
+    assert err.strip() == (
+        f"mmsuite: error: worker w3-host on host {socket.gethostname()} runs other code "
+        f"(mmsuite {cluster.__version__}, engine {'e' * 16} at commit {'f' * 40}); this "
+        f"client runs mmsuite {cluster.__version__}, engine {ours} at commit "
+        f"{cluster.worker_commit() or 'unknown'}: install the same commit on every host")
+
+
+class _FakeDaskWorker:
+    name, address = "n2-host", "tcp://10.0.0.2:4000"
+
+    class state:  # noqa: N801 - the attribute Dask's worker has
+        total_resources = {"HOST": 1}
+
+
+def test_a_job_whose_code_differs_on_its_worker_is_refused_naming_both(monkeypatch) -> None:
+    monkeypatch.setattr(cluster, "_dask_worker", lambda: _FakeDaskWorker)
+    spec = cluster.JobSpec(0, "cpu.seq_ikj", Problem(8, 8, 8), RunOptions(), {}, None,
+                           "claim", "topic", code="engine-of-the-client",
+                           client_commit="c" * 40)
+    outcome = cluster.run_job(spec)
+    assert outcome.status == "error" and outcome.record is None
+    assert outcome.reason == (
+        f"worker n2-host on host {socket.gethostname()} runs other code for cpu.seq_ikj "
+        f"({cluster.job_code('cpu.seq_ikj')} at commit {cluster.worker_commit() or 'unknown'})"
+        f"; this client runs engine-of-the-client at commit {'c' * 40}: install the same "
+        "commit on every host")
+
+
+def test_a_jobs_code_is_its_kernels_source_and_the_measuring_modules() -> None:
+    assert cluster.job_code("cpu.seq_ikj") != cluster.job_code("cpu.seq_tiled")
+    assert cluster.job_code("cpu.seq_ikj").startswith(identity.engine_hash() + "-")
+
+
+@dataclass
+class LocalScheduler:
+    address: str
+    scheduler_file: Path
+    process: subprocess.Popen
+
+
+@pytest.fixture
+def local_scheduler(tmp_path):
+    """A scheduler of its own that listens on 127.0.0.1 only."""
+    scheduler_file = tmp_path / "scheduler.json"
+    process = subprocess.Popen(
+        [sys.executable, "-m", "distributed.cli.dask_scheduler", "--host", "127.0.0.1",
+         "--port", "0", "--scheduler-file", str(scheduler_file), "--no-dashboard"],
+        env=_environ(), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        _wait_for("the scheduler file", lambda: scheduler_file.exists() and
+                  "address" in scheduler_file.read_text())
+        yield LocalScheduler(json.loads(scheduler_file.read_text())["address"],
+                             scheduler_file, process)
+    finally:
+        watcher = _WATCHERS.pop(scheduler_file, None)
+        if watcher is not None:
+            watcher.close()
+        _stop(process)
+
+
+def _listening(pid: int) -> list[tuple[str, int]]:
+    """(address, port) of every socket that ``pid`` and its children listen on."""
+    import psutil
+
+    root = psutil.Process(pid)
+    sockets = []
+    for process in [root, *root.children(recursive=True)]:
+        try:
+            sockets += [(c.laddr.ip, c.laddr.port) for c in
+                        process.net_connections(kind="inet") if c.status == psutil.CONN_LISTEN]
+        except psutil.NoSuchProcess:
+            continue
+    return sockets
+
+
+def test_mmsuite_worker_listens_only_where_the_scheduler_is(local_scheduler) -> None:
+    """A Dask worker runs any pickled call that reaches its port: with the scheduler on
+    127.0.0.1 no other host may reach the workers either."""
+    worker = subprocess.Popen(
+        [sys.executable, "-m", "mmsuite.cli", "worker", local_scheduler.address, "--gpus",
+         "none", "--name", "wl"], env=_environ(), stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL)
+    try:
+        # The nanny's port and its worker's: Dask's default put the worker's on 0.0.0.0.
+        _wait_for("the nanny's and the worker's ports",
+                  lambda: len({port for _, port in _listening(worker.pid)}) >= 2)
+        assert {address for address, _ in _listening(worker.pid)} == {"127.0.0.1"}
+    finally:
+        _stop(worker)
+
+
+def test_mmsuite_worker_listens_where_it_is_told() -> None:
+    from mmsuite.commands import worker
+
+    scheduler = "tcp://127.0.0.1:8786"
+    assert worker.listen_options(scheduler, None, None) == [
+        "--host", "127.0.0.1", "--dashboard-address", "127.0.0.1:0"]
+    assert worker.listen_options(scheduler, "tcp://10.1.2.3:9000", None) == [
+        "--listen-address", "tcp://10.1.2.3:9000", "--dashboard-address", "10.1.2.3:0"]
+    assert worker.listen_options(scheduler, None, "lo") == [
+        "--interface", "lo", "--dashboard-address", "127.0.0.1:0"]
+    with pytest.raises(cli.UsageError, match="^--interface nosuch0: .*not a valid network"):
+        worker.listen_options(scheduler, None, "nosuch0")
 
 
 def slow_job(plan: dict, kernel_id: str, problem: Problem, options: RunOptions,
@@ -284,6 +396,70 @@ def test_a_worker_killed_mid_job_fails_that_row_and_resume_completes_the_set(
     assert after[("cpu.seq_ikj", 24)]["worker"] in ("w1-host", "w2-host")
 
 
+def test_losing_the_scheduler_mid_sweep_gives_back_the_finished_rows(local_scheduler,
+                                                                     tmp_path) -> None:
+    marker = tmp_path / "running"
+    worker = subprocess.Popen(
+        [sys.executable, "-m", "mmsuite.cli", "worker", local_scheduler.address, "--gpus",
+         "none", "--name", "wk"], env=_environ(), stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL)
+
+    def kill_the_scheduler_when_running() -> None:
+        _wait_for("the planted job", marker.exists)
+        local_scheduler.process.kill()
+
+    try:
+        _wait_for("the worker", lambda: "wk-host" in
+                  _worker_names(local_scheduler.scheduler_file))
+        killer = threading.Thread(target=kill_the_scheduler_when_running, daemon=True)
+        killer.start()
+        session = cluster.Cluster(local_scheduler.address)
+        try:
+            with pytest.raises(cluster.SchedulerLost) as lost:
+                session.sweep([catalogue.get("cpu.seq_naive"), catalogue.get("cpu.seq_ikj")],
+                              [Problem(24, 17, 9)], options=RunOptions(), repeats=2,
+                              warmup=0, job=functools.partial(
+                                  slow_job, {"cpu.seq_ikj@24": str(marker)}))
+        finally:
+            session.close()
+    finally:
+        _stop(worker)
+    assert str(lost.value).startswith(f"lost the Dask scheduler at {local_scheduler.address} "
+                                      "after 1 of 2 jobs: ")
+    assert [(r.kernel.id, r.status) for r in lost.value.rows] == [("cpu.seq_naive", "ok")]
+
+
+def test_run_shows_and_saves_the_rows_finished_before_the_scheduler_was_lost(
+        monkeypatch, tmp_path, capsys) -> None:
+    from mmsuite.commands import run as run_command
+
+    (finished,) = sweep([catalogue.get("cpu.seq_naive")], [Problem(24, 17, 9)],
+                        options=RunOptions(), repeats=2, warmup=0)
+
+    class LostSession:
+        environments: dict = {}
+
+        def sweep(self, kernels, problems, *, on_row, **kwargs):
+            on_row(finished)
+            raise cluster.SchedulerLost("lost the Dask scheduler at tcp://n1:8786 after 1 "
+                                        "of 2 jobs: the connection closed", [finished])
+
+        def close(self) -> None:
+            pass
+
+    monkeypatch.setattr(run_command, "_connect", lambda target: LostSession())
+    out = tmp_path / "fleet.json"
+    code = cli.main(["run", "--kernel", "cpu.seq_naive", "--kernel", "cpu.seq_ikj",
+                     "--shape", SHAPE, *QUICK, "--cluster", "n1:8786", "--json", str(out)])
+    captured = capsys.readouterr()
+    assert code == 2
+    assert "cpu.seq_naive" in captured.out  # the table of the finished rows
+    assert [r["kernel"] for r in results.load(out)["results"]] == ["cpu.seq_naive"]
+    assert captured.err.strip().splitlines()[-1] == (
+        "mmsuite: error: lost the Dask scheduler at tcp://n1:8786 after 1 of 2 jobs: the "
+        f"connection closed; run the same command with --resume {out} to finish")
+
+
 def test_resume_on_the_cluster_keeps_and_reruns_the_rows_a_local_resume_does(
         scheduler, tmp_path, capsys) -> None:
     problem = Problem(24, 17, 9)
@@ -354,6 +530,42 @@ def test_mmsuite_worker_refuses_an_unreachable_scheduler(monkeypatch, capsys) ->
     code, err = _run(["worker", "127.0.0.1:1", "--gpus", "none"], capsys)
     assert code == 2 and err.startswith("mmsuite: error: cannot reach the Dask scheduler at "
                                         "tcp://127.0.0.1:1: ")
+
+
+@pytest.mark.parametrize("target, says", [
+    ("foo://bar:1", "'foo://bar:1' is not a scheduler address: unknown protocol foo://"),
+    ("tcp://[::1", "'tcp://[::1' is not a scheduler address"),
+    ("file:{\"address\": 123}", "is not a Dask scheduler file: no \"address\" text in it"),
+    ("file:garbage{", "is not a Dask scheduler file: Expecting value"),
+    ("file:", "is not a Dask scheduler file: Expecting value"),
+    ("file:{\"address\": \"nope://x:1\"}", "'s address 'nope://x:1' is not a scheduler "
+                                           "address: unknown protocol nope://"),
+])
+@pytest.mark.parametrize("command", ["run", "worker"])
+def test_a_bad_address_or_scheduler_file_is_one_line(command, target, says, tmp_path,
+                                                      capsys) -> None:
+    if target.startswith("file:"):
+        path = tmp_path / "scheduler.json"
+        path.write_text(target[len("file:"):])
+        target = str(path)
+    argv = ["run", "--backend", "cpu", "--cluster", target] if command == "run" else \
+        ["worker", target, "--gpus", "none"]
+    code, err = _run(argv, capsys)
+    assert code == 2
+    (line,) = err.strip().splitlines()
+    assert line.startswith("mmsuite: error: ") and says in line
+
+
+@pytest.mark.parametrize("command", ["run", "worker"])
+def test_a_tls_address_without_dasks_tls_settings_is_one_line(command, capsys) -> None:
+    argv = ["run", "--backend", "cpu", "--cluster", "tls://127.0.0.1:1"] \
+        if command == "run" else ["worker", "tls://127.0.0.1:1", "--gpus", "none"]
+    code, err = _run(argv, capsys)
+    role = "client" if command == "run" else "worker"
+    assert code == 2
+    assert err.strip() == ("mmsuite: error: tls://127.0.0.1:1 takes TLS: set Dask's "
+                           f"distributed.comm.tls settings (the CA file, and the {role}'s "
+                           "certificate and key; see docs/cluster-security.md)")
 
 
 # ------------------------------------------------------------ pieces, no cluster
@@ -429,3 +641,24 @@ def test_the_report_groups_a_cluster_file_by_machine_and_device_model(tmp_path) 
     assert by_machine["EPYC 9654 on c"].environment["cpu"] == "client CPU"
     merged = merge(runs)
     assert len(merged) == 3  # the same kernel on two hosts stays two rows
+
+
+def test_jobs_whose_last_worker_left_mid_sweep_are_errors_not_unavailable(monkeypatch) -> None:
+    """kill -9 of the only host worker once turned the rows left into "unavailable" rows,
+    and the run passed."""
+    class Client:
+        def cancel(self, futures) -> None:
+            pass
+
+    session = cluster.Cluster.__new__(cluster.Cluster)
+    session.client = Client()
+    monkeypatch.setattr(session, "resources", lambda: set())
+    spec = cluster.JobSpec(3, "cpu.seq_ikj", Problem(8, 8, 8), RunOptions(), {}, None,
+                           "claim", "topic")
+    pending = {"future": (spec, catalogue.get("cpu.seq_ikj"))}
+    finished: list[tuple[int, Row]] = []
+    since = {cluster.HOST: time.monotonic() - cluster.RESOURCE_GRACE_S - 1}
+    session._give_up_without(pending, since, lambda index, row: finished.append((index, row)))
+    ((index, row),) = finished
+    assert index == 3 and not pending
+    assert row.status == "error" and row.reason.startswith("worker lost: ")

@@ -323,3 +323,13 @@ def test_markdown_gives_the_footnote_too(tmp_path: Path) -> None:
     text = compare.render_markdown(result, compare.DEFAULT_THRESHOLD)
     assert "| same (identical code) [1] |" in text
     assert "- [1] +100% is the environment's: threads 2 → 1" in text
+
+
+def test_two_outputs_naming_one_file_are_refused(tmp_path, capsys) -> None:
+    from mmsuite.cli import main
+
+    same = tmp_path / "out.xml"
+    assert main(["compare", "a.json", "b.json", "--junit", str(same), "--markdown",
+                 str(same)]) == 2
+    assert capsys.readouterr().err.strip() == (f"mmsuite: error: --markdown and --junit name "
+                                               f"the same file {same}")

@@ -604,3 +604,122 @@ def test_the_table_fits_80_columns_a_table_per_problem_verdicts_whole() -> None:
         PROBLEM.shape_label, "1024x1024x1024"]  # one table per problem, titled by it
     assert sum("same (identical code)" in line for line in lines) == 2
     assert any(line.startswith("cpu.omp_packed") and "slower [1]" in line for line in lines)
+
+
+def test_a_side_whose_worker_imports_another_mmsuite_stops_the_gate_in_one_line(
+        fake_builds, monkeypatch, tmp_path, capsys) -> None:
+    answer = FakeWorker.request
+
+    def foreign_head(self, message, timeout):
+        if message["op"] == "open" and self.name == "head-rev":
+            return {"status": "damaged", "reason": "the worker imports mmsuite from /x, "
+                    "not from the build's /cache/h/site"}
+        return answer(self, message, timeout)
+
+    monkeypatch.setattr(FakeWorker, "request", foreign_head)
+    code = main(["continuous", "base-rev", "head-rev", "--kernel", "cpu.seq_ikj",
+                 "--shape", "64", "--json", str(tmp_path / "gate.json")])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert code == 2
+    assert err[-1] == ("mmsuite: error: the worker imports mmsuite from /x, not from the "
+                       "build's /cache/h/site: delete the build's folder, or give --cache-dir")
+    assert not (tmp_path / "gate.json").exists()  # nothing measured is saved under its name
+
+
+def test_a_kernel_that_breaks_in_head_keeps_bases_timed_row_so_compare_agrees(
+        fake_builds, monkeypatch, tmp_path, capsys) -> None:
+    """BASE's file holds the row as BASE ran it (ok, timed), not an error it never had:
+    ``compare`` of the two files must find the break the gate found."""
+    answer = FakeWorker.request
+
+    def head_crashes(self, message, timeout):
+        if message["op"] == "open" and self.name == "head-rev" and \
+                message["kernel"] == "cpu.seq_ikj":
+            return {"status": "error", "reason": "worker died of SIGSEGV"}
+        return answer(self, message, timeout)
+
+    monkeypatch.setattr(FakeWorker, "request", head_crashes)
+    out, verdicts = tmp_path / "gate.json", tmp_path / "compare.json"
+    code = main(["continuous", "base-rev", "head-rev", "--kernel", "cpu.seq_ikj",
+                 "--kernel", "cpu.seq_tiled", "--shape", "64", "--json", str(out)])
+    assert code == 1 and "broken" in capsys.readouterr().out
+    base = results.load(tmp_path / "gate.base.json")["results"][0]
+    head = results.load(out)["results"][0]
+    assert base["kernel"] == head["kernel"] == "cpu.seq_ikj"
+    assert base["status"] == "ok" and base["kernel_ms"]["samples"]
+    assert head["status"] == "error" and "SIGSEGV" in head["reason"]
+    assert main(["compare", str(tmp_path / "gate.base.json"), str(out), "--verdict-json",
+                 str(verdicts)]) == 1
+    rows = {row["kernel"]: row for row in json.loads(verdicts.read_text())["rows"]}
+    assert rows["cpu.seq_ikj"]["verdict"] == "broken"
+
+
+def test_a_problem_beyond_host_memory_is_refused_before_anything_is_built(
+        fake_builds, monkeypatch, capsys) -> None:
+    from mmsuite import workers
+
+    monkeypatch.setattr(workers, "available_host_memory", lambda: 4 * 2**30)
+    monkeypatch.setattr(builds, "build", lambda *a, **k: pytest.fail("built"))
+    assert main(["continuous", "base-rev", "head-rev", "--kernel", "cpu.seq_ikj",
+                 "--shape", "20000"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("mmsuite: error: ") and "20000x20000x20000 needs about" in err
+    assert len(err.splitlines()) == 1
+
+
+def test_an_absurd_omp_num_threads_is_refused_before_anything_is_built(
+        fake_builds, monkeypatch, capsys) -> None:
+    monkeypatch.setenv("OMP_NUM_THREADS", "64000")
+    monkeypatch.setattr(builds, "build", lambda *a, **k: pytest.fail("built"))
+    assert main(["continuous", "base-rev", "head-rev", "--kernel", "cpu.seq_ikj",
+                 "--shape", "64"]) == 2
+    assert capsys.readouterr().err.startswith("mmsuite: error: OMP_NUM_THREADS=64000: ")
+
+
+def test_a_worker_pair_opened_but_cut_off_before_its_first_round_does_not_count() -> None:
+    """Ctrl-C while a row's second pair of workers opened left one pair's rounds judged as
+    two pairs'."""
+    pair = judged(rounds(1.0, seed=1), rounds(1.5, seed=2))
+    assert pair.verdict == "slower"
+    pair.worker_pair_starts = [0, len(pair.base.rounds)]  # the second pair: no round yet
+    verdict, reason = decide(pair, DEFAULTS)
+    assert verdict == "unsure" and "1 pair of worker processes" in reason
+
+
+def test_ctrl_c_while_the_results_are_shown_and_saved_waits_for_the_files(
+        fake_builds, monkeypatch, tmp_path, capsys) -> None:
+    """A Ctrl-C just after the last row once lost every row."""
+    import os
+    import signal
+
+    from mmsuite.commands import continuous as continuous_command
+
+    table = continuous_command.render
+
+    def interrupted_while_rendering(*args, **kwargs) -> None:
+        os.kill(os.getpid(), signal.SIGINT)
+        table(*args, **kwargs)
+
+    monkeypatch.setattr(continuous_command, "render", interrupted_while_rendering)
+    out = tmp_path / "gate.json"
+    code = main(["continuous", "base-rev", "head-rev", "--kernel", "cpu.seq_ikj",
+                 "--shape", "64", "--json", str(out)])
+    assert code == 130
+    assert "interrupted while saving; every row was saved" in capsys.readouterr().err
+    assert [r["kernel"] for r in results.load(out)["results"]] == ["cpu.seq_ikj"]
+
+
+def test_outputs_that_name_a_folder_or_one_file_twice_are_refused(fake_builds, tmp_path,
+                                                                   capsys) -> None:
+    gate = ["continuous", "base-rev", "head-rev", "--kernel", "cpu.seq_ikj", "--shape", "64"]
+    assert main([*gate, "--json", f"{tmp_path}/new/"]) == 2
+    assert "names a folder; give a file name" in capsys.readouterr().err
+    assert not (tmp_path / "new").exists()
+    same = tmp_path / "gate.json"
+    assert main([*gate, "--json", str(same), "--junit", str(same)]) == 2
+    assert capsys.readouterr().err.strip() == (f"mmsuite: error: --json and --junit name the "
+                                               f"same file {same}")
+    assert main([*gate, "--json", str(same), "--verdict-json",
+                 str(tmp_path / "gate.base.json")]) == 2
+    assert "--json's BASE file and --verdict-json name the same file" in \
+        capsys.readouterr().err

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import runpy
 from dataclasses import asdict
+from pathlib import Path
 
 from mmsuite import catalogue, continuous_worker, identity, load
 from mmsuite.backend_table import BACKENDS
@@ -45,3 +46,20 @@ def test_a_turn_counts_its_first_sample_in_its_time() -> None:
     worker.sampler = SlowSampler()  # type: ignore[assignment]
     assert worker.turn({"seconds": 0.01})["samples"] == [30.0]
     assert len(worker.turn({"seconds": 0.1})["samples"]) >= 3
+
+
+def test_a_worker_whose_build_is_not_what_it_imports_refuses_every_open(tmp_path) -> None:
+    """A build whose package went missing would measure the driver's own mmsuite under the
+    revision's name: the worker sees where mmsuite came from and refuses."""
+    import mmsuite
+
+    own_site = str(Path(mmsuite.__file__).resolve().parent.parent)
+    assert continuous_worker.foreign_import(own_site) == ""
+    reason = continuous_worker.foreign_import(str(tmp_path / "site"))
+    assert reason.startswith("the worker imports mmsuite from ") and str(tmp_path) in reason
+    worker = continuous_worker._Worker(runpy.run_path(identity.__file__),
+                                       runpy.run_path(load.__file__), reason)
+    answer = worker.open({"kernel": "cpu.seq_naive", "problem": Problem(8, 8, 8).to_dict(),
+                          "options": {}, "code": {}})
+    assert answer == {"status": "damaged", "reason": reason}
+    assert worker.sampler is None

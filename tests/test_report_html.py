@@ -350,3 +350,41 @@ def test_best_of_each_backend_marks_a_baseline_measured_under_contention() -> No
     rows = [r for r in report_html.best_rows(records)[0] if r[0] == label_of(first)]
     assert rows and all(r[5].endswith("x?") for r in rows)  # x cpu.seq_naive divides by it
     assert not any(r[3].endswith("*") for r in rows)  # the best rungs themselves were quiet
+
+
+def _sweep_file(path: Path, problems: int) -> Path:
+    """The CPU fixture's cpu.seq_ikj and cpu.blas rows, over a square sweep of ``problems``."""
+    document = json.loads(CPU.read_text())
+    seed = [r for r in document["results"] if r["kernel"] in ("cpu.seq_ikj", "cpu.blas")
+            and r["problem"] == document["results"][0]["problem"]]
+    rows = []
+    for m in range(8, 8 + problems):
+        for row in seed:
+            rows.append({**json.loads(json.dumps(row)),
+                         "problem": {**row["problem"], "m": m, "n": m, "k": m, "batch": 1}})
+    document["results"] = rows
+    path.write_text(json.dumps(document))
+    return path
+
+
+def test_a_report_of_many_problems_draws_figures_for_a_few_and_tables_for_all(
+        tmp_path: Path) -> None:
+    """A sweep of thousands of problems once took minutes a hundred and a chart millions of
+    pixels wide: single-problem figures are drawn for a spread of them, each problem keeps
+    its table."""
+    problems = report_html.FIGURED_PROBLEMS * 3
+    index = report_html.build([_sweep_file(tmp_path / "sweep.json", problems)],
+                              tmp_path / "out")
+    page = index.read_text()
+    figures = sorted(p.name for p in (tmp_path / "out" / "figures").glob("ladder-*.svg"))
+    assert len(figures) == report_html.FIGURED_PROBLEMS
+    assert any("8x8x8" in name for name in figures)  # the smallest
+    assert any(f"{7 + problems}x{7 + problems}" in name for name in figures)  # the largest
+    assert page.count("<table>") >= problems  # a ladder table for every problem
+    assert (f"drawn for {report_html.FIGURED_PROBLEMS} of the {problems} problems"
+            in html.unescape(page))
+
+
+def test_figures_are_drawn_for_every_problem_where_there_are_few() -> None:
+    records = _records(CPU)
+    assert report_html.figured_problems(records) == {runs.problem_key(r) for r in records}

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import re
 import stat
 from pathlib import Path
 
@@ -342,3 +343,50 @@ def test_the_fixtures_and_a_fresh_run_pass_the_schema() -> None:
     fixtures = Path(__file__).parent / "fixtures"
     for path in sorted(fixtures.glob("*.json")):
         assert results.load(path)["results"], path
+
+
+@pytest.mark.parametrize("change,message", [
+    ({"problem": {**PROBLEM, "m": 10**30}},
+     r"field 'problem.m' is 1000000000000000000000000000000, expected a number at most "
+     r"2147483647"),
+    ({"problem": {**PROBLEM, "n": 2**31}}, r"field 'problem.n' is 2147483648, expected a "
+                                           r"number at most 2147483647"),
+    ({"problem": {**PROBLEM, "alpha": 1e300}},
+     r"field 'problem.alpha' is 1e\+300, expected a number at most 3.40282"),
+    ({"problem": {**PROBLEM, "beta": -1e39}},
+     r"field 'problem.beta' is -1e\+39, expected a number at least -3.40282"),
+    ({"problem": {**PROBLEM, "inputs": "bogus"}},
+     r"field 'problem.inputs' is 'bogus', expected one of 'uniform', 'normal', 'wide'"),
+    ({"energy": {"joules": "x"}}, r"field 'energy.joules' is 'x', expected null or number"),
+    ({"load_avg": {"before": "x"}}, r"field 'load_avg.before' is 'x', expected null or "
+                                    "array"),
+    ({"load_avg": {"after": ["x"]}}, r"field 'load_avg.after\[0\]' is 'x', expected number"),
+    ({"sampling": {"seconds": "long"}}, r"field 'sampling.seconds' is 'long'"),
+])
+def test_the_schema_bounds_what_the_readers_format(tmp_path, change, message) -> None:
+    """Values a problem cannot have, or fields of the wrong type, once crashed `report`."""
+    path = tmp_path / "r.json"
+    results.save(path, [_ok_record(**change)], {}, {})
+    with pytest.raises(results.ResultsError,
+                       match=f"^{re.escape(str(path))}: record 0 \\(cpu.blas\\): {message}"):
+        results.load(path)
+
+
+def test_the_largest_problem_and_scalars_are_sound(tmp_path) -> None:
+    path = tmp_path / "r.json"
+    edge = {**PROBLEM, "m": 2**31 - 1, "alpha": -3.4e38, "beta": 3.4e38, "inputs": "wide"}
+    results.save(path, [_ok_record(problem=edge, load_avg={"before": [0.5, 0.4, 0.3]},
+                                   energy={"joules": 0.3, "launches": 100})], {}, {})
+    assert results.load(path)["results"][0]["problem"]["m"] == 2**31 - 1
+
+
+def test_text_a_terminal_would_act_on_is_made_printable(tmp_path) -> None:
+    """An escape sequence in a kernel's name or reason must not reach the terminal."""
+    path = tmp_path / "r.json"
+    results.save(path, [_ok_record(kernel="cpu.x\x1b]0;title\x07\x1b[2J",
+                                   reason="line one\nline\x1b[31m two\tend",
+                                   info={"device": "gpu\x9b1m"})], {}, {})
+    (record,) = results.load(path)["results"]
+    assert record["kernel"] == "cpu.x\ufffd]0;title\ufffd\ufffd[2J"
+    assert record["reason"] == "line one\nline\ufffd[31m two\tend"  # newlines and tabs stay
+    assert record["info"] == {"device": "gpu\ufffd1m"}

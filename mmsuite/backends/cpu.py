@@ -27,15 +27,18 @@ import contextlib
 import dataclasses
 import errno
 import importlib
+import importlib.util
 import mmap
 import os
 import pkgutil
+import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 import numpy as np
 
+from .. import shared_objects
 from ..host import blas_info
 from ..identity import C_LADDER, built_rung
 from . import callables, cpu_build
@@ -116,9 +119,14 @@ def cpu_set_kept() -> Iterator[None]:
 def _load_rung(name: str):
     """The built extension of C rung ``name``, and why not where it is not built."""
     global _DEFAULT_THREADS
+    module = f"mmsuite.{C_LADDER}.{name}"
+    spec = None if module in sys.modules else importlib.util.find_spec(module)
+    wrong = shared_objects.damage(Path(spec.origin)) if spec and spec.origin else ""
+    if wrong:  # loading it could kill this process (SIGBUS): a reason, not a crash
+        return None, f"the C extension of {name} is damaged: {wrong}; {_REINSTALL}"
     try:
         with cpu_set_kept():
-            extension = importlib.import_module(f"mmsuite.{C_LADDER}.{name}")
+            extension = importlib.import_module(module)
     except ImportError as exc:
         return None, f"the C extension of {name} is not built ({exc}); {_REINSTALL}"
     if _DEFAULT_THREADS is None:  # every rung shares one OpenMP runtime and its setting

@@ -193,6 +193,18 @@ def check_output_file(option: str, path: Path | None) -> None:
             raise UsageError(str(exc)) from None
 
 
+def check_distinct_outputs(outputs: list[tuple[str, Path | None]]) -> None:
+    """Refuse two options that name one file: the second written would replace the first."""
+    seen: dict[Path, str] = {}
+    for option, path in outputs:
+        if path is None:
+            continue
+        key = path.absolute()
+        if key in seen:
+            raise UsageError(f"{seen[key]} and {option} name the same file {path}")
+        seen[key] = option
+
+
 
 def did_you_mean(pattern: str) -> str:
     """"; did you mean cpu.omp_packed?" for a mistyped kernel id or one without its backend,

@@ -9,7 +9,17 @@ from pathlib import Path
 from .. import results
 from ..compare import DEFAULT_ALPHA, DEFAULT_THRESHOLD, compare, render_markdown, render_rich
 from ..verdicts import write_junit, write_verdict_json
-from .common import UsageError, check_output_file, deprecated, fraction
+from .common import (
+    UsageError,
+    check_distinct_outputs,
+    check_output_file,
+    deprecated,
+    fraction,
+    output_file,
+)
+
+#: The exit status of a bug (with its traceback): 1 is this command's verdict, "slower".
+EXIT_ON_BUG = 3
 
 
 def add_parser(sub) -> argparse.ArgumentParser:
@@ -28,12 +38,12 @@ def add_parser(sub) -> argparse.ArgumentParser:
                    help="significance level of the U test (default 0.01)")
     p.add_argument("--alpha", dest="significance", type=fraction, help=argparse.SUPPRESS,
                    action=deprecated("--significance", argparse._StoreAction))
-    p.add_argument("--markdown", type=Path, metavar="FILE",
+    p.add_argument("--markdown", type=output_file, metavar="FILE",
                    help="also write the comparison as Markdown (for a pull request)")
-    p.add_argument("--verdict-json", type=Path, metavar="FILE",
+    p.add_argument("--verdict-json", type=output_file, metavar="FILE",
                    help="also write every verdict as JSON (kernel, problem, verdict, ratio, "
                    "reason; counts, geometric mean, exit status)")
-    p.add_argument("--junit", type=Path, metavar="FILE",
+    p.add_argument("--junit", type=output_file, metavar="FILE",
                    help="also write the verdicts as JUnit XML for a CI test report (slower "
                    "and broken fail, unsure is skipped)")
     return p
@@ -41,6 +51,9 @@ def add_parser(sub) -> argparse.ArgumentParser:
 
 def run(args: argparse.Namespace, console) -> int:
     """Print the comparison; 1 if something got slower or broke, else 0."""
+    check_distinct_outputs([("--markdown", args.markdown), ("--verdict-json",
+                                                            args.verdict_json),
+                            ("--junit", args.junit)])
     for option, path in (("--markdown", args.markdown), ("--verdict-json", args.verdict_json),
                          ("--junit", args.junit)):
         check_output_file(option, path)

@@ -23,7 +23,7 @@ from rich import box
 from rich.console import Console
 from rich.table import Table
 
-from .. import builds, continuous, environment, plugins, results, verdicts
+from .. import builds, continuous, environment, plugins, results, verdicts, workers
 from ..backends import RunOptions, unavailable_reason
 from ..continuous import ORDERS, Pair, Settings
 from .common import (
@@ -31,13 +31,17 @@ from .common import (
     add_device_arguments,
     add_problem_arguments,
     add_selection_arguments,
+    check_distinct_outputs,
+    check_omp_env,
     check_output_file,
     check_selectors,
     fraction,
+    output_file,
     positive_float,
     problems_from_args,
     select_kernels,
 )
+from .signals import deferred_signals
 
 if TYPE_CHECKING:
     from rich.console import JustifyMethod
@@ -45,6 +49,8 @@ if TYPE_CHECKING:
 #: ``--plugin`` names files of ``--repo``'s revisions, not of the working directory: the
 #: command line leaves them to this command.
 READS_PLUGIN_PATHS = True
+#: The exit status of a bug (with its traceback): 1 is this command's verdict, "slower".
+EXIT_ON_BUG = 3
 
 
 def add_parser(sub) -> argparse.ArgumentParser:
@@ -90,12 +96,12 @@ def add_parser(sub) -> argparse.ArgumentParser:
     out.add_argument("--cache-dir", type=Path, default=None, metavar="DIR",
                      help=f"where builds are kept, one per commit (default "
                      f"{builds.default_cache()})")
-    out.add_argument("--json", type=Path, metavar="FILE",
+    out.add_argument("--json", type=output_file, metavar="FILE",
                      help="write HEAD's rows here and BASE's beside it (FILE's name with "
                      ".base before .json); compare and report read both")
-    out.add_argument("--verdict-json", type=Path, metavar="FILE",
+    out.add_argument("--verdict-json", type=output_file, metavar="FILE",
                      help="write every verdict as JSON")
-    out.add_argument("--junit", type=Path, metavar="FILE",
+    out.add_argument("--junit", type=output_file, metavar="FILE",
                      help="write the verdicts as JUnit XML for a CI test report")
     return p
 
@@ -135,11 +141,23 @@ def run(args: argparse.Namespace, console: Console) -> int:
     kernels = select_kernels(args.backend, args.kernel, with_parents=False)
     options = RunOptions(threads=args.threads, cl_device=args.cl_device, l2=args.l2)
     check_selectors(kernels, options)
+    # What `run` checks before it measures: both sides' workers would otherwise fail every
+    # row alike and the gate pass, having measured nothing.
+    check_omp_env()
+    for problem in problems:
+        try:
+            workers.check_host_memory(problem)
+        except workers.HostMemoryError as exc:
+            raise UsageError(str(exc)) from None
     for option, path in (("--json", args.json), ("--verdict-json", args.verdict_json),
                          ("--junit", args.junit)):
         check_output_file(option, path)
     if args.json is not None:
         check_output_file("--json's BASE file", base_path(args.json))
+    check_distinct_outputs([
+        ("--json", args.json), ("--json's BASE file", base_path(args.json) if args.json
+                                else None),
+        ("--verdict-json", args.verdict_json), ("--junit", args.junit)])
     runnable = [k for k in kernels if not unavailable_reason(k, options)]
     if not runnable:
         raise UsageError("nothing selected can run here; see `mmsuite list`")
@@ -193,6 +211,8 @@ def run(args: argparse.Namespace, console: Console) -> int:
             _log(f"[{index}/{len(todo)}] {pair.kernel.id} @ {pair.problem.shape_label}: "
                  f"{_verdict_text(pair)} {continuous.ratio_text(pair)} "
                  f"[{continuous.interval_text(pair)}] ({pair.seconds:.1f} s)")
+    except continuous.BuildDamaged as exc:
+        raise UsageError(f"{exc}: delete the build's folder, or give --cache-dir") from None
     except (KeyboardInterrupt, Terminated) as exc:
         interrupted = 143 if isinstance(exc, Terminated) else 130
         if todo[len(pairs)].base.rounds:  # the row under way keeps its finished rounds
@@ -201,10 +221,14 @@ def run(args: argparse.Namespace, console: Console) -> int:
         signal.signal(signal.SIGTERM, previous)
         gate.close()
 
-    render(pairs, settings, console)
-    rows = [p.verdict_row() for p in pairs]
-    console.print(verdicts.summary_line(rows), highlight=False)
-    _save(args, pairs, base, head, settings, options, console)
+    with deferred_signals() as deferred:  # a Ctrl-C now waits for the files
+        render(pairs, settings, console)
+        rows = [p.verdict_row() for p in pairs]
+        console.print(verdicts.summary_line(rows), highlight=False)
+        _save(args, pairs, base, head, settings, options, console)
+    if deferred and not interrupted:
+        _log("interrupted while saving; every row was saved")
+        return 130 if deferred[0] == signal.SIGINT else 143
     if interrupted:
         _log(f"interrupted after {len(pairs)} of {len(todo)} rows; their finished rounds "
              f"are judged and saved above")

@@ -4,12 +4,10 @@ table and save the results."""
 from __future__ import annotations
 
 import argparse
-import contextlib
 import os
 import signal
 import sys
 from collections import defaultdict
-from collections.abc import Iterator
 from dataclasses import asdict
 from pathlib import Path
 
@@ -43,6 +41,7 @@ from .common import (
     warn,
 )
 from .progress import RunProgress
+from .signals import deferred_signals
 
 
 def add_parser(sub) -> argparse.ArgumentParser:
@@ -349,7 +348,7 @@ def _measure_and_save(args: argparse.Namespace, console: Console, kernels: list[
                 journal.append(row.to_record())  # saved as it finishes
             progress.finish(row)
 
-        interrupted = 0
+        interrupted, lost = 0, ""
         previous = signal.signal(signal.SIGTERM, _on_sigterm)
         try:
             run_kwargs = {"repeats": args.repeats, "sampling": sampling, "warmup": args.warmup}
@@ -370,15 +369,20 @@ def _measure_and_save(args: argparse.Namespace, console: Console, kernels: list[
                         enumerate((p, k) for p in problems for k in kernels)}
             rows = sorted(finished, key=lambda r: position[(r.kernel.id, r.problem)])
             settings["interrupted"] = "SIGTERM" if interrupted == 143 else "SIGINT"
+        except cluster.SchedulerLost as exc:
+            # As an interruption: the finished rows are shown and saved, --resume runs the
+            # rest; but an error of the cluster's, exit 2.
+            rows, lost = exc.rows, str(exc)
+            settings["interrupted"] = "scheduler lost"
         finally:
             signal.signal(signal.SIGTERM, previous)
             if session is not None:
                 session.close()
 
-    with _deferred_signals() as deferred:  # a second Ctrl-C waits for the results file
+    with deferred_signals() as deferred:  # a second Ctrl-C waits for the results file
         try:
             status = _report_and_save(args, console, kernels, options, devices, rows, kept,
-                                      settings, journal, interrupted, total, session)
+                                      settings, journal, interrupted, total, session, lost)
         finally:
             if journal is not None:
                 journal.close()
@@ -388,31 +392,14 @@ def _measure_and_save(args: argparse.Namespace, console: Console, kernels: list[
     return status
 
 
-@contextlib.contextmanager
-def _deferred_signals() -> Iterator[list[int]]:
-    """SIGINT and SIGTERM wait until the block ends (the results file is written); the list
-    yielded names those that came."""
-    came: list[int] = []
-
-    def defer(signum: int, frame: object) -> None:
-        if not came:
-            print("mmsuite: saving the results first", file=sys.stderr, flush=True)
-        came.append(signum)
-
-    previous = {s: signal.signal(s, defer) for s in (signal.SIGINT, signal.SIGTERM)}
-    try:
-        yield came
-    finally:
-        for signum, handler in previous.items():
-            signal.signal(signum, handler)
-
-
 def _report_and_save(args: argparse.Namespace, console: Console, kernels: list[Kernel],
                      options: RunOptions, devices: list[int], rows: list[Row], kept: list[dict],
                      settings: dict, journal: results.Journal | None, interrupted: int,
-                     total: int, session: cluster.Cluster | None = None) -> int:
+                     total: int, session: cluster.Cluster | None = None,
+                     lost: str = "") -> int:
     """Print the table, write every output; an OSError writing one is one line naming its
-    path (exit 2), with the journal kept for --resume."""
+    path (exit 2), with the journal kept for --resume. ``lost``: why a cluster sweep
+    stopped short (exit 2, with the --resume hint)."""
     # --wide and --markdown: a backend unavailable as a whole is one note, not a row a
     # kernel; the default table puts every unavailable kernel under it, one line a reason.
     shown, notes = _collapse_unavailable(rows, set(args.backend or []))
@@ -464,9 +451,12 @@ def _report_and_save(args: argparse.Namespace, console: Console, kernels: list[K
                   f"once {args.json} can be written, run the same command with --resume "
                   f"{args.json}", file=sys.stderr)
         return 2
+    resume = f"; run the same command with --resume {args.json} to finish" if args.json \
+        else ""
+    if lost:
+        print(f"mmsuite: error: {lost}{resume}", file=sys.stderr)
+        return 2
     if interrupted:
-        resume = f"; run the same command with --resume {args.json} to finish" if args.json \
-            else ""
         print(f"mmsuite: interrupted after {len(rows)} of {total} rows{resume}",
               file=sys.stderr)
         return interrupted

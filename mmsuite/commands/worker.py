@@ -4,6 +4,11 @@ It starts one Dask worker (under a nanny, which replaces it if it dies) for the
 host CPU, with the resource ``HOST=1``, and one per visible GPU, pinned to it with
 ``CUDA_VISIBLE_DEVICES`` and offering ``GPU=1``; each runs one job at a time. It
 stays in the foreground until Ctrl-C or SIGTERM, which stop every worker it started.
+
+A Dask worker's port runs whatever pickled call reaches it, so the workers listen only
+on the address through which this host reaches the scheduler (``--listen-address`` or
+``--interface`` choose another), never on every interface; Dask's TLS settings, when
+set, apply to them and to the scheduler probe alike.
 """
 
 from __future__ import annotations
@@ -11,7 +16,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import ctypes
-import json
 import os
 import signal
 import socket
@@ -57,24 +61,43 @@ def add_parser(sub) -> argparse.ArgumentParser:
                    help="offer no HOST slot: this host's CPU runs no C, OpenMP or OpenCL job")
     p.add_argument("--name", metavar="PREFIX", default=socket.gethostname(),
                    help="worker names are PREFIX-host and PREFIX-gpuN (default: the hostname)")
+    where = p.add_mutually_exclusive_group()
+    where.add_argument("--listen-address", metavar="PROTOCOL://HOST",
+                       help="where the workers listen (default: this host's address toward "
+                       "the scheduler, so a scheduler on 127.0.0.1 keeps them local)")
+    where.add_argument("--interface", metavar="NAME",
+                       help="listen on this network interface's address instead (eth0, ib0)")
     return p
+
+
+def _security():
+    """Dask's security settings (``distributed.comm.tls``, from its config or environment):
+    the probe connects as the workers will."""
+    from distributed.security import Security
+
+    return Security()
 
 
 async def _reachable(address: str) -> None:
     from distributed.comm import connect
 
-    comm = await connect(address, timeout=PROBE_TIMEOUT_S)
+    comm = await connect(address, timeout=PROBE_TIMEOUT_S,
+                         **_security().get_connection_args("worker"))
     await comm.close()
 
 
-def _scheduler_address(target: str) -> str:
-    address, scheduler_file = cluster.parse_target(target)
-    if address is not None or scheduler_file is None:
-        return str(address)
+def listen_host(address: str) -> str:
+    """This host's address toward the scheduler at ``address`` (the interface a packet to
+    it leaves by): the workers listen there and nowhere else."""
+    from distributed.comm import get_address_host
+    from distributed.utils import get_ip
+
+    host = get_address_host(address)
     try:
-        return str(json.loads(scheduler_file.read_text())["address"])
-    except (OSError, ValueError, KeyError, TypeError) as exc:
-        raise UsageError(f"{scheduler_file} is not a Dask scheduler file: {exc}") from None
+        return get_ip(host)
+    except OSError as exc:  # no route: the probe reached it, so this is rare
+        raise UsageError(f"cannot tell this host's address toward the scheduler {host}: "
+                         f"{exc.strerror or exc}; give --listen-address") from None
 
 
 def _gpus(selection: str | list[int]) -> list[str]:
@@ -89,13 +112,37 @@ def _gpus(selection: str | list[int]) -> list[str]:
     return [visible[i] for i in selection]
 
 
-def _command(address: str, plan: cluster.WorkerPlan) -> list[str]:
+def _command(address: str, plan: cluster.WorkerPlan, where: list[str]) -> list[str]:
+    """The ``dask worker`` command of one plan; ``where`` is its listening options."""
     resources = ",".join(f"{name}={amount}" for name, amount in plan.resources.items())
     return [sys.executable, "-m", "distributed.cli.dask_worker", address,
-            "--nthreads", "1", "--resources", resources, "--name", plan.name,
+            "--nthreads", "1", "--resources", resources, "--name", plan.name, *where,
             # The job checks the problem's host memory itself; the nanny must not kill a
             # worker for holding a large problem's inputs.
             "--memory-limit", "0", "--no-dashboard"]
+
+
+def listen_options(address: str, listen_address: str | None,
+                   interface: str | None) -> list[str]:
+    """Where the nanny and its worker listen: the user's choice, else the host's address
+    toward the scheduler (Dask's default binds the worker to every interface). The
+    worker's HTTP server (health and metrics; it opens even with --no-dashboard) goes to
+    the same address."""
+    from distributed.comm import get_address_host
+    from distributed.utils import get_ip_interface
+
+    if listen_address:
+        where, host = ["--listen-address", listen_address], get_address_host(listen_address)
+    elif interface:
+        try:
+            where, host = ["--interface", interface], get_ip_interface(interface)
+        except (KeyError, ValueError) as exc:  # no such interface, or one without IPv4
+            raise UsageError(f"--interface {interface}: {str(exc).strip(chr(34) + chr(39))}") \
+                from None
+    else:
+        host = listen_host(address)
+        where = ["--host", host]
+    return [*where, "--dashboard-address", f"[{host}]:0" if ":" in host else f"{host}:0"]
 
 
 #: Dask settings of the workers, as environment variables: non-daemonic worker processes
@@ -125,7 +172,7 @@ def run(args: argparse.Namespace, console: Console) -> int:
         raise UsageError("mmsuite worker needs Dask distributed: "
                          "pip install 'mmsuite[cluster]'") from None
     try:
-        address = _scheduler_address(args.address)
+        address = cluster.scheduler_address(args.address, role="worker")
     except cluster.ClusterError as exc:
         raise UsageError(str(exc)) from None
     try:
@@ -137,6 +184,7 @@ def run(args: argparse.Namespace, console: Console) -> int:
     plans = cluster.worker_plans(_gpus(args.gpus), not args.no_host, args.name)
     if not plans:
         raise UsageError("nothing to offer: --no-host and no GPU")
+    where = listen_options(address, args.listen_address, args.interface)
     base = {**os.environ, **WORKER_CONFIG}
     children: list[tuple[cluster.WorkerPlan, subprocess.Popen]] = []
     previous = signal.signal(signal.SIGTERM, _on_sigterm)
@@ -144,7 +192,7 @@ def run(args: argparse.Namespace, console: Console) -> int:
         for plan in plans:
             # A session of its own: stopping a worker reaches its nanny, the worker and
             # the worker's job processes, whatever state each is in.
-            children.append((plan, subprocess.Popen(_command(address, plan),
+            children.append((plan, subprocess.Popen(_command(address, plan, where),
                                                     env={**base, **plan.environ},
                                                     start_new_session=True,
                                                     preexec_fn=_die_with_parent)))
@@ -152,7 +200,7 @@ def run(args: argparse.Namespace, console: Console) -> int:
             console.print(f"worker {plan.name}: "
                           + ", ".join(f"{k}={v}" for k, v in plan.resources.items())
                           + (f", CUDA_VISIBLE_DEVICES={pinned}" if pinned else "")
-                          + f" -> {address}")
+                          + f" -> {address}, listening on {where[1]}")
         while True:
             for plan, child in children:
                 code = child.poll()
