@@ -279,7 +279,10 @@ RECORD_SCHEMA: dict = {
         **{name: _nullable(_NUMBER) for name in (
             "flops", "gflops", "host_gflops", "host_to_host_ms", "max_rel_err", "tolerance",
             "pct_peak", "peak_gflops", "ref_max_rel_err", "err_vs_ref", "err_bound",
-            "ref_err_bound")},
+            "ref_err_bound",
+            # The row's roof (mmsuite.roof).
+            "bytes_moved", "intensity", "achieved_gbs", "bandwidth_gbs", "roof_gflops",
+            "pct_roof")},
         **{name: _PHASE for name in PHASES},
         **{name: _nullable({"type": "object"}) for name in (
             "info", "sampling", "load_avg", "transfers", "energy")},

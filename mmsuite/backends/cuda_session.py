@@ -70,6 +70,8 @@ def kernel_steps(session: CudaSession, plan: CudaPlan, function: Callable[..., A
     if len(described) > 1:
         session.info["steps"] = described
     session.info.update(dict(plan.info))
+    if plan.workspace:  # a split plan's partial sums: bytes the row moves (mmsuite.roof)
+        session.info["workspace_bytes"] = 4 * plan.workspace
     return steps
 
 
