@@ -266,6 +266,8 @@ RECORD_SCHEMA: dict = {
         "rung": _nullable({"type": "integer"}),
         "device": {"anyOf": [{"type": "null"}, {"type": "integer"}, {"type": "string"}]},
         "noisy": {"type": "boolean"},
+        # What throttled the GPU while the row was sampled (backends.cuda_timing.throttled).
+        "throttled": _nullable({"type": "array", "items": _TEXT}),
         "problem": {
             "type": "object",
             "required": ["m", "n", "k", "batch"],

@@ -323,3 +323,19 @@ def test_markdown_gives_the_footnote_too(tmp_path: Path) -> None:
     text = compare.render_markdown(result, compare.DEFAULT_THRESHOLD)
     assert "| same (identical code) [1] |" in text
     assert "- [1] +100% is the environment's: threads 2 → 1" in text
+
+
+def throttled_side(samples: list[float], reasons: list[str] | None) -> compare.Side:
+    return compare.Side.of({**record("cuda.k", samples), "throttled": reasons})
+
+
+def test_a_throttle_change_between_runs_is_unsure_like_a_load_change() -> None:
+    base, new = timings(2.0, 0.01, seed=1), timings(2.4, 0.01, seed=2)
+    verdict, why, *_ = compare.judge(throttled_side(base, []),
+                                     throttled_side(new, ["sw_power_cap"]))
+    assert (verdict, why) == ("unsure", "throttling changed: none in BASE, sw_power_cap in NEW")
+    # Throttled alike on both sides, or not recorded on one: the samples decide.
+    assert compare.judge(throttled_side(base, ["hw_thermal"]),
+                         throttled_side(new, ["hw_thermal"]))[0] == "slower"
+    assert compare.judge(throttled_side(base, None),
+                         throttled_side(new, ["sw_power_cap"]))[0] == "slower"

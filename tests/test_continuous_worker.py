@@ -45,3 +45,25 @@ def test_a_turn_counts_its_first_sample_in_its_time() -> None:
     worker.sampler = SlowSampler()  # type: ignore[assignment]
     assert worker.turn({"seconds": 0.01})["samples"] == [30.0]
     assert len(worker.turn({"seconds": 0.1})["samples"]) >= 3
+
+
+def test_a_gpu_turn_reports_nvml_at_both_ends() -> None:
+    """A session with an NVML reader (a CUDA row) is read before and after each turn, so
+    that the driver sees whether the GPU was throttled while it sampled."""
+    reads = iter([{"throttle_reasons": []}, {"throttle_reasons": ["sw_power_cap"]}])
+
+    class GpuSampler:
+        session = type("Session", (), {"device_state": staticmethod(lambda: next(reads))})()
+
+        def kernel_ms(self) -> float:
+            return 1.0
+
+        def close(self) -> None:
+            pass
+
+    worker = continuous_worker._Worker(runpy.run_path(identity.__file__),
+                                       runpy.run_path(load.__file__))
+    worker.sampler = GpuSampler()  # type: ignore[assignment]
+    answer = worker.turn({"seconds": 0.0})
+    assert answer["gpu"] == {"before": {"throttle_reasons": []},
+                             "after": {"throttle_reasons": ["sw_power_cap"]}}

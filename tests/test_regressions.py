@@ -201,3 +201,11 @@ def test_a_step_in_asv_results_is_found(tmp_path: Path) -> None:
                                                                       COMMITS[8])]
     assert regressions.step_line(finding.steps[0]).startswith(
         "cpu.omp_tiled [box] size=512: slower by +")
+
+
+def test_a_throttled_gpu_row_is_kept_apart_like_a_loaded_one() -> None:
+    gpu = {**row("cuda.k", 512, 1.0, 0), "backend": "cuda", "throttled": ["sw_power_cap"]}
+    assert regressions.kept_apart_reason(gpu) == ("measured while the GPU was throttled "
+                                                  "(sw_power_cap)")
+    assert regressions.kept_apart_reason({**gpu, "throttled": []}) == ""
+    assert regressions.kept_apart_reason(row("cpu.blas", 256, 1.0, 0, share=0.05)) == ""

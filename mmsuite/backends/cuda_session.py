@@ -236,6 +236,11 @@ class CudaSession(Session):
 
         return energy.nvml_reader(self._env["pci_bus_id"])
 
+    def device_state(self) -> dict:
+        """NVML's view of this session's GPU now (clock, throttle reasons): ``continuous``'s
+        worker reads it at both ends of each turn."""
+        return cuda_timing.gpu_state(self._env["pci_bus_id"])
+
     def close(self) -> None:
         self.steps, self.keep = [], []
         self.a = self.b = self.c = self.c0 = self._scrub = None
