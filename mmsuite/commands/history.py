@@ -113,7 +113,8 @@ def run(args: argparse.Namespace, console: Console) -> int:
     if args.kernel:
         ids = [i for i in ids if any(fnmatch.fnmatchcase(i, g) for g in args.kernel)]
     if not ids:
-        raise UsageError("no kernel history matches; see the asv results directory")
+        raise UsageError("no kernel history matches --kernel; the history has: "
+                         + ", ".join(history.kernel_ids(series, metric=args.metric)))
     console.print(history.summary(series, ids, args.metric, args.machine), soft_wrap=True)
     status, marks = 0, None
     if args.regressions or args.fail_on_regression:
