@@ -63,7 +63,8 @@ class Outcome:
 Judge = Callable[[str, str, Settings], Pair]
 
 
-def _step(good: str, candidate: str, settings: Settings, pair: Pair) -> Step:
+def step_of(good: str, candidate: str, settings: Settings, pair: Pair) -> Step:
+    """One run's record, from the pair ``continuous`` judged."""
     estimate = pair.estimate
     if estimate is None:
         return Step(good, candidate, pair.verdict, pair.reason, None, None, None,
@@ -78,7 +79,7 @@ def _judge_firmly(judge: Judge, good: str, candidate: str, settings: Settings,
     """The candidate's verdict against ``good``, measured longer while it is unsure."""
     for attempt in range(MAX_LONGER + 1):
         longer = replace(settings, max_seconds=settings.max_seconds * 2**attempt)
-        step = _step(good, candidate, longer, judge(good, candidate, longer))
+        step = step_of(good, candidate, longer, judge(good, candidate, longer))
         steps.append(step)
         if step.verdict != "unsure":
             break

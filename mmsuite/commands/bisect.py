@@ -60,17 +60,6 @@ def _log(text: str) -> None:
     print(f"mmsuite: {text}", file=sys.stderr, flush=True)
 
 
-def first_parent_commits(repo: Path, good: str, bad: str) -> list[str]:
-    """The commits after ``good`` up to ``bad`` on ``bad``'s first-parent line, oldest first;
-    UsageError where ``good`` is not an ancestor of ``bad``."""
-    try:
-        builds._git(repo, "merge-base", "--is-ancestor", good, bad)
-    except builds.RevisionError:
-        raise UsageError(f"GOOD {good[:10]} is not an ancestor of BAD {bad[:10]}") from None
-    listed = builds._git(repo, "rev-list", "--first-parent", "--reverse", f"{good}..{bad}")
-    return listed.split()
-
-
 def run(args: argparse.Namespace, console: Console) -> int:
     problems = problems_from_args(args)
     if len(problems) != 1:
@@ -89,7 +78,10 @@ def run(args: argparse.Namespace, console: Console) -> int:
             commits[side] = builds.resolve(args.repo, revision)
         except builds.RevisionError as exc:
             raise UsageError(f"{side}: {exc}") from None
-    between = first_parent_commits(args.repo, commits["GOOD"], commits["BAD"])
+    between = builds.first_parent_line(args.repo, commits["GOOD"], commits["BAD"])
+    if between is None:
+        raise UsageError(f"GOOD {commits['GOOD'][:10]} is not an ancestor of BAD "
+                         f"{commits['BAD'][:10]}")
     settings = Settings(threshold=args.threshold, confidence=args.confidence,
                         max_seconds=args.max_time)
     cache = args.cache_dir or builds.default_cache()
@@ -110,7 +102,7 @@ def run(args: argparse.Namespace, console: Console) -> int:
             pair = gate.measure(Pair(kernel, problem))
         finally:
             gate.close()
-        _log(bisection.step_line(bisection._step(good, candidate, settings, pair)))
+        _log(bisection.step_line(bisection.step_of(good, candidate, settings, pair)))
         return pair
 
     _log(f"{len(between)} commits after GOOD {commits['GOOD'][:10]} up to BAD "
@@ -123,7 +115,7 @@ def run(args: argparse.Namespace, console: Console) -> int:
         console.print(f"no commit named after {outcome.runs} runs: {outcome.why}",
                       highlight=False, soft_wrap=True)
         return 1
-    subject = builds._git(args.repo, "log", "-1", "--format=%s", outcome.first_bad)
+    subject = builds.subject(args.repo, outcome.first_bad)
     console.print(f"first slower commit: {outcome.first_bad} {subject} (after "
                   f"{outcome.last_good[:10]}; {outcome.runs} continuous runs)",
                   highlight=False, soft_wrap=True)
