@@ -369,7 +369,7 @@ def history_figure(history: History, kernel_ids: Iterable[str], metric: str = "k
                         linestyle="none", marker=marker, markerfacecolor="none",
                         color=line.get_color(), label=f"{label}: kept apart (load)")
             for commit, text in (marks or {}).get(series.key, []):
-                at = [p.value for p in judged if p.commit == commit]
+                at = [p.value for p in series.points if p.commit == commit]
                 if commit in position and at:
                     ax.plot([position[commit]], at[:1], marker="v", markersize=14,
                             color="red", linestyle="none", zorder=5)

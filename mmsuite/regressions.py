@@ -20,7 +20,7 @@ import math
 import subprocess
 from collections.abc import Iterable
 from dataclasses import dataclass
-from datetime import datetime, timezone
+from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
 import numpy as np
@@ -83,9 +83,11 @@ def per_commit(points: Iterable[Point]) -> list[Point]:
 
 
 def find_steps(series: Series, threshold: float = DEFAULT_THRESHOLD,
-               alpha: float = DEFAULT_ALPHA) -> list[Step]:
-    """The steps of one series beyond ``threshold``, at level ``alpha`` (module docstring)."""
-    points = per_commit(p for p in series.points if not p.kept_apart and p.value > 0)
+               alpha: float = DEFAULT_ALPHA, include_kept_apart: bool = False) -> list[Step]:
+    """The steps of one series beyond ``threshold``, at level ``alpha`` (module docstring);
+    points kept apart are judged only with ``include_kept_apart``."""
+    points = per_commit(p for p in series.points
+                        if (include_kept_apart or not p.kept_apart) and p.value > 0)
     if len(points) < 4:
         return []
     values = np.log([p.value for p in points])
@@ -103,16 +105,20 @@ def find_steps(series: Series, threshold: float = DEFAULT_THRESHOLD,
 
 
 def find(history: History, kernel_ids: Iterable[str] | None = None, metric: str = "kernel_ms",
-         threshold: float = DEFAULT_THRESHOLD, alpha: float = DEFAULT_ALPHA) -> Finding:
-    """Search every series of ``metric`` (of the given kernels) for steps."""
+         threshold: float = DEFAULT_THRESHOLD, alpha: float = DEFAULT_ALPHA,
+         include_kept_apart: bool = False) -> Finding:
+    """Search every series of ``metric`` (of the given kernels) for steps. Points measured
+    under load or throttled are left out, unless ``include_kept_apart`` (for a history
+    measured under the same load throughout)."""
     wanted = set(kernel_ids) if kernel_ids is not None else None
     chosen = [s for s in history.values() if s.metric == metric and s.points
               and (wanted is None or s.kernel in wanted)]
     steps: list[Step] = []
     left_out: list[tuple[Series, Point]] = []
     for series in sorted(chosen, key=lambda s: s.key):
-        steps.extend(find_steps(series, threshold, alpha))
-        left_out.extend((series, p) for p in series.points if p.kept_apart)
+        steps.extend(find_steps(series, threshold, alpha, include_kept_apart))
+        if not include_kept_apart:
+            left_out.extend((series, p) for p in series.points if p.kept_apart)
     return Finding(steps, left_out, len(chosen))
 
 
@@ -161,29 +167,33 @@ def _created(environment: dict) -> datetime:
 
 
 def commit_dates(commits: Iterable[str], repo: Path | None) -> dict[str, datetime]:
-    """The committer date of each commit that the git repository at ``repo`` knows."""
+    """A date for each commit that the git repository at ``repo`` knows, in git's order: the
+    committer date, moved on by a microsecond where an earlier commit (in topological
+    order) has the same or a later one, so that commits of one second keep their order."""
     wanted = sorted(set(commits))
     if repo is None or not wanted:
         return {}
     try:
-        out = subprocess.run(["git", "-C", str(repo), "show", "-s", "--format=%H %ct",
-                              *wanted], capture_output=True, text=True, timeout=30)
+        out = subprocess.run(["git", "-C", str(repo), "rev-list", "--topo-order", "--reverse",
+                              "--format=%ct", "--ignore-missing", *wanted],
+                             capture_output=True, text=True, timeout=60)
     except (OSError, subprocess.SubprocessError):
         return {}
-    if out.returncode != 0:  # one unknown commit fails the lot: ask one by one
-        if len(wanted) == 1:
-            return {}
-        found: dict[str, datetime] = {}
-        for commit in wanted:
-            found.update(commit_dates([commit], repo))
-        return found
-    dates = {}
-    for line in out.stdout.splitlines():
-        commit, _, seconds = line.partition(" ")
-        if seconds.isdigit():
-            dates[commit] = datetime.fromtimestamp(int(seconds), tz=timezone.utc)
-    # Asked by a short hash, answered by the full one: key by what the file says.
-    return {c: d for c in wanted for full, d in dates.items() if full.startswith(c)}
+    if out.returncode != 0:  # not a repository, or a name git cannot read
+        return {}
+    found: dict[str, datetime] = {}
+    last: datetime | None = None
+    lines = out.stdout.splitlines()  # "commit <hash>", then its date, for each commit
+    for header, seconds in zip(lines[::2], lines[1::2]):
+        full = header.removeprefix("commit ").strip()
+        date = datetime.fromtimestamp(int(seconds), tz=timezone.utc)
+        if last is not None and date <= last:
+            date = last + timedelta(microseconds=1)
+        last = date
+        for commit in wanted:  # a file may name its commit by a short hash
+            if full.startswith(commit):
+                found[commit] = date
+    return found
 
 
 def load_saved(paths: Iterable[Path], repo: Path | None = None) -> History:

@@ -99,6 +99,10 @@ def test_commits_measured_under_load_are_left_out_not_judged(tmp_path: Path) -> 
                                              load_marked=False)))
     assert {s.commit for s in unmarked.steps} == {COMMITS[7]}
     assert len(unmarked.steps) == 6
+    # Asked to, the loaded rows are judged like the rest (a history loaded throughout).
+    included = find(load_saved(sorted((tmp_path / "marked").glob("*.json"))),
+                    include_kept_apart=True)
+    assert {s.commit for s in included.steps} == {COMMITS[7]} and not included.left_out
 
 
 def test_another_machine_is_another_series(tmp_path: Path) -> None:
@@ -140,6 +144,29 @@ def test_saved_files_follow_their_commits_order_in_git(tmp_path: Path) -> None:
     assert series.commits == commits
     without_git = next(iter(load_saved(paths, repo=None).values()))
     assert without_git.commits == commits[::-1]
+
+
+def test_commits_of_one_second_keep_git_order(tmp_path: Path) -> None:
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    stamp = "1700000000 +0000"  # every commit in the same second: the date cannot order them
+    env = {"GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@example.org",
+           "GIT_COMMITTER_NAME": "t", "GIT_COMMITTER_EMAIL": "t@example.org",
+           "GIT_COMMITTER_DATE": stamp, "GIT_AUTHOR_DATE": stamp, "PATH": "/usr/bin:/bin"}
+
+    def git(*args: str) -> str:
+        return subprocess.run(["git", "-C", str(repo), *args], check=True, text=True,
+                              capture_output=True, env=env).stdout.strip()
+
+    git("init", "-q")
+    commits = []
+    for number in range(6):
+        git("commit", "-q", "--allow-empty", "-m", f"c{number}")
+        commits.append(git("rev-parse", "HEAD"))
+    dates = regressions.commit_dates([*commits, "f" * 40], repo)
+    assert sorted(dates, key=dates.__getitem__) == commits  # an unknown commit: no date
+    short = regressions.commit_dates([c[:12] for c in commits], repo)
+    assert sorted(short, key=short.__getitem__) == [c[:12] for c in commits]
 
 
 def test_the_command_lists_the_regression_and_fails_the_gate(tmp_path: Path, capsys) -> None:

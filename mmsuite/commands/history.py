@@ -44,6 +44,10 @@ def add_parser(sub) -> argparse.ArgumentParser:
                        help="smallest step reported (default 0.05: 5%%)")
     found.add_argument("--alpha", type=fraction, default=DEFAULT_ALPHA,
                        help="the permutation test's level (default 0.05; 199 permutations)")
+    found.add_argument("--include-loaded", action="store_true",
+                       help="judge rows measured under load or on a throttled GPU too "
+                       "(left out by default): for a history measured under the same load "
+                       "throughout")
     found.add_argument("--fail-on-regression", action="store_true",
                        help="exit 1 when a regression is found (implies --regressions)")
     return p
@@ -121,7 +125,8 @@ def run(args: argparse.Namespace, console: Console) -> int:
         from .. import regressions
 
         finding = regressions.find(series, ids, metric=args.metric,
-                                   threshold=args.threshold, alpha=args.alpha)
+                                   threshold=args.threshold, alpha=args.alpha,
+                                   include_kept_apart=args.include_loaded)
         for line in regressions.report_lines(finding, args.threshold):
             console.print(line, soft_wrap=True)
         marks = regressions.marks(finding)
