@@ -124,6 +124,21 @@ def resolve(repo: Path, revision: str) -> str:
         raise RevisionError(f"unknown revision {revision!r} in {repo}") from None
 
 
+def first_parent_line(repo: Path, good: str, bad: str) -> list[str] | None:
+    """The commits after ``good`` up to ``bad`` on ``bad``'s first-parent line, oldest
+    first; None where ``good`` is not an ancestor of ``bad``."""
+    try:
+        _git(repo, "merge-base", "--is-ancestor", good, bad)
+    except RevisionError:
+        return None
+    return _git(repo, "rev-list", "--first-parent", "--reverse", f"{good}..{bad}").split()
+
+
+def subject(repo: Path, commit: str) -> str:
+    """The first line of ``commit``'s message."""
+    return _git(repo, "log", "-1", "--format=%s", commit)
+
+
 def uncommitted_changes(repo: Path) -> list[str]:
     """Paths with uncommitted changes that would be built if committed (not ignored)."""
     out = _git(repo, "status", "--porcelain", "--untracked-files=no")

@@ -558,3 +558,70 @@ def plot(records: list[dict], out_dir: Path) -> list[Path]:
         if fig is not None:
             written.append(write_figure(fig, out_dir / f"{name}.png", format="png", dpi=110))
     return written
+
+
+# ---------------------------------------------------------------- roofline
+def roofline_chart(records: list[dict], title: str = "") -> Figure | None:
+    """Each verified row of one device at its arithmetic intensity (FLOP per byte moved)
+    and throughput, under its roof: the measured copy bandwidth x intensity up to the
+    FP32 peak (:mod:`mmsuite.roof`). A roof per distinct (bandwidth, peak) pair (thread
+    counts differ); the fastest row of each backend on each problem is labelled with its
+    kernel, problem and % roof (the tables give every row's). None when no row has a roof."""
+    ok = [r for r in records if r["status"] == "ok" and _finite(r.get("intensity"))
+          and _finite(r.get("bandwidth_gbs")) and _finite(r.get("gflops"))]
+    if not ok:
+        return None
+    scale, unit = _unit(ok)
+    fig = _figure(10.0, 6.0)
+    ax = fig.add_subplot()
+    intensities = [r["intensity"] for r in ok]
+    lo, hi = min(intensities) / 3, max(intensities) * 3
+    roofs = sorted({(r["bandwidth_gbs"], r.get("peak_gflops")) for r in ok},
+                   key=lambda roof: (roof[0], roof[1] or 0.0))
+    ceilings = []
+    for bandwidth, peak in roofs:
+        if _finite(peak):
+            ridge = peak / bandwidth  # where the memory roof meets the FLOP roof
+            hi = max(hi, ridge * 3)
+            xs = [lo, ridge, hi] if lo < ridge < hi else [lo, hi]
+        else:
+            xs = [lo, hi]
+        ys = [min(bandwidth * x, peak if _finite(peak) else math.inf) / scale for x in xs]
+        ceilings += ys
+        ax.plot(xs, ys, color="#444444", lw=1.6,
+                label=f"roof: {bandwidth:.3g} GB/s" + (f", {_fmt_value(peak / scale)} {unit}"
+                                                       if _finite(peak) else ""))
+    fastest: dict[tuple, dict] = {}
+    for r in ok:
+        key = (r["backend"], tuple(sorted(r["problem"].items())))
+        if key not in fastest or r["gflops"] > fastest[key]["gflops"]:
+            fastest[key] = r
+    for r in ok:
+        x, y = r["intensity"], r["gflops"] / scale
+        colour = _colour(r["backend"])
+        noisy = bool(r.get("noisy"))
+        ax.plot([x], [y], "o", color=colour, markerfacecolor="white" if noisy else colour,
+                markersize=7)
+        if r is not fastest[(r["backend"], tuple(sorted(r["problem"].items())))]:
+            continue
+        ax.annotate(f"{r['kernel']} {label_of(r['problem'])}"
+                    + (f" {r['pct_roof']:.0f}%" if _finite(r.get("pct_roof")) else ""),
+                    (x, y), textcoords="offset points", xytext=(5, 3), fontsize=7)
+    for backend in in_ladder_order(r["backend"] for r in ok):
+        ax.plot([], [], "o", color=_colour(backend), label=_title(backend))
+    if any(r.get("noisy") for r in ok):
+        ax.plot([], [], "o", markerfacecolor="white", markeredgecolor="black",
+                label="hollow: noisy")
+    values = [r["gflops"] / scale for r in ok] + [c for c in ceilings if c > 0]
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    ax.set_xlim(lo, hi)
+    ax.set_ylim(min(values) / 2, max(values) * 2)
+    _log_ticks(ax, "x", lo, hi)
+    _log_ticks(ax, "y", min(values) / 2, max(values) * 2)
+    ax.set_xlabel("arithmetic intensity (FLOP per byte of A, B and C moved)")
+    ax.set_ylabel(f"kernel {unit}")
+    ax.grid(True, which="major", alpha=0.3)
+    ax.legend(fontsize="small", loc="lower right")
+    ax.set_title(title or "roofline")
+    return fig

@@ -18,8 +18,9 @@ ratio of medians NEW / BASE:
   load (other processes' share of the CPU, measured from /proc, apart by more than
   10 points; for older files without it, a 1-minute load average above cores + 1):
   load that changes between two runs moves whole sample sets, which no test on them
-  can tell from a change of the code. ``mmsuite continuous`` measures both revisions
-  in the same window instead;
+  can tell from a change of the code; a GPU row throttled (power, thermal: NVML's
+  clock-event reasons) on one side and not on the other is unsure for the same reason.
+  ``mmsuite continuous`` measures both revisions in the same window instead;
 - ``broken``: the kernel passed in BASE and fails, errs or reads above peak in NEW
   (one that is unavailable in NEW is ``unsure``: that is more often the machine).
 
@@ -65,6 +66,9 @@ class Side:
     load: float | None = None  # 1-minute load average of a CPU row's host when overloaded
     others_share: float | None = None  # other processes' share of the CPU (host rows)
     code_hash: str | None = None  # identity of the code that ran (mmsuite.identity)
+    #: What throttled the GPU while the row was sampled (empty: nothing); None where the
+    #: row does not say (a CPU row, an older file, no NVML).
+    throttled: tuple[str, ...] | None = None
 
     @classmethod
     def of(cls, record: dict, cores: int | None = None) -> Side:
@@ -79,10 +83,12 @@ class Side:
             noise = robust_noise(samples)
         code = record.get("code")
         code = code if isinstance(code, dict) else {}
+        throttled = record.get("throttled")
         return cls(str(record.get("status", "ok")), median, samples, noise,
                    bool(record.get("noisy")), _overload(record, cores),
                    others_share(record) if runs_on_host(record) else None,
-                   code.get("hash") if isinstance(code.get("hash"), str) else None)
+                   code.get("hash") if isinstance(code.get("hash"), str) else None,
+                   tuple(map(str, throttled)) if isinstance(throttled, list) else None)
 
 
 def _overload(record: dict, cores: int | None) -> float | None:
@@ -172,6 +178,12 @@ def judge(base: Side, new: Side, threshold: float = DEFAULT_THRESHOLD,
                               f"then {new.others_share:.0%} of the CPU"), ratio, p
     elif base.load is not None or new.load is not None:
         return "unsure", "loaded", ratio, p
+    if base.throttled is not None and new.throttled is not None \
+            and set(base.throttled) != set(new.throttled):
+        # Like a change of load: a clock held down on one side only moves its whole
+        # sample set, which no test on the samples can tell from a change of the code.
+        return "unsure", (f"throttling changed: {', '.join(base.throttled) or 'none'} in "
+                          f"BASE, {', '.join(new.throttled) or 'none'} in NEW"), ratio, p
     if p < alpha:
         if not beyond:
             return "same", f"difference within {threshold:.0%}", ratio, p

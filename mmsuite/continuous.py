@@ -70,6 +70,7 @@ import numpy as np
 
 from . import continuous_worker, identity, load, plugins, verdicts
 from .backend_table import BACKENDS, HOST_BACKEND
+from .backends import cuda_timing
 from .builds import Build
 from .catalogue import Kernel
 from .load import DISTORTING_SHARE
@@ -246,6 +247,8 @@ class Side:
     rounds: list[float] = field(default_factory=list)  # median of each turn, ms
     samples: list[list[float]] = field(default_factory=list)
     shares: list[float] = field(default_factory=list)  # others' share of the CPU per turn
+    #: What throttled the GPU in each turn NVML could read (backends.cuda_timing.throttled)
+    throttles: list[list[str]] = field(default_factory=list)
     code: dict = field(default_factory=dict)
     max_rel_err: float | None = None
     info: dict = field(default_factory=dict)
@@ -254,6 +257,11 @@ class Side:
     @property
     def median_ms(self) -> float | None:
         return float(np.median(self.rounds)) if self.rounds else None
+
+    @property
+    def throttled(self) -> list[str] | None:
+        """What throttled the GPU in any of this side's turns; None where no turn said."""
+        return sorted(set().union(*self.throttles)) if self.throttles else None
 
 
 @dataclass
@@ -341,6 +349,9 @@ def decide(pair: Pair, settings: Settings) -> tuple[str, str]:
         return "unsure", (f"{estimate.rounds} rounds from {pair.worker_pairs} pair of worker "
                           f"processes; a verdict needs {settings.min_worker_pairs}: raise "
                           "--max-time")
+    changed = throttle_change(pair)
+    if changed:  # as `compare` treats a load change: the clock, not the code, may differ
+        return "unsure", f"{changed}: measure again on a GPU that holds its clock"
     up, down = settings.bounds
     dissent = dissenting_pairs(pair, settings)
     if dissent:
@@ -362,6 +373,16 @@ def decide(pair: Pair, settings: Settings) -> tuple[str, str]:
         return "unsure", (f"{why} on a busy machine (other processes used {share:.0%} of "
                           f"the CPU): more --max-time, or a quieter machine")
     return "unsure", f"{why}: more --max-time, or a quieter machine"
+
+
+def throttle_change(pair: Pair) -> str:
+    """Where the GPU was throttled in one side's turns by what it was not in the other's,
+    what changed ("throttling changed: none in BASE, sw_power_cap in HEAD"); else ""."""
+    base, head = pair.base.throttled, pair.head.throttled
+    if base is None or head is None or set(base) == set(head):
+        return ""
+    return (f"throttling changed: {', '.join(base) or 'none'} in BASE, "
+            f"{', '.join(head) or 'none'} in HEAD")
 
 
 def dissenting_pairs(pair: Pair, settings: Settings) -> list[float]:
@@ -535,6 +556,9 @@ class Gate:
         share = (answer.get("host_load") or {}).get("others_share")
         if share is not None:
             target.shares.append(float(share))
+        throttle = cuda_timing.throttled(answer.get("gpu"))
+        if throttle is not None:
+            target.throttles.append(throttle)
 
     def _order(self, round_index: int) -> tuple[str, str]:
         if self.settings.order == "abba":  # BASE HEAD, HEAD BASE, BASE HEAD, ...
@@ -692,6 +716,8 @@ def side_record(pair: Pair, side: str, build: Build) -> dict:
             "host_load": {"others_share": float(np.mean(measured.shares))
                           if measured.shares else None},
         })
+        if measured.throttled is not None:  # marked like a noisy row where throttled
+            record.update(throttled=measured.throttled, noisy=bool(measured.throttled))
     if pair.estimate is not None:
         est = pair.estimate
         record["paired"] = {

@@ -12,7 +12,9 @@ that an older revision can be measured the same way. The worker speaks JSON line
            or {"status": "damaged", "reason": ...}: the mmsuite imported is not the
               build's (its ``site`` is damaged); the driver stops, naming it
     {"op": "turn", "seconds": S}
-        -> {"samples": [ms, ...], "host_load": {...}}: samples for at least S seconds
+        -> {"samples": [ms, ...], "host_load": {...}}: samples for at least S seconds,
+           and for a GPU row {"gpu": {"before": ..., "after": ...}}: NVML's state at
+           both ends of the turn
     {"op": "close"} -> {"status": "closed"}
 
 An open's ``code`` is the driver's readers of a code identity for the kernel's backend
@@ -119,12 +121,18 @@ class _Worker:
         sampler = self.sampler
         if sampler is None:
             raise RuntimeError("a turn was asked for before a kernel was opened")
+        # A GPU session's NVML reader, where the revision's has one: the turn's throttling.
+        read_gpu = getattr(getattr(sampler, "session", None), "device_state", None)
+        gpu_before = read_gpu() if read_gpu is not None else None
         window = self.load["LoadWindow"].start()
         started = time.perf_counter()  # before the first sample: a slow kernel takes one
         samples = [sampler.kernel_ms()]
         while time.perf_counter() - started < request["seconds"]:
             samples.append(sampler.kernel_ms())
-        return {"samples": samples, "host_load": window.finish()}
+        answer = {"samples": samples, "host_load": window.finish()}
+        if read_gpu is not None:
+            answer["gpu"] = _jsonable({"before": gpu_before, "after": read_gpu()})
+        return answer
 
     def close(self, request: dict | None = None) -> dict:
         if self.sampler is not None:

@@ -1,4 +1,4 @@
-"""Two short C probes of the host CPU, compiled with cffi and cached per machine.
+"""Three short C probes of the host CPU, compiled with cffi and cached per machine.
 
 - **FMA throughput**: each thread runs twelve independent chains of vector FMAs
   (``x = x * m + a`` on the widest vectors the compiler targets with ``-march=native``),
@@ -13,6 +13,12 @@
   cycle, so adds per second of thread CPU time is the clock (adds of an immediate would
   not do: newer Intel cores run chains of them several a cycle); it serves the table's
   cross-check where the kernel reports no maximum clock (virtual machines).
+- **Memory copy**: each thread copies its share of a 256 MiB buffer with ``memcpy``
+  (after touching its own pages first); bytes read plus bytes written per second of
+  wall time is the memory bandwidth a row's roof is drawn with (:mod:`mmsuite.roof`).
+  Wall time counts a neighbour's turns on the core, so a copy measured while other
+  processes used the CPU is measured again by the next run, keeping the best figure of
+  each thread count, until one is taken on a quiet machine.
 
 Compiling takes about a second, so the figures are kept in
 ``$XDG_CACHE_HOME/mmsuite/cpu-probe/`` (``~/.cache/...``), one file per machine
@@ -33,17 +39,23 @@ from functools import cache
 from pathlib import Path
 
 from .host import CPU_MODEL, cpu_flags, cpu_model
+from .load import DISTORTING_SHARE, LoadWindow
 
 #: Bump when the probes change: older cached figures are then measured again.
-PROBE_VERSION = 3
+PROBE_VERSION = 4
 CHAINS = 12
 #: FMAs per chain in one timing: about 20 ms a core at 100 GFLOP/s.
 FMA_ITERATIONS = 10_000_000
 #: The best of this many timings (the least disturbed one).
 REPEATS = 3
+#: Bytes of each buffer the memory copy probe copies: beyond the last-level cache of the
+#: CPUs it runs on (an EPYC's L3 is 32 MiB a CCD), so that the copy measures DRAM.
+COPY_BYTES = 256 * 2**20
 
 _SOURCE = r"""
 #include <omp.h>
+#include <stdlib.h>
+#include <string.h>
 #include <time.h>
 #if defined(__AVX512F__)
 #define MM_LANES 16
@@ -94,6 +106,40 @@ void mm_fma_probe(int threads, long iterations, float start, float step, float m
     }
 }
 
+static double wall_seconds(void) {
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
+}
+
+/* GB/s (bytes read + bytes written) of `threads` threads each copying its share of a
+   `bytes` buffer with memcpy, the best of `repeats` timings; each thread first touches
+   its own share, so that the pages lie near the core that copies them. 0 when the
+   buffers cannot be allocated. */
+double mm_copy_gbs(int threads, long bytes, int repeats) {
+    char *src = malloc(bytes), *dst = malloc(bytes);
+    if (src == NULL || dst == NULL) { free(src); free(dst); return 0.0; }
+    long share = (bytes / threads) & ~4095L;
+    double best = 0.0;
+    for (int r = -1; r < repeats; r++) {  /* r = -1 places the pages */
+        double start = wall_seconds();
+#pragma omp parallel num_threads(threads)
+        {
+            int t = omp_get_thread_num();
+            long offset = t * share, length = t == threads - 1 ? bytes - offset : share;
+            if (r < 0) { memset(src + offset, 1, length); memset(dst + offset, 0, length); }
+            else memcpy(dst + offset, src + offset, length);
+        }
+        double seconds = wall_seconds() - start;
+        if (r >= 0 && seconds > 0 && 2.0 * bytes / seconds / 1e9 > best)
+            best = 2.0 * bytes / seconds / 1e9;
+    }
+    volatile char keep = dst[bytes - 1];  /* the copy is used: never optimised away */
+    (void)keep;
+    free(src); free(dst);
+    return best;
+}
+
 double mm_clock_mhz(long n) {
     double start = thread_seconds();
     long x = 0;
@@ -121,6 +167,7 @@ int mm_fma_lanes(void);
 void mm_fma_probe(int threads, long iterations, float start, float step, float m_value,
                   float a_value, double *per_thread);
 double mm_clock_mhz(long n);
+double mm_copy_gbs(int threads, long bytes, int repeats);
 """
 
 #: -ffp-contract=fast turns x * m + a into one FMA instruction (-std=c11 would forbid it).
@@ -163,8 +210,16 @@ def _measure() -> dict:
             fma[str(threads)] = round(best, 2)
         clock = max(lib.mm_clock_mhz(20_000_000) for _ in range(5))
         lanes = lib.mm_fma_lanes()
+        window = LoadWindow.start()
+        copy = {str(threads): round(gbs, 2) for threads in thread_counts(cores)
+                if (gbs := lib.mm_copy_gbs(threads, COPY_BYTES, REPEATS)) > 0}
+        share = window.finish()["others_share"]
     return {"fma_gflops": fma, "lanes": lanes, "chains": CHAINS,
-            "clock_mhz": round(clock) if clock > 0 else None, "flags": " ".join(FLAGS)}
+            "clock_mhz": round(clock) if clock > 0 else None, "flags": " ".join(FLAGS),
+            "copy_gbs": copy, "copy_bytes": COPY_BYTES,
+            # A copy is timed by the wall clock: one measured while others used the CPU
+            # may read low, and is measured again on the next run (load_or_measure).
+            "copy_loaded": share is not None and share > DISTORTING_SHARE}
 
 
 def cache_dir() -> Path:
@@ -201,16 +256,22 @@ def load_or_measure(folder: Path | None = None) -> dict | None:
     from. A cache that cannot be written only costs the next run another second.
     """
     path = (folder or cache_dir()) / f"{machine_key()}.json"
+    cached: dict = {}
     try:
-        figures = json.loads(path.read_text())
-        if figures.get("version") == PROBE_VERSION and figures.get("fma_gflops"):
-            return {**figures, "cached": True}
-    except (OSError, ValueError):
-        pass
+        cached = json.loads(path.read_text())
+        if cached.get("version") == PROBE_VERSION and cached.get("fma_gflops") \
+                and not cached.get("copy_loaded"):
+            return {**cached, "cached": True}
+    except (OSError, ValueError, AttributeError):
+        cached = {}
     try:
         figures = _measure()
     except Exception:  # no compiler, no cffi backend: the CPU peak falls back to the table
-        return None
+        return {**cached, "cached": True} if cached.get("fma_gflops") else None
+    if cached.get("version") == PROBE_VERSION and isinstance(cached.get("copy_gbs"), dict):
+        # Load only ever slows a copy: the best figure of each thread count so far holds.
+        figures["copy_gbs"] = {t: max(float(v), float(cached["copy_gbs"].get(t) or 0.0))
+                               for t, v in (figures.get("copy_gbs") or {}).items()}
     figures = {"version": PROBE_VERSION, CPU_MODEL: cpu_model(), "host": platform.node(),
                "cores": os.cpu_count(), **figures}
     try:
@@ -225,3 +286,13 @@ def load_or_measure(folder: Path | None = None) -> dict | None:
 def figures() -> dict | None:
     """:func:`load_or_measure` once per process."""
     return load_or_measure()
+
+
+def copy_figures() -> dict | None:
+    """The memory copy probe's figures for a run's environment (``cpu_copy_probe``): GB/s
+    by thread count, read + written; None without a C compiler."""
+    probe = figures()
+    if not probe or not probe.get("copy_gbs"):
+        return None
+    return {"gbs_by_threads": probe["copy_gbs"], "bytes": probe.get("copy_bytes"),
+            "cached": probe.get("cached", False)}

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import numpy as np
 
+from . import cpu_probe
 from .backends import RunOptions, get_backend
 from .host import CPU_MODEL, cpu_flags, cpu_model
 from .peak import cpu_figures, cross_check
@@ -55,6 +56,7 @@ def host_environment() -> dict:
         "cpu_cores": os.cpu_count(),
         "cpu_avx512": "avx512f" in cpu_flags(),
         **cpu_figures(),  # max clock and vector extension: the CPU's FP32 peak (mmsuite.peak)
+        "cpu_copy_probe": cpu_probe.copy_figures(),  # host memory bandwidth (mmsuite.roof)
         "omp_num_threads_env": os.environ.get("OMP_NUM_THREADS"),
     }
 

@@ -52,6 +52,11 @@ def environment_rows(run: Run) -> list[list[str]]:
     env = run.environment
     rows = [["file", run.path.name], ["machine", run.machine]]
     rows += [[title, _scalar(env[key])] for key, title in _CURATED if env.get(key) is not None]
+    copy = env.get("cpu_copy_probe")
+    if isinstance(copy, dict) and isinstance(copy.get("gbs_by_threads"), dict):
+        rows.append(["host memory bandwidth (copy probe)", ", ".join(
+            f"{_scalar(gbs)} GB/s on {threads} threads"
+            for threads, gbs in copy["gbs_by_threads"].items())])
     for name, backend in sorted((env.get("backends") or {}).items()):
         backend = backend or {}
         if backend.get("unavailable"):
@@ -63,6 +68,11 @@ def environment_rows(run: Run) -> list[list[str]]:
                 rows.append([title, _blas(backend[key]) if key == "blas" else
                              _scalar(backend[key])])
                 shown.add(key)
+        copy = backend.get("copy_probe")
+        if isinstance(copy, dict):
+            rows.append([f"{name}: memory bandwidth (copy probe)",
+                         f"{_scalar(copy['gbs'])} GB/s" if copy.get("gbs")
+                         else f"not measured: {copy.get('error')}"])
         blas = backend.get("blas")
         if isinstance(blas, dict) and blas.get("warning"):
             rows.append([f"{name}: warning", str(blas["warning"])])

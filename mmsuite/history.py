@@ -34,11 +34,14 @@ if TYPE_CHECKING:
 
 @dataclass(frozen=True)
 class Point:
-    """One measured value: the commit, its date (UTC) and the number asv recorded."""
+    """One measured value: the commit, its date (UTC) and the number recorded there."""
 
     commit: str
     date: datetime
     value: float
+    #: Why the value is not comparable with its neighbours' (measured under load, on a
+    #: throttled GPU); empty when it is. Such points are drawn hollow and never judged.
+    kept_apart: str = ""
 
 
 class SeriesKey(NamedTuple):
@@ -286,25 +289,30 @@ def _panel(series: Series) -> str:
     return ", ".join(rest) or "all"
 
 
+#: Steps to mark on a history figure: per series, (first commit after the step, its label).
+Marks = Mapping[SeriesKey, list[tuple[str, str]]]
+
+
 def plot_history(history: History, kernel_ids: Iterable[str], out_png: str | Path,
-                 metric: str = "kernel_ms", machine: str | None = None) -> Path:
+                 metric: str = "kernel_ms", machine: str | None = None,
+                 marks: Marks | None = None) -> Path:
     """Draw each kernel's ``metric`` across commits to a PNG, one panel per problem size.
 
     The x axis lists the commits in date order (short hashes and dates); a kernel
     that was not measured at some commit has a gap there, one that failed a cross.
     Returns the PNG's path. Raises ValueError when none of ``kernel_ids`` has a
-    point for ``metric``.
+    point for ``metric``. ``marks`` draws a labelled triangle at each step found there.
     """
     from .charts import write_figure
 
-    fig = history_figure(history, kernel_ids, metric, machine)
+    fig = history_figure(history, kernel_ids, metric, machine, marks)
     out = Path(out_png)
     out.parent.mkdir(parents=True, exist_ok=True)
     return write_figure(fig, out, format="png", dpi=110)
 
 
 def history_figure(history: History, kernel_ids: Iterable[str], metric: str = "kernel_ms",
-                   machine: str | None = None) -> Figure:
+                   machine: str | None = None, marks: Marks | None = None) -> Figure:
     """The figure :func:`plot_history` saves (a matplotlib Figure)."""
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
@@ -341,18 +349,32 @@ def history_figure(history: History, kernel_ids: Iterable[str], metric: str = "k
     axes = fig.subplots(len(panels), 1, sharex=True, squeeze=False,
                         gridspec_kw={"height_ratios": heights})[:, 0]
     for ax, (panel, members) in zip(axes, ordered):
-        values = []
+        values: list[float] = []
         for index, series in enumerate(members):
             label = series.kernel or series.key.benchmark
             if several_machines:
                 label += f" [{series.key.machine}]"
             if several_envs:
                 label += f" ({series.key.env})"
-            xs = [position[p.commit] for p in series.points]
-            ys = [p.value for p in series.points]
-            values.extend(ys)
+            judged = [p for p in series.points if not p.kept_apart]
+            xs = [position[p.commit] for p in judged]
+            ys = [p.value for p in judged]
+            values.extend(p.value for p in series.points)
             # Ten colours cycle; the marker changes with each cycle.
-            line, = ax.plot(xs, ys, marker=_MARKERS[index // 10 % len(_MARKERS)], label=label)
+            marker = _MARKERS[index // 10 % len(_MARKERS)]
+            line, = ax.plot(xs, ys, marker=marker, label=label)
+            apart = [p for p in series.points if p.kept_apart]
+            if apart:  # hollow, off the line: measured under load or throttled
+                ax.plot([position[p.commit] for p in apart], [p.value for p in apart],
+                        linestyle="none", marker=marker, markerfacecolor="none",
+                        color=line.get_color(), label=f"{label}: kept apart (load)")
+            for commit, text in (marks or {}).get(series.key, []):
+                at = [p.value for p in series.points if p.commit == commit]
+                if commit in position and at:
+                    ax.plot([position[commit]], at[:1], marker="v", markersize=14,
+                            color="red", linestyle="none", zorder=5)
+                    ax.annotate(text, (position[commit], at[0]), textcoords="offset points",
+                                xytext=(0, 12), ha="center", color="red", fontsize="small")
             if series.failed:
                 # A failed commit is a cross on the panel's floor, in the series' colour.
                 ax.plot([position[c] for c, _ in series.failed], [0.02] * len(series.failed),

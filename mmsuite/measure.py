@@ -45,6 +45,7 @@ from .backends import (
     KernelFailed,
     KernelUnavailable,
     RunOptions,
+    cuda_timing,
     get_backend,
     unavailable_reason,
 )
@@ -501,6 +502,11 @@ class Measurement:
             "info": self.info, "noisy": self.noisy, "l2": self.l2, "load_avg": self.load_avg,
             "host_load": self.host_load, "code": self.code, "device": self.info.get("device"),
         }
+        throttled = cuda_timing.throttled(self.info.get("gpu"))
+        if throttled is not None:  # a GPU row NVML could read
+            record["throttled"] = throttled
+            # A throttled clock makes a slow kernel of a fast one: marked like a noisy row.
+            record["noisy"] = record["noisy"] or bool(throttled)
         if self.energy is not None:
             record["energy"] = self.energy.to_dict()
         if self.library is not None:

@@ -124,6 +124,8 @@ def table_rows(records: list[dict]) -> list[dict]:
         row["noise"] = phase_noise(r.get("kernel_ms")) if ms else None
         row["noisy"] = bool(r.get("noisy")) if ms else False
         row["pct_peak"] = pct_peak(r) if valid or r["status"] == "invalid" else None
+        for key in ("achieved_gbs", "intensity", "pct_roof"):  # the row's roof (mmsuite.roof)
+            row[key] = r.get(key) if valid else None
         row["max_rel_err"] = r.get("max_rel_err")
         row["err_bound"] = r.get("err_bound")
         row["err_vs_ref"] = r.get("err_vs_ref") if r["status"] in MEASURED else None
@@ -191,6 +193,10 @@ def _columns(rows: list[dict], wide: bool = True) -> tuple[list[Column], float]:
             Column("x_parent", "x parent"), Column("pct_ref", "% ref")]
     if has_peak:
         cols.append(Column("pct_peak", "% peak"))
+    if any(r["achieved_gbs"] is not None for r in rows):
+        cols += [Column("achieved_gbs", "GB/s"), Column("intensity", "FLOP/B")]
+    if any(r["pct_roof"] is not None for r in rows):
+        cols.append(Column("pct_roof", "% roof"))
     if any(r["h2d_ms"] for r in rows):
         cols += [Column("h2d_ms", "h2d ms"), Column("d2h_ms", "d2h ms")]
     if any(r["regs"] is not None for r in rows):
@@ -222,8 +228,10 @@ def _fmt(key: str, value, scale: float) -> str:
         if value < 0.1:  # two significant digits, not 0.00x
             return f"{value:.2g}x"
         return f"{value:.2f}x" if value < 100 else f"{value:.0f}x"
-    if key in ("pct_ref", "pct_peak"):
+    if key in ("pct_ref", "pct_peak", "pct_roof"):
         return f"{value:.0f}%"
+    if key in ("achieved_gbs", "intensity"):
+        return f"{value:.3g}" if value < 1000 else f"{value:.0f}"
     if key in ("max_rel_err", "err_bound"):
         return f"{value:.1e}" if math.isfinite(value) else "inf"
     if key == "joules":
@@ -297,6 +305,10 @@ def _caption(rows: list[dict], wide: bool = True) -> str:
                else "; err/ref: max rel err")
             + " over the FP32 reference library's on the same inputs"
             + marked
+            + ("; GB/s: A, B and C (twice with beta != 0) and any split workspace over the "
+               "kernel time; FLOP/B: FLOPs over those bytes; % roof: of min(FP32 peak, "
+               "copy-probe bandwidth x FLOP/B)" if any(r["pct_roof"] is not None
+                                                       for r in rows) else "")
             + ("; J: energy per GEMM from NVML's counter over >= 1 s of launches, idle power "
                "taken off" if any(r["energy"] for r in rows) else ""))
 

@@ -238,6 +238,26 @@ def _baseline_blocks(baseline: Path, runs: list[Run]) -> list[Block]:
     return blocks
 
 
+def _roofline_blocks(records: list[dict], figures: _Figures) -> list[Block]:
+    """A roofline chart per machine and device whose rows have a roof (mmsuite.roof)."""
+    devices: dict[tuple[str, str], list[dict]] = {}
+    for r in records:
+        if r.get("roof_device") and r["status"] == "ok":
+            devices.setdefault((r.get("machine", ""), str(r["roof_device"])), []).append(r)
+    blocks: list[Block] = []
+    for (machine, device), mine in devices.items():
+        block = figures.add(charts.roofline_chart(mine, title=f"roofline, {device}"),
+                            _slug("roofline", machine, device),
+                            f"On {machine}, {device}: each verified row at its arithmetic "
+                            "intensity (FLOPs over the bytes of A, B and C, C twice with "
+                            "beta != 0, and a split plan's workspace) under its roof, "
+                            "min(FP32 peak, copy-probe bandwidth x intensity); the label gives "
+                            "% roof. Rows whose inputs stay in cache can pass the memory roof.")
+        if block:
+            blocks.append(block)
+    return blocks
+
+
 def _verdict_style(verdict: str) -> str:
     return {"slower": "failed", "broken": "failed", "unsure": "noisy"}.get(verdict, "ok")
 
@@ -386,6 +406,11 @@ def report_blocks(runs: list[Run], records: list[dict], figures: _Figures,
         if len(blocks) == before:
             blocks.append(Para("No problem ran on more than one machine: there is nothing to "
                                "set side by side."))
+
+    roofs = _roofline_blocks(records, figures)
+    if roofs:
+        blocks.append(Heading(2, "Against the roof"))
+        blocks += roofs
 
     sweeps = [b for machine, mine in machines.items() for b in _sweep_blocks(mine, figures,
                                                                                machine)]

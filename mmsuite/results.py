@@ -276,6 +276,8 @@ RECORD_SCHEMA: dict = {
         "rung": _nullable({"type": "integer"}),
         "device": {"anyOf": [{"type": "null"}, {"type": "integer"}, {"type": "string"}]},
         "noisy": {"type": "boolean"},
+        # What throttled the GPU while the row was sampled (backends.cuda_timing.throttled).
+        "throttled": _nullable({"type": "array", "items": _TEXT}),
         "problem": {
             "type": "object",
             "required": ["m", "n", "k", "batch"],
@@ -290,7 +292,10 @@ RECORD_SCHEMA: dict = {
         **{name: _nullable(_NUMBER) for name in (
             "flops", "gflops", "host_gflops", "host_to_host_ms", "max_rel_err", "tolerance",
             "pct_peak", "peak_gflops", "ref_max_rel_err", "err_vs_ref", "err_bound",
-            "ref_err_bound")},
+            "ref_err_bound",
+            # The row's roof (mmsuite.roof).
+            "bytes_moved", "intensity", "achieved_gbs", "bandwidth_gbs", "roof_gflops",
+            "pct_roof")},
         **{name: _PHASE for name in PHASES},
         **{name: _nullable({"type": "object"}) for name in ("info", "transfers")},
         "sampling": _nullable({"type": "object", "properties": {

@@ -16,7 +16,8 @@ CSV_FIELDS = ["machine", "source", "commit", "kernel", "backend", "rung", "paren
               "k", "batch", "layout", "alpha", "beta", "status", "reason", "kernel_ms_median",
               "kernel_ms_min", "kernel_ms_max", "noise", "noisy", "samples", "gflops",
               "host_gflops", "h2d_ms", "d2h_ms", "x_base", "x_parent", "pct_ref", "pct_peak",
-              "max_rel_err", "err_bound", "err_vs_ref", "l2", "others_share", "contended"]
+              "max_rel_err", "err_bound", "err_vs_ref", "l2", "others_share", "contended",
+              "achieved_gbs", "intensity", "pct_roof"]
 
 
 def csv_rows(records: list[dict]) -> list[dict]:
@@ -51,6 +52,7 @@ def csv_rows(records: list[dict]) -> list[dict]:
                     # Others' share of the CPU in the row's samples; contended: its time and
                     # ratios are distorted (mmsuite.load.contended).
                     "others_share": others_share(record), "contended": row["contended"],
+                    **{key: row[key] for key in ("achieved_gbs", "intensity", "pct_roof")},
                 })
     return out
 

@@ -187,7 +187,6 @@ def test_old_files_without_noise_fields_compare(tmp_path: Path) -> None:
     assert result.rows[0].base.noise == pytest.approx(0.01, rel=0.5)  # from the samples
 
 
-
 def test_rows_on_different_devices_are_not_compared(tmp_path: Path) -> None:
     pocl = {**record("opencl.naive", timings(1.0, 0.01, seed=1)), "device": "0: PoCL CPU"}
     nvidia = {**record("opencl.naive", timings(0.1, 0.01, seed=2)), "device": "1: NVIDIA H100"}
@@ -333,3 +332,19 @@ def test_two_outputs_naming_one_file_are_refused(tmp_path, capsys) -> None:
                  str(same)]) == 2
     assert capsys.readouterr().err.strip() == (f"mmsuite: error: --markdown and --junit name "
                                                f"the same file {same}")
+
+
+def throttled_side(samples: list[float], reasons: list[str] | None) -> compare.Side:
+    return compare.Side.of({**record("cuda.k", samples), "throttled": reasons})
+
+
+def test_a_throttle_change_between_runs_is_unsure_like_a_load_change() -> None:
+    base, new = timings(2.0, 0.01, seed=1), timings(2.4, 0.01, seed=2)
+    verdict, why, *_ = compare.judge(throttled_side(base, []),
+                                     throttled_side(new, ["sw_power_cap"]))
+    assert (verdict, why) == ("unsure", "throttling changed: none in BASE, sw_power_cap in NEW")
+    # Throttled alike on both sides, or not recorded on one: the samples decide.
+    assert compare.judge(throttled_side(base, ["hw_thermal"]),
+                         throttled_side(new, ["hw_thermal"]))[0] == "slower"
+    assert compare.judge(throttled_side(base, None),
+                         throttled_side(new, ["sw_power_cap"]))[0] == "slower"

@@ -10,6 +10,7 @@ import os
 import shutil
 import subprocess
 from pathlib import Path
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
@@ -723,3 +724,35 @@ def test_outputs_that_name_a_folder_or_one_file_twice_are_refused(fake_builds, t
                  str(tmp_path / "gate.base.json")]) == 2
     assert "--json's BASE file and --verdict-json name the same file" in \
         capsys.readouterr().err
+
+
+def test_a_throttle_change_between_the_sides_is_unsure() -> None:
+    base_ms, head_ms = rounds(1.0, seed=1), rounds(1.10, seed=2)
+    pair = Pair(KERNEL, PROBLEM, Side("ok", rounds=base_ms, code={"hash": "a"},
+                                      throttles=[[], []]),
+                Side("ok", rounds=head_ms, code={"hash": "b"},
+                     throttles=[[], ["sw_power_cap"]]),
+                worker_pair_starts=halves(len(base_ms), DEFAULTS.min_worker_pairs))
+    pair.estimate = paired_ratio(base_ms, head_ms, DEFAULTS.confidence)
+    verdict, reason = decide(pair, DEFAULTS)
+    assert verdict == "unsure"
+    assert reason.startswith("throttling changed: none in BASE, sw_power_cap in HEAD")
+    pair.base.throttles = [["sw_power_cap"]]  # throttled alike: the rounds decide
+    assert decide(pair, DEFAULTS)[0] == "slower"
+
+
+def test_turns_read_throttled_are_recorded_and_marked_noisy(fake_workers, tmp_path,
+                                                            monkeypatch) -> None:
+    window = {"before": {"throttle_reasons": []}, "after": {"throttle_reasons": ["hw_slowdown"]}}
+    answer = FakeWorker.request
+
+    def with_gpu(self, message: dict, timeout: float) -> dict:
+        reply = answer(self, message, timeout)
+        return {**reply, "gpu": window} if message["op"] == "turn" else reply
+
+    monkeypatch.setattr(FakeWorker, "request", with_gpu)
+    g = gate(1.0, 1.0, tmp_path, max_seconds=2.0)
+    pair = g.measure(Pair(KERNEL, PROBLEM))
+    build = SimpleNamespace(revision="head", commit="c0ffee")
+    record = continuous.side_record(pair, "head", build)  # type: ignore[arg-type]
+    assert record["throttled"] == ["hw_slowdown"] and record["noisy"] is True

@@ -63,3 +63,25 @@ def test_a_worker_whose_build_is_not_what_it_imports_refuses_every_open(tmp_path
                           "options": {}, "code": {}})
     assert answer == {"status": "damaged", "reason": reason}
     assert worker.sampler is None
+
+
+def test_a_gpu_turn_reports_nvml_at_both_ends() -> None:
+    """A session with an NVML reader (a CUDA row) is read before and after each turn, so
+    that the driver sees whether the GPU was throttled while it sampled."""
+    reads = iter([{"throttle_reasons": []}, {"throttle_reasons": ["sw_power_cap"]}])
+
+    class GpuSampler:
+        session = type("Session", (), {"device_state": staticmethod(lambda: next(reads))})()
+
+        def kernel_ms(self) -> float:
+            return 1.0
+
+        def close(self) -> None:
+            pass
+
+    worker = continuous_worker._Worker(runpy.run_path(identity.__file__),
+                                       runpy.run_path(load.__file__))
+    worker.sampler = GpuSampler()  # type: ignore[assignment]
+    answer = worker.turn({"seconds": 0.0})
+    assert answer["gpu"] == {"before": {"throttle_reasons": []},
+                             "after": {"throttle_reasons": ["sw_power_cap"]}}

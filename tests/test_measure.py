@@ -419,3 +419,18 @@ def test_a_kernel_sampler_refuses_a_wrong_kernel(monkeypatch) -> None:
         KernelSampler("cpu.blas", Problem(8, 8, 8))
     with pytest.raises(KeyError, match="did you mean"):
         KernelSampler("cpu.bla", Problem(2, 2, 2))
+
+
+def test_a_row_sampled_on_a_throttled_gpu_is_recorded_so_and_marked_noisy() -> None:
+    from mmsuite.measure import run
+
+    measured = run("cpu.seq_ikj", Problem(8, 8, 8), repeats=2, warmup=0)
+    measured.sampled = None  # its own samples count as quiet, whatever this machine did
+    assert "throttled" not in measured.to_record()  # no GPU window: nothing to say
+    quiet = {"sm_clock_mhz": 1980, "throttle_reasons": []}
+    measured.info["gpu"] = {"before": quiet, "after": quiet}
+    assert measured.to_record()["throttled"] == [] and measured.to_record()["noisy"] is False
+    capped = {"sm_clock_mhz": 1410, "throttle_reasons": ["sw_power_cap"]}
+    measured.info["gpu"] = {"before": quiet, "after": capped}
+    record = measured.to_record()
+    assert record["throttled"] == ["sw_power_cap"] and record["noisy"] is True

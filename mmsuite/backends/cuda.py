@@ -70,7 +70,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from .. import verify
+from .. import roof, verify
 from ..cuda_dispatch.device import DeviceFacts
 from ..launch import IEEE_FLAGS, MAX_STATIC_SMEM, CudaLaunch, CudaPlan, arch_capability
 from ..peak import gpu_peak, parse_compute_capability
@@ -451,6 +451,8 @@ class CudaBackend(Backend):
             env["nvrtc"] = ".".join(map(str, cp.cuda.nvrtc.getVersion()))
         except Exception:
             pass
+        # The memory bandwidth of this GPU, for each row's roof (mmsuite.roof).
+        env["copy_probe"] = roof.cuda_copy_probe(cp, facts.gpu, facts.pci_bus_id, env["driver"])
         # For the environment table; % peak works it out again from the same facts.
         fp32 = gpu_peak(facts.sm_count, facts.sm_clock_mhz or 0,
                         parse_compute_capability(facts.compute_capability))

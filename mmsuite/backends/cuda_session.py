@@ -70,6 +70,8 @@ def kernel_steps(session: CudaSession, plan: CudaPlan, function: Callable[..., A
     if len(described) > 1:
         session.info["steps"] = described
     session.info.update(dict(plan.info))
+    if plan.workspace:  # a split plan's partial sums: bytes the row moves (mmsuite.roof)
+        session.info["workspace_bytes"] = 4 * plan.workspace
     return steps
 
 
@@ -233,6 +235,11 @@ class CudaSession(Session):
         from .. import energy
 
         return energy.nvml_reader(self._env["pci_bus_id"])
+
+    def device_state(self) -> dict:
+        """NVML's view of this session's GPU now (clock, throttle reasons): ``continuous``'s
+        worker reads it at both ends of each turn."""
+        return cuda_timing.gpu_state(self._env["pci_bus_id"])
 
     def close(self) -> None:
         self.steps, self.keep = [], []

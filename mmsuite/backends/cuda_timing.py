@@ -133,6 +133,13 @@ _REASONS = {
     0x10: "sync_boost", 0x20: "sw_thermal", 0x40: "hw_thermal", 0x80: "hw_power_brake",
     0x100: "display_clock",
 }
+#: The clock-event reasons that hold the SM clock below what the kernel would run at:
+#: power and thermal limits and hardware slowdowns. The others (idle, application clocks
+#: set, sync boost, display) describe a setting, not a measurement spoiled.
+THROTTLING = ("sw_power_cap", "hw_slowdown", "sw_thermal", "hw_thermal", "hw_power_brake")
+#: NVML's violation counters (nvmlPerfPolicyType_t): nanoseconds spent held by each limit
+#: since the driver loaded, so that a limit hit between two reads is still seen.
+_POLICIES = {"power": 0, "thermal": 1}
 
 
 @functools.cache
@@ -144,8 +151,10 @@ def _nvml_handle(pci_bus_id: str) -> Any:
 
 
 def gpu_state(pci_bus_id: str) -> dict:
-    """SM clock (MHz), active clock-limiting reasons and other processes computing on the
-    GPU, or why NVML cannot say."""
+    """SM clock (MHz), active clock-event reasons (``throttle_reasons``), the power and
+    thermal violation counters (ns) and other processes computing on the GPU, or why NVML
+    cannot say. Read at both ends of a sample window (``info["gpu"]``'s before and after):
+    :func:`throttled` tells from the two whether the window was throttled."""
     try:
         import pynvml
 
@@ -153,7 +162,7 @@ def gpu_state(pci_bus_id: str) -> dict:
         query = getattr(pynvml, "nvmlDeviceGetCurrentClocksEventReasons", None) or \
             pynvml.nvmlDeviceGetCurrentClocksThrottleReasons
         mask = int(query(handle))
-        return {
+        state = {
             "sm_clock_mhz": int(pynvml.nvmlDeviceGetClockInfo(handle, pynvml.NVML_CLOCK_SM)),
             "throttle_reasons": [name for bit, name in _REASONS.items() if mask & bit],
             "temperature_c": int(pynvml.nvmlDeviceGetTemperature(
@@ -164,3 +173,34 @@ def gpu_state(pci_bus_id: str) -> dict:
         }
     except Exception as exc:  # optional: no nvidia-ml-py, or no NVML on the host
         return {"nvml": f"{type(exc).__name__}: {exc}"}
+    violations = {}
+    for name, policy in _POLICIES.items():
+        try:
+            violations[name] = int(pynvml.nvmlDeviceGetViolationStatus(handle, policy)
+                                   .violationTime)
+        except Exception:  # not every GPU keeps every counter
+            pass
+    if violations:
+        state["violation_ns"] = violations
+    return state
+
+
+def throttled(window: object) -> list[str] | None:
+    """What throttled the GPU during one sample window (``{"before": state, "after":
+    state}`` of :func:`gpu_state`): the throttling reasons active at either end, and
+    ``power`` or ``thermal`` where that violation counter grew in between. Empty for a
+    window that ran unthrottled; None where NVML could not say."""
+    if not isinstance(window, dict):
+        return None
+    ends = [window.get(end) for end in ("before", "after")]
+    read = [e for e in ends if isinstance(e, dict) and "throttle_reasons" in e]
+    if not read:
+        return None
+    found = {str(r) for e in read for r in e.get("throttle_reasons") or ()
+             if r in THROTTLING}
+    if len(read) == 2:
+        before, after = (e.get("violation_ns") or {} for e in read)
+        found |= {f"{name} limit" for name in _POLICIES
+                  if isinstance(before.get(name), int) and isinstance(after.get(name), int)
+                  and after[name] > before[name]}
+    return sorted(found)

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from types import ModuleType
 
-from . import compare, continuous, history, listing, report, run, tune, worker
+from . import bisect, compare, continuous, history, listing, report, run, tune, worker
 
 COMMANDS: dict[str, ModuleType] = {
     "list": listing,
@@ -16,6 +16,7 @@ COMMANDS: dict[str, ModuleType] = {
     "report": report,
     "compare": compare,
     "continuous": continuous,
+    "bisect": bisect,
     "tune": tune,
     "history": history,
     "worker": worker,

@@ -13,7 +13,7 @@ from pathlib import Path
 
 from rich.console import Console
 
-from .. import cluster, environment, load, peak, report, results, workers
+from .. import cluster, environment, load, peak, report, results, roof, workers
 from ..backend_table import BACKENDS, HOST
 from ..backends import RunOptions, get_backend, unavailable_reason
 from ..catalogue import Kernel
@@ -416,6 +416,7 @@ def _report_and_save(args: argparse.Namespace, console: Console, kernels: list[K
                     r.kernel.backend == name and r.record for r in rows):
                 facts["devices"] = get_backend(name, options).devices_environment(devices)
     peak.annotate(records + shown_records, env)  # % peak; above 100% is a measurement error
+    roof.annotate(records + shown_records, env)  # bytes, GB/s, % of the roofline's roof
     distorted = load.distortion_warning(records)
     if distorted:  # above the table, where the distorted figures are read
         warn(distorted)
