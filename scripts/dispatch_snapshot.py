@@ -35,8 +35,7 @@ from typing import Any
 import numpy as np
 
 from mmsuite.cuda_dispatch import model, planners, tuning_file, variants
-from mmsuite.cuda_dispatch.device import DeviceFacts
-from mmsuite.launch import CudaPlan, LaunchLimit
+from mmsuite.launch import CudaPlan, DeviceFacts, LaunchLimit
 
 SEED = 20491
 #: Split factors at which every variant's applicability is recorded.

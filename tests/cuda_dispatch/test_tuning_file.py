@@ -10,9 +10,10 @@ from pathlib import Path
 import pytest
 
 from mmsuite.cuda_dispatch import tuning_file
-from mmsuite.cuda_dispatch.device import DeviceFacts
+from mmsuite.cuda_dispatch.family import Candidate
 from mmsuite.cuda_dispatch.tuning_file import TuningFileError, candidate_of, entry_of, shape_key
-from mmsuite.cuda_dispatch.variants import VARIANTS, Candidate, why_not
+from mmsuite.cuda_dispatch.variants import VARIANTS, why_not
+from mmsuite.launch import DeviceFacts
 
 H100 = DeviceFacts()
 SHIPPED = Path(tuning_file.__file__).resolve().parent.parent / "tuning"

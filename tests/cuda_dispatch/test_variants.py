@@ -9,23 +9,15 @@ from pathlib import Path
 
 import pytest
 
-from mmsuite.cuda_dispatch import variants
-from mmsuite.cuda_dispatch.device import DeviceFacts
-from mmsuite.cuda_dispatch.variants import (
-    CONFIGS,
-    FUSED_CONFIGS,
-    GEMV_CONFIGS,
-    SEARCH,
-    SHORTK_CONFIGS,
-    STREAMK_CONFIGS,
-    VARIANTS,
-    Candidate,
-    Config,
-    GemvConfig,
-    ShortKConfig,
-    variant,
-    why_not,
-)
+from mmsuite.cuda_dispatch import family, occupancy, variants
+from mmsuite.cuda_dispatch.families import dot, gemv, shortk, splitk, streamk
+from mmsuite.cuda_dispatch.families.gemv import GEMV_CONFIGS, GemvConfig
+from mmsuite.cuda_dispatch.families.shortk import SHORTK_CONFIGS, ShortKConfig
+from mmsuite.cuda_dispatch.families.splitk import CONFIGS, FUSED_CONFIGS, SEARCH, Config
+from mmsuite.cuda_dispatch.families.streamk import STREAMK_CONFIGS
+from mmsuite.cuda_dispatch.family import Candidate
+from mmsuite.cuda_dispatch.variants import VARIANTS, variant, why_not
+from mmsuite.launch import DeviceFacts
 from mmsuite.sources import source_path
 
 H100 = DeviceFacts()
@@ -80,25 +72,25 @@ def test_a_warps_registers_come_from_one_quarter_of_the_register_file() -> None:
     """112 registers: 4 warps fit a quarter of 16384, so 8 blocks of 2 warps, where the
     whole file's 65536 would take 9 (the H100's occupancy query said 8 for a 112-register
     build of the fused 32x32 tile)."""
-    assert variants.resident_blocks(112, 64, 4352) == 8
-    assert variants.resident_blocks(89, 64, 4352) == 10  # 5 warps a quarter
-    assert variants.resident_blocks(32, 1024, 0) == 2  # threads bound it
-    assert variants.resident_blocks(32, 64, 60 * 1024) == 3  # shared memory bounds it
+    assert occupancy.resident_blocks(112, 64, 4352) == 8
+    assert occupancy.resident_blocks(89, 64, 4352) == 10  # 5 warps a quarter
+    assert occupancy.resident_blocks(32, 1024, 0) == 2  # threads bound it
+    assert occupancy.resident_blocks(32, 64, 60 * 1024) == 3  # shared memory bounds it
 
 
 def test_the_narrow_gemv_blocks_cover_a_quarter_of_the_rows_in_twice_the_warps() -> None:
     """8 lanes a column of A: 32 rows a block, four columns of A a warp at once, so a round of
     loads walks four times the K; the 16-column block has the 8 warps the others have, since
     its sums of 32 rows fit the panel 8 times."""
-    wide, narrow = (variants.gemv_config(1000, 16, column_lanes=lanes) for lanes in (32, 8))
+    wide, narrow = (gemv.gemv_config(1000, 16, column_lanes=lanes) for lanes in (32, 8))
     assert (wide.name, narrow.name) == ("gemv_n16", "gemv_n16_r32")
     assert (wide.rows, narrow.rows) == (128, 32)
     assert (wide.threads, narrow.threads) == (128, 256)
     assert (wide.k_per_round, narrow.k_per_round) == (16, 128)
     assert narrow.defines == {"SKINNY": 16, "N_LANES": 8}
-    assert variants.gemv_grid(narrow, 1000, 16, 3, 2) == (32, 2, 3)
+    assert gemv.gemv_grid(narrow, 1000, 16, 3, 2) == (32, 2, 3)
     # The M side has one width: asked for narrow blocks, it gives its own.
-    assert variants.gemv_config(4, 1000, column_lanes=8).name == "gemv_m4"
+    assert gemv.gemv_config(4, 1000, column_lanes=8).name == "gemv_m4"
 
 
 def test_the_n_side_also_runs_half_its_columns_in_two_groups() -> None:
@@ -106,7 +98,7 @@ def test_the_n_side_also_runs_half_its_columns_in_two_groups() -> None:
     each read A, on the 8-column one; the M side, and products wider than 16 both ways,
     keep to the least variant that holds them."""
     def runs(m: int, n: int) -> set[str]:
-        return {c.name for c in GEMV_CONFIGS if variants.gemv_runs(c, m, n)
+        return {c.name for c in GEMV_CONFIGS if gemv.gemv_runs(c, m, n)
                 and c.column_lanes == 32 and not c.fused}
 
     assert runs(338, 11) == {"gemv_n16", "gemv_n8"}
@@ -115,11 +107,11 @@ def test_the_n_side_also_runs_half_its_columns_in_two_groups() -> None:
     assert runs(11, 338) == {"gemv_m16"}
     assert runs(1000, 40) == {"gemv_n16"}  # 16 columns at a time, rung 24 alone
     n8 = next(c for c in GEMV_CONFIGS if c.name == "gemv_n8")
-    assert variants.gemv_grid(n8, 338, 11, 15, 1) == (3, 1, 30)  # 15 matrices x 2 groups
+    assert gemv.gemv_grid(n8, 338, 11, 15, 1) == (3, 1, 30)  # 15 matrices x 2 groups
     keys = {c.variant.key for c in variants.candidates(338, 11, 436, 15)}
     assert {"gemv:gemv_n8", "gemv:gemv_n8_r32f", "gemv:gemv_n16"} <= keys
     assert "gemv:gemv_n4" not in keys
-    assert variants.why_not(variants.Candidate(variants.variant("gemv", n8), 1), 338, 40, 436, 1)
+    assert variants.why_not(family.Candidate(variants.variant("gemv", n8), 1), 338, 40, 436, 1)
 
 
 def test_gemv_blocks_hold_their_32kb_panel_and_registers() -> None:
@@ -130,7 +122,7 @@ def test_gemv_blocks_hold_their_32kb_panel_and_registers() -> None:
     assert (n16.regs, n16.blocks_per_sm) == (124, 4)  # as NVRTC compiles them
     assert (n16f.regs, n16f.blocks_per_sm) == (128, 4)
     assert (n1.regs, n1.blocks_per_sm) == (61, 4)
-    assert variants.resident_blocks(32, 256, variants.GEMV_PANEL_BYTES) == 6  # the panel
+    assert occupancy.resident_blocks(32, 256, gemv.PANEL_BYTES) == 6  # the panel
 
 
 def test_tiles_store_a_misaligned_c_in_turns_where_their_buffers_hold_too_few_warps() -> None:
@@ -141,7 +133,7 @@ def test_tiles_store_a_misaligned_c_in_turns_where_their_buffers_hold_too_few_wa
     assert CONFIGS["128x128x8"].store_rounds == 2  # ... in 2080: 7 at a time
     assert CONFIGS["256x128x16_t8x8_lr2_s2"].store_rounds == 1
     assert CONFIGS["256x128x16_t8x8_lr2"].store_rounds == 2  # 16 parts of 34 x 16 in 6208
-    for config in variants.SEARCH:
+    for config in splitk.SEARCH:
         assert 1 <= config.store_rounds <= config.threads // 32
 
 
@@ -166,7 +158,7 @@ def test_the_manifest_names_each_variant_once_with_its_source_and_entries() -> N
 def test_stream_k_is_offered_beside_split_k_only_from_its_least_k() -> None:
     """Below STREAMK_MIN_K rung 21's plan of the same tile is as fast or faster: rung 22 does
     not weigh stream-K there, while rung 23 alone (stream-K the only family) still runs."""
-    short, least = variants.STREAMK_MIN_K - 1, variants.STREAMK_MIN_K
+    short, least = streamk.STREAMK_MIN_K - 1, streamk.STREAMK_MIN_K
 
     def families(k: int, **choice) -> set[str]:
         return {c.family for c in variants.candidates(4000, 3000, k, 2, H100, **choice)}
@@ -186,10 +178,10 @@ def test_every_family_is_a_candidate_where_it_applies() -> None:
                                              "gemv_n1_r64f"} and len(gemv) > 16
     assert all(c.split > 1 for c in gemv if c.config.fused)
     assert {c.family for c in skinny} == {"splitk", "streamk", "gemv"}
-    for m, n, k_max in ((4096, 4097, variants.SHORTK_MAX_K),
-                        (4097, 4097, variants.SHORTK_MAX_K_UNALIGNED_WIDE),
-                        (4097, 9, variants.SHORTK_MAX_K_UNALIGNED)):
-        assert variants.shortk_max_k(m, n) == k_max
+    for m, n, k_max in ((4096, 4097, shortk.MAX_K),
+                        (4097, 4097, shortk.MAX_K_UNALIGNED_WIDE),
+                        (4097, 9, shortk.MAX_K_UNALIGNED)):
+        assert shortk.shortk_max_k(m, n) == k_max
         short = variants.candidates(m, n, k_max, 1, H100)
         tiles = {c for c in SHORTK_CONFIGS if not c.cols}
         assert {c.config for c in short if c.family == "shortk"} == tiles
@@ -220,7 +212,7 @@ def test_whole_column_variants_name_their_own_entry_and_rows() -> None:
         assert row.entry == "mm_27_shortk_cols" and config.defines == {"ROWS": config.bm}
         # A's chunk and the larger of B's chunk (stride 257) and C's padded block.
         assert config.smem_bytes == 4 * (32 * config.bm + max(32 * 257, config.bm * 264))
-        assert variants.shortk_grid(config, 40, 513, 3) == (-(-40 // config.bm), 3, 3)
+        assert shortk.shortk_grid(config, 40, 513, 3) == (-(-40 // config.bm), 3, 3)
     with pytest.raises(ValueError, match="ROWS is 8, 16 or 32"):
         ShortKConfig(64, 1, cols=True)
 
@@ -237,13 +229,13 @@ def test_short_k_configs_tile_c_with_256_threads_and_refuse_what_the_source_does
 
 
 def test_rung_30_is_offered_where_c_has_few_tiles_with_slices_of_a_step_per_thread() -> None:
-    assert variants.dot_splits(2273) == [1, 2, 4, 8]  # 285 K per slice; 16 would leave 143
-    assert variants.dot_splits(300) == [1] and variants.dot_splits(1) == [1]
+    assert dot.dot_splits(2273) == [1, 2, 4, 8]  # 285 K per slice; 16 would leave 143
+    assert dot.dot_splits(300) == [1] and dot.dot_splits(1) == [1]
     offered = [c for c in variants.candidates(22, 1, 4378, 1, H100) if c.family == "dot"]
     assert [c.split for c in offered] == [1, 2, 4, 8, 16]
-    assert variants.dot_tiles(17, 16) == 20 > variants.DOT_MAX_TILES
+    assert dot.dot_tiles(17, 16) == 20 > dot.MAX_TILES
     assert not [c for c in variants.candidates(17, 16, 4378, 1, H100) if c.family == "dot"]
-    assert "K slice" in why_not(Candidate(variant("dot", variants.DOT_CONFIG), 3), 2, 1, 2273, 1)
+    assert "K slice" in why_not(Candidate(variant("dot", dot.DOT_CONFIG), 3), 2, 1, 2273, 1)
 
 
 def test_a_fused_gemv_variant_is_offered_only_with_k_split() -> None:
@@ -251,7 +243,7 @@ def test_a_fused_gemv_variant_is_offered_only_with_k_split() -> None:
     assert "plain variant" in why_not(Candidate(fused, 1), 8192, 1, 8192, 1)
     assert not why_not(Candidate(fused, 4), 8192, 1, 8192, 1)
     assert fused.config.defines == {"SKINNY": 1, "FUSED": 1} and fused.second_entry == ""
-    assert variants.gemv_counters(fused.config, 8192, 1, 3, 4) == 64 * 3
+    assert gemv.gemv_counters(fused.config, 8192, 1, 3, 4) == 64 * 3
 
 
 @pytest.mark.parametrize("m,n,name", [(8192, 1, "gemv_n1"), (8192, 3, "gemv_n4"),
@@ -260,7 +252,7 @@ def test_a_fused_gemv_variant_is_offered_only_with_k_split() -> None:
                                       (35, 79, "gemv_n16")])
 def test_rung_24_takes_the_least_variant_that_holds_the_skinny_side(m: int, n: int,
                                                                     name: str) -> None:
-    assert variants.gemv_config(m, n).name == name
+    assert gemv.gemv_config(m, n).name == name
 
 
 def test_why_not_is_the_one_place_that_refuses_a_plan() -> None:
@@ -292,7 +284,7 @@ def _k_slices(k: int, bk: int, split: int) -> list[tuple[int, int]]:
 
 @pytest.mark.parametrize("k", [1, 15, 16, 17, 100, 1031, 4096, 65536])
 def test_offered_splits_cover_k_once_with_no_empty_slice(k: int) -> None:
-    for split in variants.split_factors(k, 16):
+    for split in splitk.split_factors(k, 16):
         slices = _k_slices(k, 16, split)
         assert slices[0][0] == 0 and slices[-1][1] == k
         assert all(a < b for a, b in slices), f"empty slice at split {split}"
@@ -301,9 +293,9 @@ def test_offered_splits_cover_k_once_with_no_empty_slice(k: int) -> None:
 def test_plain_tiles_are_offered_slices_of_a_few_k_tiles_like_fused_ones() -> None:
     """804 K tiles: past 48 slices the round factors leave slices empty up to 128; slices of
     12 to 16 K tiles (67, 58 and 51 of them) are offered to plain and fused tiles alike."""
-    plain = variants.split_factors(12855, 16)
+    plain = splitk.split_factors(12855, 16)
     assert {51, 58, 67} <= set(plain)
-    assert variants.fused_split_factors(12855, 16) == [s for s in plain if s > 1]
+    assert splitk.fused_split_factors(12855, 16) == [s for s in plain if s > 1]
 
 
 def test_filling_splits_put_a_block_on_every_sm_or_fill_their_slots() -> None:
@@ -312,17 +304,17 @@ def test_filling_splits_put_a_block_on_every_sm_or_fill_their_slots() -> None:
     198, so 161 slices of 5."""
     tile = CONFIGS["128x64x16_b3"]
     assert tile.blocks_per_sm == 3
-    assert variants.filling_splits(tile, 126, 112, 12855, 1, H100) == [62, 161]
+    assert splitk.filling_splits(tile, 126, 112, 12855, 1, H100) == [62, 161]
     offered = {c.split for c in variants.candidates(126, 112, 12855, 1, H100)
                if c.variant.key == "splitk:128x64x16_b3"}
     assert {62, 161} <= offered
     # C of 16 tiles or more a wave fills alone: nothing to add.
-    assert variants.filling_splits(tile, 4096, 4096, 4096, 1, H100) == []
+    assert splitk.filling_splits(tile, 4096, 4096, 4096, 1, H100) == []
 
 
 def test_any_split_with_no_empty_slice_is_runnable() -> None:
     ok = Candidate(variant("splitk", CONFIGS["128x64x16_b3"]), 62)
-    assert 62 not in variants.split_factors(12855, 16)
+    assert 62 not in splitk.split_factors(12855, 16)
     assert why_not(ok, 126, 112, 12855, 1, H100) == ""
     empty = Candidate(ok.variant, 64)  # 13 K tiles a slice fill 62 slices: two left empty
     assert "empty" in why_not(empty, 126, 112, 12855, 1, H100)
@@ -330,16 +322,16 @@ def test_any_split_with_no_empty_slice_is_runnable() -> None:
 
 @pytest.mark.parametrize("k", [1, 127, 128, 129, 1031, 4099, 8192, 65536])
 def test_gemv_slices_cover_k_in_whole_4s_with_none_empty(k: int) -> None:
-    for split in variants.gemv_splits(k):
-        chunk = variants.gemv_kchunk(k, split)
+    for split in gemv.gemv_splits(k):
+        chunk = gemv.gemv_kchunk(k, split)
         assert chunk % 4 == 0  # 16-byte loads of B's columns stay aligned
         assert split * chunk >= k and (split - 1) * chunk < k  # the last slice not empty
 
 
 def test_gemv_groups_cover_every_column() -> None:
     config = GemvConfig("n", 16)
-    assert variants.gemv_grid(config, 35, 79, 3, 2) == (1, 2, 3 * 5)
-    assert variants.gemv_grid(GemvConfig("m", 4), 4, 8192, 1, 8) == (256, 8, 1)
+    assert gemv.gemv_grid(config, 35, 79, 3, 2) == (1, 2, 3 * 5)
+    assert gemv.gemv_grid(GemvConfig("m", 4), 4, 8192, 1, 8) == (256, 8, 1)
 
 
 # ------------------------------------------------------------ compiled code
@@ -384,7 +376,7 @@ def test_every_variant_compiles_for_sm90_without_spills_at_its_occupancy(row,
 
 @needs_nvcc
 @pytest.mark.parametrize("config", [c for c in STREAMK_CONFIGS
-                                    if c.bm >= variants.STREAMK_STAGED_ROWS],
+                                    if c.bm >= streamk.STREAMK_STAGED_ROWS],
                          ids=lambda c: c.name)
 def test_rung_23s_staged_store_build_keeps_its_occupancy_without_spills(config,
                                                                        tmp_path: Path) -> None:
@@ -395,7 +387,7 @@ def test_rung_23s_staged_store_build_keeps_its_occupancy_without_spills(config,
 
 
 # ----------------------------------------------------------------- stream-K
-def _streamk_work(split: variants.StreamK) -> dict[int, list[tuple[int, int, int]]]:
+def _streamk_work(split: streamk.StreamK) -> dict[int, list[tuple[int, int, int]]]:
     """Per block of rung 23's grid, the (tile, first, end) iteration runs it computes,
     walked as cuda/23_streamk.cu walks them."""
     work = {}
@@ -423,7 +415,7 @@ STREAMK_PROBLEMS = [(1, 1, 1, 1), (35, 79, 19, 3), (4097, 4097, 4097, 1), (8192,
 @pytest.mark.parametrize("m,n,k,batch", STREAMK_PROBLEMS)
 def test_streamk_assigns_every_tile_iteration_exactly_once_in_even_shares(
         config: Config, m: int, n: int, k: int, batch: int) -> None:
-    split = variants.streamk_split(config, m, n, k, batch, H100)
+    split = streamk.streamk_split(config, m, n, k, batch, H100)
     seen = [0] * (split.tiles * split.ipt)
     for runs in _streamk_work(split).values():
         for _, first, end in runs:
@@ -442,7 +434,7 @@ def test_streamk_assigns_every_tile_iteration_exactly_once_in_even_shares(
 @pytest.mark.parametrize("m,n,k,batch", STREAMK_PROBLEMS)
 def test_streamk_fixup_finds_each_partial_in_its_own_slot(config: Config, m: int, n: int,
                                                           k: int, batch: int) -> None:
-    split = variants.streamk_split(config, m, n, k, batch, H100)
+    split = streamk.streamk_split(config, m, n, k, batch, H100)
     written = {}  # (block, slot) -> tile whose raw partial sums the block wrote there
     for block, runs in _streamk_work(split).items():
         for tile, first, end in runs:
@@ -459,7 +451,7 @@ def test_streamk_fixup_finds_each_partial_in_its_own_slot(config: Config, m: int
 
 
 def test_streamk_fills_the_partial_wave_of_4097_cubed() -> None:
-    split = variants.streamk_split(STREAMK_CONFIGS[0], 4097, 4097, 4097, 1, H100)
+    split = streamk.streamk_split(STREAMK_CONFIGS[0], 4097, 4097, 4097, 1, H100)
     assert split.tiles % split.slots != 0
     assert split.sk_ctas == split.slots
     assert split.sk_tiles == split.slots + split.tiles % split.slots
