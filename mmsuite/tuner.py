@@ -37,6 +37,7 @@ from .backends import RunOptions, get_backend
 from .backends.cuda import CudaBackend, launch_of
 from .cuda_dispatch import model
 from .cuda_dispatch.costs import STARTING, Parameters
+from .cuda_dispatch.families.splitk import SPLITK
 from .cuda_dispatch.family import Candidate
 from .cuda_dispatch.planners import Decision, decide, plan_of
 from .cuda_dispatch.tuning_file import (
@@ -352,8 +353,8 @@ def measure_candidates(problem: Problem, limit: int, sampling,
         params = params or model.parameters_for(timer.device.name)
         ranked = [c for _, c in model.ranked(candidates(m, n, k, batch, timer.device),
                                              m, n, k, batch, timer.device, params)]
-        splitk = [c for c in ranked if c.family == "splitk"][:limit]
-        others = [c for c in ranked[:3 * limit] if c.family != "splitk"][:limit]
+        splitk = [c for c in ranked if c.family == SPLITK.name][:limit]
+        others = [c for c in ranked[:3 * limit] if c.family != SPLITK.name][:limit]
         return time_plans(timer, splitk + others, sampling, rungs, with_cublas, progress)
 
 

@@ -10,10 +10,17 @@ where it has none (``figure_keys``) and where they start (``starting_figure``).
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import Protocol
 
-if TYPE_CHECKING:
-    from .family import VariantConfig
+
+class Figured(Protocol):
+    """What the parameters ask of a variant's config: which fitted figures stand for its
+    own in a table (its own key first) and where its figures start."""
+
+    def figure_keys(self, table: str, key: str) -> tuple[str, ...]: ...
+
+    def starting_figure(self, table: str) -> float: ...
+
 
 #: A fill power this large is the hard bend (``soft_fill``), and the fit's bound.
 HARD_BEND = 1000.0
@@ -107,12 +114,12 @@ class Parameters:
     store: dict[str, float] = field(default_factory=dict)
     source: str = "starting figures"  # or the model file they were read from
 
-    def rate(self, key: str, config: VariantConfig) -> float:
+    def rate(self, key: str, config: Figured) -> float:
         """The variant's share of the FP32 peak (rung 24: a factor on ``gemv_bandwidth``)."""
         return figure(self.efficiency, config.figure_keys("efficiency", key),
                       config.starting_figure("efficiency"))
 
-    def misaligned(self, key: str, config: VariantConfig) -> float:
+    def misaligned(self, key: str, config: Figured) -> float:
         """The share of its rate the variant keeps where loads go scalar."""
         return figure(self.unaligned, config.figure_keys("unaligned", key),
                       config.starting_figure("unaligned"))
@@ -120,7 +127,7 @@ class Parameters:
     def block_latency(self, key: str) -> float:
         return self.latency.get(key, self["block_latency_s"])
 
-    def store_share(self, key: str, config: VariantConfig | None = None) -> float:
+    def store_share(self, key: str, config: Figured | None = None) -> float:
         return self.store.get(key, getattr(config, "store", 1.0))
 
     def __getitem__(self, name: str) -> float:

@@ -14,14 +14,16 @@ from abc import ABC, abstractmethod
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar, Generic, Protocol, TypeVar
 
+from .costs import Figured
+
 if TYPE_CHECKING:
     from ..launch import CudaPlan, DeviceFacts
     from .costs import Parameters
 
 
-class VariantConfig(Protocol):
+class VariantConfig(Figured, Protocol):
     """What every family's configs give: a name, -D defines, threads, tuning parameters,
-    and which fitted figures stand for them (:class:`.costs.Parameters`)."""
+    and which fitted figures stand for them (:class:`.costs.Figured`)."""
 
     @property
     def name(self) -> str: ...
@@ -33,10 +35,6 @@ class VariantConfig(Protocol):
     def threads(self) -> int: ...
 
     def params(self) -> dict: ...
-
-    def figure_keys(self, table: str, key: str) -> tuple[str, ...]: ...
-
-    def starting_figure(self, table: str) -> float: ...
 
 
 C = TypeVar("C", bound=VariantConfig)

@@ -28,7 +28,8 @@ from . import model
 from .families.dot import DOT
 from .families.gemv import GEMV
 from .families.shortk import SHORTK
-from .families.splitk import RUNG21_CONFIG, Config
+from .families.splitk import RUNG21_CONFIG, SPLITK, Config
+from .families.streamk import STREAMK
 from .family import Candidate
 from .tuning_file import tuned
 from .variants import FAMILIES, candidates, why_not
@@ -105,14 +106,14 @@ def plan_adaptive(call: GemmCall, device: DeviceFacts,
 def plan_splitk(call: GemmCall, device: DeviceFacts,
                 override: Candidate[Any] | None = None) -> CudaPlan:
     """Rung 21: its 128x128x8 tile, the split factor the model prefers."""
-    return _plan(call, device, override, families=("splitk",), configs=(RUNG21_CONFIG,),
+    return _plan(call, device, override, families=(SPLITK.name,), configs=(RUNG21_CONFIG,),
                  use_tuning=False)
 
 
 def plan_streamk(call: GemmCall, device: DeviceFacts,
                  override: Candidate[Any] | None = None) -> CudaPlan:
     """Rung 23: the stream-K tile the model prefers."""
-    return _plan(call, device, override, families=("streamk",), use_tuning=False)
+    return _plan(call, device, override, families=(STREAMK.name,), use_tuning=False)
 
 
 def _plan_own(call: GemmCall, device: DeviceFacts, override: Candidate[Any] | None,

@@ -14,7 +14,7 @@ from ...launch import GEMM_ARGS, H100_SXM, CudaPlan, CudaStep, DeviceFacts
 from ..costs import fill
 from ..family import Candidate, Family, Variant, defines_of
 from ..slices import reduce_seconds
-from .splitk import CONFIGS, Config, staged_epilogue_seconds, tile_rate, with_traffic
+from .splitk import CONFIGS, SPLITK, Config, staged_epilogue_seconds, tile_rate, with_traffic
 
 if TYPE_CHECKING:
     from ..costs import Parameters
@@ -133,7 +133,7 @@ class StreamKFamily(Family[Config]):
 
     def splits(self, config: Config, m: int, n: int, k: int, batch: int, device: DeviceFacts,
                among: tuple[str, ...]) -> list[int]:
-        if k < STREAMK_MIN_K and "splitk" in among:
+        if k < STREAMK_MIN_K and SPLITK.name in among:
             return []  # rung 21's plan of the same tile is as fast or faster
         return [1]
 
