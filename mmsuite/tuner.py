@@ -87,11 +87,12 @@ class PlanTimer:
     sample, as the engine does.
     """
 
-    def __init__(self, problem: Problem, options: RunOptions | None = None) -> None:
+    def __init__(self, problem: Problem, options: RunOptions | None = None,
+                 backend: CudaBackend | None = None) -> None:
         self.problem = problem
         self.options = options or RunOptions()
         self.kernel = catalogue.get(TUNED_KERNEL)
-        self.backend = _cuda_backend(self.options)
+        self.backend = backend or _cuda_backend(self.options)
         reason = self.backend.probe()
         if reason:
             raise TuneError(f"{TUNED_KERNEL} cannot run here: {reason}")

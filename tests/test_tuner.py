@@ -9,10 +9,10 @@ from pathlib import Path
 import pytest
 
 from mmsuite import tuner
-from mmsuite.cuda_dispatch import model, tuning_file
+from mmsuite.cuda_dispatch import model, planners, tuning_file
 from mmsuite.cuda_dispatch.planners import decide
 from mmsuite.cuda_dispatch.variants import candidates
-from mmsuite.launch import DeviceFacts
+from mmsuite.launch import CudaPlan, DeviceFacts
 from mmsuite.problem import Problem
 
 H100 = DeviceFacts()
@@ -172,3 +172,52 @@ def test_timed_plans_skip_a_failing_one_and_give_a_calibration_row(fake) -> None
     assert row["timings"] == [{"key": good.variant.key, "split": good.split,
                                "ms": pytest.approx(2.0, rel=0.01)}]
     assert row["rungs_ms"] == {"cuda.cublas": 0.5} and row["failed"] == [bad.label]
+
+
+class FakeSession:
+    def __init__(self, plan) -> None:
+        self.plan, self.closed = plan, False
+
+    def close(self) -> None:
+        self.closed = True
+
+
+class FakeBackend:
+    """The CUDA adapter's part the timer uses: facts, the rung's own plan, and sessions
+    prepared with a given plan."""
+
+    device_facts = H100
+
+    def __init__(self) -> None:
+        self.sessions: list[FakeSession] = []
+
+    def probe(self) -> str:
+        return ""
+
+    def plan(self, kernel, call) -> CudaPlan:
+        return planners.plan_adaptive(call, H100)
+
+    def prepare(self, kernel, call, plan=None) -> FakeSession:
+        assert plan is not None, "the timer always names the plan"
+        self.sessions.append(FakeSession(plan))
+        return self.sessions[-1]
+
+
+def test_each_plan_is_timed_in_a_session_prepared_with_it_and_few_stay_open() -> None:
+    backend = FakeBackend()
+    timer = tuner.PlanTimer(Problem(300, 20, 64), backend=backend)  # type: ignore[arg-type]
+    m, n, k, batch = timer.dims
+    chosen = timer.decision()
+    assert backend.sessions[0].plan == planners.plan_of(chosen, m, n, k, batch, H100)
+    others = [c for _, c in model.ranked(candidates(m, n, k, batch, H100), m, n, k, batch)
+              if c != chosen.candidate][:tuner.KEPT_SESSIONS + 2]
+    for candidate in others:
+        timer.select(timer.decision(candidate))
+        assert timer.session.plan.steps == planners.plan_of(
+            timer.decision(candidate), m, n, k, batch, H100).steps
+    assert len(backend.sessions) == 1 + len(others)
+    assert sum(not s.closed for s in backend.sessions) == tuner.KEPT_SESSIONS
+    timer.select(timer.decision(others[-2]))  # still open: no new session
+    assert len(backend.sessions) == 1 + len(others)
+    timer.close()
+    assert all(s.closed for s in backend.sessions)
