@@ -35,6 +35,7 @@ from typing import Any
 import numpy as np
 
 from mmsuite.cuda_dispatch import model, planners, tuning_file, variants
+from mmsuite.cuda_dispatch.family import Candidate
 from mmsuite.launch import CudaPlan, DeviceFacts, LaunchLimit
 
 SEED = 20491
@@ -154,7 +155,7 @@ def _plan_key(plan: CudaPlan) -> tuple:
 
 def _why_not_table(m: int, n: int, k: int, batch: int, device: DeviceFacts) -> list:
     """Per variant, why it cannot run at each of :data:`PROBED_SPLITS` ('' where it can)."""
-    return [[variants.why_not(variants.Candidate(row, split), m, n, k, batch, device)
+    return [[variants.why_not(Candidate(row, split), m, n, k, batch, device)
              for split in PROBED_SPLITS] for row in variants.VARIANTS]
 
 

@@ -377,7 +377,7 @@ class CudaBackend(Backend):
 
     @cached_property
     def device_facts(self) -> DeviceFacts:
-        """The current GPU as the dispatcher sees it (``mmsuite.cuda_dispatch.device``), from
+        """The current GPU as the dispatcher sees it (``mmsuite.launch.DeviceFacts``), from
         the one reader of its facts; an H100's figures where the runtime gives none."""
         facts, default = GpuFacts.read(self._cupy, self._cupy.cuda.Device().id), DeviceFacts()
         return DeviceFacts(facts.gpu, facts.sm_count or default.sms,
