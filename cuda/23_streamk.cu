@@ -55,7 +55,7 @@
 #define FIX_THREADS 128  // threads of a fix-up block: one float4 of a tile each
 static_assert((BM * BN) % (4 * FIX_THREADS) == 0, "fix-up blocks must tile BM x BN");
 
-// The work split, shared by both kernels (and mirrored by mmsuite/cuda_dispatch/variants.py):
+// The work split, shared by both kernels (and mirrored by mmsuite/cuda_dispatch/families/streamk.py):
 // stream-K block c of `ctas` owns iterations [sk_begin(c), sk_begin(c + 1)) of
 // the first `total` = sk_tiles x ipt; the first `total mod ctas` get one more.
 // Iterations are ints: the planner keeps tiles x ipt below 2^31.

@@ -28,8 +28,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from .cuda_dispatch import planners
-from .cuda_dispatch.device import DeviceFacts
-from .launch import CudaPlan, CudaStep, TensorMap, TensorMaps
+from .launch import CudaPlan, CudaStep, DeviceFacts, TensorMap, TensorMaps
 
 if TYPE_CHECKING:
     from .layout import GemmCall

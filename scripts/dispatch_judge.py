@@ -32,7 +32,7 @@ from pathlib import Path
 
 import numpy as np
 
-from mmsuite.cuda_dispatch.search import log_uniform
+from mmsuite.tuner import log_uniform
 
 LIMIT = 16384
 RIVALS = ("cuda.20_tuned", "cuda.21_splitk", "cuda.23_streamk")

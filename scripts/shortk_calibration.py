@@ -24,18 +24,12 @@ from pathlib import Path
 
 import numpy as np
 
-from mmsuite.cuda_dispatch import model
-from mmsuite.cuda_dispatch.device import H100_SXM
-from mmsuite.cuda_dispatch.search import log_uniform
-from mmsuite.cuda_dispatch.variants import (
-    BY_KEY,
-    SHORTK_CONFIGS,
-    VARIANTS,
-    Candidate,
-    candidates,
-    variant,
-    why_not,
-)
+from mmsuite.cuda_dispatch import costs, model
+from mmsuite.cuda_dispatch.families.shortk import SHORTK_CONFIGS
+from mmsuite.cuda_dispatch.family import Candidate
+from mmsuite.cuda_dispatch.variants import BY_KEY, VARIANTS, candidates, variant, why_not
+from mmsuite.launch import H100_SXM
+from mmsuite.tuner import log_uniform
 
 SEED = 5150
 
@@ -64,9 +58,9 @@ def calibration_shapes(seed: int = SEED) -> list[tuple[int, int, int, int]]:
 
 
 def measure(shapes: list[tuple[int, int, int, int]], max_seconds: float) -> list[dict]:
-    from mmsuite.cuda_dispatch.search import PlanTimer, time_plans
     from mmsuite.measure import Sampling
     from mmsuite.problem import Problem
+    from mmsuite.tuner import PlanTimer, time_plans
 
     sampling = Sampling(min_samples=5, min_seconds=0.0, noise_target=0.01,
                         max_seconds=max_seconds, name="shortk")
@@ -113,7 +107,7 @@ def timings_of(rows: list[dict], family: str | None = None) -> list[model.Timing
 #: timings inform.
 RUNG27 = [("shared", "shortk_round_s")] + [(table, v.key) for v in VARIANTS
                                            if v.family == "shortk"
-                                           for table in model.PER_VARIANT]
+                                           for table in costs.PER_VARIANT]
 
 
 def fit(paths: list[Path]) -> None:
@@ -123,7 +117,7 @@ def fit(paths: list[Path]) -> None:
     own, every = timings_of(rows, "shortk"), timings_of(rows)
     path = bundled_model_path(H100_SXM.name)
     data = load_model(path)
-    start = model.Parameters.from_dict(data["parameters"], str(path))
+    start = costs.Parameters.from_dict(data["parameters"], str(path))
     fitted = model.fit(own, H100_SXM, start, only=RUNG27)
     for label, params in (("before", start), ("after", fitted)):
         accuracy = model.ranking_accuracy(every, H100_SXM, params)

@@ -74,17 +74,13 @@ from pathlib import Path
 
 import numpy as np
 
-from mmsuite.cuda_dispatch import model
-from mmsuite.cuda_dispatch.device import H100_SXM
-from mmsuite.cuda_dispatch.search import log_uniform
-from mmsuite.cuda_dispatch.variants import (
-    BY_KEY,
-    VARIANTS,
-    Candidate,
-    Config,
-    GemvConfig,
-    candidates,
-)
+from mmsuite.cuda_dispatch import costs, model
+from mmsuite.cuda_dispatch.families.gemv import GemvConfig
+from mmsuite.cuda_dispatch.families.splitk import Config
+from mmsuite.cuda_dispatch.family import Candidate
+from mmsuite.cuda_dispatch.variants import BY_KEY, VARIANTS, candidates
+from mmsuite.launch import H100_SXM
+from mmsuite.tuner import log_uniform
 
 SEEDS = {"moderate": 2323, "short": 2325, "long": 2327, "skinny": 2329, "narrow": 2341,
          "few": 2343, "slim": 2361, "tiny": 2381, "small": 2391, "mid": 2395,
@@ -285,9 +281,9 @@ def plans(m: int, n: int, k: int, batch: int, device, params,
 
 def measure(shapes: list[tuple[int, int, int, int]], max_seconds: float,
             out: Path | None = None, splits: int = 1) -> list[dict]:
-    from mmsuite.cuda_dispatch.search import PlanTimer, time_plans
     from mmsuite.measure import Sampling
     from mmsuite.problem import Problem
+    from mmsuite.tuner import PlanTimer, time_plans
 
     sampling = Sampling(min_samples=5, min_seconds=0.0, noise_target=0.01,
                         max_seconds=max_seconds, name="tiles")
@@ -328,7 +324,7 @@ def timings_of(rows: list[dict]) -> list[model.Timing]:
     return out
 
 
-def report(label: str, rows: list[dict], params: model.Parameters) -> dict:
+def report(label: str, rows: list[dict], params: costs.Parameters) -> dict:
     timings = timings_of(rows)
     accuracy = model.ranking_accuracy(timings, H100_SXM, params)
     error = model.log_error(timings, H100_SXM, params)
@@ -346,7 +342,7 @@ def fit(paths: list[Path], check: list[Path], free: list[tuple[str, str]] = FREE
     path = bundled_model_path(H100_SXM.name)
     assert path is not None
     data = load_model(path)
-    start = model.Parameters.from_dict(data["parameters"], str(path))
+    start = costs.Parameters.from_dict(data["parameters"], str(path))
     fitted = model.fit(timings_of(rows), H100_SXM, start, only=free)
     merged = start.to_dict()
     for table, name in free:
@@ -359,7 +355,7 @@ def fit(paths: list[Path], check: list[Path], free: list[tuple[str, str]] = FREE
             merged["unaligned"][v.key] = round(start.misaligned(v.key, v.config), 6)
     # "after" is what is written: the freed figures over the file's (the fit's own result
     # also carries figures it extrapolated for variants the timings left out).
-    written = model.Parameters.from_dict(merged, "refitted")
+    written = costs.Parameters.from_dict(merged, "refitted")
     summary: dict = {}
     for label, params in (("before", start), ("after", written)):
         summary[label] = {"fitted": report(f"{label}, fitted shapes", rows, params)}

@@ -16,8 +16,8 @@ from mmsuite import catalogue, identity, launch
 from mmsuite.backend_table import BACKENDS
 from mmsuite.backends import cuda as cuda_backend
 from mmsuite.cuda_dispatch import tuning_file
-from mmsuite.cuda_dispatch.device import DeviceFacts
 from mmsuite.cuda_dispatch.tuning_file import shape_key
+from mmsuite.launch import DeviceFacts
 
 
 def code_of(kernel: catalogue.Kernel) -> dict[str, str]:

@@ -71,8 +71,14 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from .. import roof, verify
-from ..cuda_dispatch.device import DeviceFacts
-from ..launch import IEEE_FLAGS, MAX_STATIC_SMEM, CudaLaunch, CudaPlan, arch_capability
+from ..launch import (
+    IEEE_FLAGS,
+    MAX_STATIC_SMEM,
+    CudaLaunch,
+    CudaPlan,
+    DeviceFacts,
+    arch_capability,
+)
 from ..peak import gpu_peak, parse_compute_capability
 from ..sources import read_source, source_path
 from . import callables
@@ -378,7 +384,7 @@ class CudaBackend(Backend):
 
     @cached_property
     def device_facts(self) -> DeviceFacts:
-        """The current GPU as the dispatcher sees it (``mmsuite.cuda_dispatch.device``), from
+        """The current GPU as the dispatcher sees it (``mmsuite.launch.DeviceFacts``), from
         the one reader of its facts; an H100's figures where the runtime gives none."""
         facts, default = GpuFacts.read(self._cupy, self._cupy.cuda.Device().id), DeviceFacts()
         return DeviceFacts(facts.gpu, facts.sm_count or default.sms,
@@ -395,11 +401,14 @@ class CudaBackend(Backend):
                 f"{free / 2**30:.2f} GiB of {total / 2**30:.2f} GiB is free; use a smaller "
                 "shape or batch")
 
-    def prepare(self, kernel: KernelSpec, call: GemmCall) -> CudaSession:
+    def prepare(self, kernel: KernelSpec, call: GemmCall,
+                plan: CudaPlan | None = None) -> CudaSession:
+        """A session of ``kernel`` on ``call``, launching ``plan`` where one is given (the
+        tuner times candidate plans of a rung so), else the rung's own."""
         cp = self._cupy
         if self._stream is None:
             self._stream = cp.cuda.Stream(non_blocking=True)
-        plan = None if kernel.reference or kernel.function else self.plan(kernel, call)
+        plan = None if kernel.reference or kernel.function else (plan or self.plan(kernel, call))
         c0 = call.c_size if call.beta != 0.0 else 0
         elems = call.a.size + call.b.size + call.c_size + c0 + (
             plan.workspace if plan else 0)

@@ -7,7 +7,7 @@ import argparse
 import json
 from pathlib import Path
 
-from ..cuda_dispatch.search import (
+from ..tuner import (
     DEFAULT_CANDIDATES,
     DEFAULT_CONFIRM,
     DEFAULT_ROUNDS,
@@ -99,7 +99,7 @@ def _tune(args: argparse.Namespace, console) -> int:
 
 def _fit(args: argparse.Namespace, console) -> int:
     """Sample, time, fit, score on the held-back shapes, store."""
-    from ..cuda_dispatch.search import fit_model
+    from ..tuner import fit_model
 
     def progress(text: str) -> None:
         console.print(text, markup=False, highlight=False)
@@ -121,7 +121,7 @@ def _search(args: argparse.Namespace, problems: list, console) -> int:
     """Tune every problem; print a table; 0 when all were searched."""
     from rich.table import Table
 
-    from ..cuda_dispatch.search import tune_problem
+    from ..tuner import tune_problem
 
     table = Table(title=f"mmsuite tune {TUNED_KERNEL}")
     for column in ("problem", "candidates", "skipped", "model's plan", "ms", "fastest",

@@ -1,8 +1,8 @@
 """The planners the catalogue names: per problem, the kernels a rung launches.
 
 A planner is called as ``planner(call, device, override)`` with the
-``GemmCall`` (column-major sizes), the :class:`~.device.DeviceFacts` and an
-explicit override: a :class:`~.variants.Candidate` to launch instead of the
+``GemmCall`` (column-major sizes), the :class:`~mmsuite.launch.DeviceFacts` and an
+explicit override: a :class:`~.family.Candidate` to launch instead of the
 rung's own choice (``mmsuite tune`` times candidates this way), or None. It
 returns the ``CudaPlan``: the main kernel, then the reduction or the fix-up
 when K is shared, with a workspace and what was chosen and why in
@@ -21,40 +21,18 @@ to rung 22).
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
-from ..launch import GEMM_ARGS, CudaPlan, CudaStep, LaunchLimit
+from ..launch import CudaPlan, DeviceFacts, LaunchLimit
 from . import model
-from .device import DeviceFacts
+from .families.dot import DOT
+from .families.gemv import GEMV
+from .families.shortk import SHORTK
+from .families.splitk import RUNG21_CONFIG, SPLITK, Config
+from .families.streamk import STREAMK
+from .family import Candidate
 from .tuning_file import tuned
-from .variants import (
-    DOT_CONFIG,
-    FAMILIES,
-    FIXUP_THREADS,
-    GEMV_CONFIGS,
-    REDUCE_THREADS,
-    RUNG21_CONFIG,
-    SHORTK_CONFIGS,
-    Candidate,
-    Config,
-    GemvConfig,
-    ShortKConfig,
-    candidates,
-    dot_kchunk,
-    dot_splits,
-    dot_tiles,
-    gemv_counters,
-    gemv_grid,
-    gemv_kchunk,
-    gemv_runs,
-    gemv_splits,
-    shortk_grid,
-    splitk_workspace,
-    streamk_split,
-    streamk_staged_store,
-    variant,
-    why_not,
-)
+from .variants import FAMILIES, candidates, why_not
 
 if TYPE_CHECKING:
     from ..layout import GemmCall
@@ -64,7 +42,7 @@ if TYPE_CHECKING:
 class Decision:
     """The candidate a rung launches for one problem, and where it came from."""
 
-    candidate: Candidate
+    candidate: Candidate[Any]
     source: str  # "model", "tuned" or "forced"
     estimate_s: float | None = None
     tuning_file: str | None = None  # the file that decided or was consulted
@@ -72,7 +50,7 @@ class Decision:
 
 
 def decide(m: int, n: int, k: int, batch: int, device: DeviceFacts,
-           override: Candidate | None = None, families: tuple[str, ...] = FAMILIES,
+           override: Candidate[Any] | None = None, families: tuple[str, ...] = FAMILIES,
            configs: tuple[Config, ...] | None = None, use_tuning: bool = True) -> Decision:
     """The override, else the tuned entry (when ``use_tuning``), else the model's best."""
     if override is not None:
@@ -98,12 +76,10 @@ def decide(m: int, n: int, k: int, batch: int, device: DeviceFacts,
 
 def plan_of(decision: Decision, m: int, n: int, k: int, batch: int,
             device: DeviceFacts) -> CudaPlan:
-    """The launches of a decided candidate."""
+    """The launches of a decided candidate, by its family."""
     candidate = decision.candidate
     config = candidate.config
-    row = candidate.variant
-    defines = tuple(sorted(config.defines.items()))
-    info: dict[str, object] = {
+    info: dict[str, Any] = {
         "config": config.name, "params": config.params(), "split": candidate.split,
         "threads": config.threads, "family": candidate.family, "choice": decision.source}
     if decision.estimate_s is not None:
@@ -112,91 +88,36 @@ def plan_of(decision: Decision, m: int, n: int, k: int, batch: int,
         info["tuning_file"] = decision.tuning_file
     if decision.model:
         info["model"] = decision.model
-    if candidate.family == "streamk":
-        assert isinstance(config, Config)
-        split = streamk_split(config, m, n, k, batch, device)
-        counts = (split.sk_ctas, split.sk_tiles)
-        if streamk_staged_store(config, m):
-            defines = tuple(sorted(defines + (("STAGED_STORE", 1),)))
-        steps = [CudaStep(split.grid, (config.threads,), row.entry, row.source, defines,
-                          args=GEMM_ARGS + ("work",) + counts)]
-        if split.sk_ctas:
-            steps.append(CudaStep(split.fixup_grid, (FIXUP_THREADS,), row.second_entry, row.source,
-                                  defines, args=("m", "n", "k", "alpha", "work", "beta", "c")
-                                  + counts))
-        return CudaPlan(tuple(steps), workspace=split.workspace_elems,
-                        info={"dispatch": {**info, "streamk": True, **split.info()}})
-    if candidate.family == "dot":
-        slices = candidate.split
-        step = CudaStep((dot_tiles(m, n), slices, batch), (config.threads,), row.entry,
-                        row.source, defines, args=GEMM_ARGS + ("work", dot_kchunk(k, slices)))
-        # The slices, then one arrival counter per tile (the workspace starts zeroed).
-        workspace = batch * slices * m * n + dot_tiles(m, n) * batch if slices > 1 else 0
-        return CudaPlan((step,), workspace=workspace, info={"dispatch": info})
-    if candidate.family == "shortk":
-        assert isinstance(config, ShortKConfig)
-        return CudaPlan((CudaStep(shortk_grid(config, m, n, batch), (config.threads,),
-                                  row.entry, row.source, defines, args=GEMM_ARGS),),
-                        info={"dispatch": info})
-    if candidate.family == "gemv":
-        assert isinstance(config, GemvConfig)
-        grid = gemv_grid(config, m, n, batch, candidate.split)
-        main = CudaStep(grid, (config.threads,), row.entry, row.source, defines,
-                        args=GEMM_ARGS + ("work", gemv_kchunk(k, candidate.split)))
-        if config.fused and candidate.split > 1:  # the slices are added in the same launch
-            # The arrival counters follow the slices; the workspace starts zeroed and
-            # each launch leaves them zero.
-            workspace = (batch * candidate.split * m * n
-                         + gemv_counters(config, m, n, batch, candidate.split))
-            return CudaPlan((main,), workspace=workspace, info={"dispatch": info})
-    else:
-        assert isinstance(config, Config)
-        grid = (-(-m // config.bm), -(-n // config.bn), batch * candidate.split)
-        smem = config.smem_bytes if config.smem_dynamic else 0
-        main = CudaStep(grid, (config.threads,), row.entry, row.source, defines, smem=smem,
-                        args=GEMM_ARGS + ("work", candidate.split))
-    steps = [main]
-    workspace = 0
-    if candidate.split > 1 and isinstance(config, Config) and config.fused:
-        # The last block of each tile adds the slices: no second launch. The counters
-        # follow the packed tiles; the workspace starts zeroed and each launch leaves them 0.
-        workspace = splitk_workspace(config, m, n, batch, candidate.split)
-    elif candidate.split > 1:
-        workspace = batch * candidate.split * m * n
-        steps.append(CudaStep((model.reduce_blocks(m, n, batch, device), 1, 1),
-                              (REDUCE_THREADS,), row.second_entry, row.source, defines,
-                              args=("m", "n", "batch", "alpha", "work", "beta", "c",
-                                    candidate.split)))
-    return CudaPlan(tuple(steps), workspace=workspace, info={"dispatch": info})
+    return candidate.variant.kind.plan(candidate, m, n, k, batch, device, info)
 
 
-def _plan(call: GemmCall, device: DeviceFacts, override: Candidate | None,
+def _plan(call: GemmCall, device: DeviceFacts, override: Candidate[Any] | None,
           **choice) -> CudaPlan:
     decision = decide(call.m, call.n, call.k, call.batch, device, override, **choice)
     return plan_of(decision, call.m, call.n, call.k, call.batch, device)
 
 
 def plan_adaptive(call: GemmCall, device: DeviceFacts,
-                  override: Candidate | None = None) -> CudaPlan:
+                  override: Candidate[Any] | None = None) -> CudaPlan:
     """Rung 22: the tuned entry, else the fitted model's best of every candidate."""
     return _plan(call, device, override)
 
 
 def plan_splitk(call: GemmCall, device: DeviceFacts,
-                override: Candidate | None = None) -> CudaPlan:
+                override: Candidate[Any] | None = None) -> CudaPlan:
     """Rung 21: its 128x128x8 tile, the split factor the model prefers."""
-    return _plan(call, device, override, families=("splitk",), configs=(RUNG21_CONFIG,),
+    return _plan(call, device, override, families=(SPLITK.name,), configs=(RUNG21_CONFIG,),
                  use_tuning=False)
 
 
 def plan_streamk(call: GemmCall, device: DeviceFacts,
-                 override: Candidate | None = None) -> CudaPlan:
+                 override: Candidate[Any] | None = None) -> CudaPlan:
     """Rung 23: the stream-K tile the model prefers."""
-    return _plan(call, device, override, families=("streamk",), use_tuning=False)
+    return _plan(call, device, override, families=(STREAMK.name,), use_tuning=False)
 
 
-def _plan_own(call: GemmCall, device: DeviceFacts, override: Candidate | None, family: str,
-              candidates: list[Candidate]) -> CudaPlan:
+def _plan_own(call: GemmCall, device: DeviceFacts, override: Candidate[Any] | None,
+              family: str, candidates: list[Candidate[Any]]) -> CudaPlan:
     """A rung that runs only ``family``: the model's best of ``candidates`` (the variants
     and splits this rung may run on the call's shape), or the override."""
     if override is None:
@@ -212,27 +133,23 @@ def _plan_own(call: GemmCall, device: DeviceFacts, override: Candidate | None, f
 
 
 def plan_shortk(call: GemmCall, device: DeviceFacts,
-                override: Candidate | None = None) -> CudaPlan:
+                override: Candidate[Any] | None = None) -> CudaPlan:
     """Rung 27: the short-K variant the model prefers (any K: rung 22 offers it only on
     short ones)."""
-    return _plan_own(call, device, override, "shortk",
-                     [Candidate(variant("shortk", c)) for c in SHORTK_CONFIGS])
+    return _plan_own(call, device, override, SHORTK.name, SHORTK.own_candidates())
 
 
 def plan_dot(call: GemmCall, device: DeviceFacts,
-             override: Candidate | None = None) -> CudaPlan:
+             override: Candidate[Any] | None = None) -> CudaPlan:
     """Rung 30: its one variant, the K split the model prefers (any shape: rung 22 offers
     it only where C has few tiles)."""
-    return _plan_own(call, device, override, "dot",
-                     [Candidate(variant("dot", DOT_CONFIG), s) for s in dot_splits(call.k)])
+    return _plan_own(call, device, override, DOT.name, DOT.own_candidates(call.k))
 
 
 def plan_gemv(call: GemmCall, device: DeviceFacts,
-              override: Candidate | None = None) -> CudaPlan:
+              override: Candidate[Any] | None = None) -> CudaPlan:
     """Rung 24: its variants for the skinny side (plain or fused; on the N side, blocks of
     128, 64 or 32 rows, of the least columns that hold N or half those in two groups), the
     split factor the model prefers (16 columns at a time when no side is skinny)."""
-    return _plan_own(call, device, override, "gemv",
-                     [Candidate(variant("gemv", config), s)
-                      for config in GEMV_CONFIGS if gemv_runs(config, call.m, call.n)
-                      for s in gemv_splits(call.k)])
+    return _plan_own(call, device, override, GEMV.name,
+                     GEMV.own_candidates(call.m, call.n, call.k))

@@ -6,8 +6,9 @@ Files live in ``$MMSUITE_TUNING_DIR`` when that is set, else in
 device (``nvidia-h100-80gb-hbm3.json`` for entries, ``...model.json`` for the
 model). Where the user's folder has no file, the one shipped in
 ``mmsuite/tuning/`` is read; ``MMSUITE_BUNDLED_TUNING=0`` turns the shipped
-files off. An entry names a candidate of the manifest (:mod:`.variants`) for
-one problem's exact (column-major) sizes. Files are written atomically with the
+files off. An entry names a candidate of the manifest (:mod:`.variants`), its family
+and its parameters, for one problem's exact (column-major) sizes (entries of older
+files name the family by a flag, and still read). Files are written atomically with the
 project's writer, with the user's umask.
 """
 
@@ -17,9 +18,11 @@ import json
 import os
 import re
 from pathlib import Path
+from typing import Any
 
 from ..results import write_atomically
-from .variants import BY_KEY, DOT_CONFIG, Candidate, Config, DotConfig, GemvConfig, ShortKConfig
+from .family import Candidate
+from .variants import BY_KEY, BY_NAME
 
 TUNING_FORMAT = 1
 MODEL_FORMAT = 1
@@ -116,51 +119,46 @@ def store_tuning(path: Path, device_name: str, entries: dict) -> dict:
     return data
 
 
-def entry_of(candidate: Candidate, **extra) -> dict:
-    """A tuning-file entry naming ``candidate``."""
-    streamk = {"streamk": True} if candidate.family == "streamk" else {}
-    gemv = {"gemv": True} if candidate.family == "gemv" else {}
-    own = {candidate.family: True} if candidate.family in ("shortk", "dot") else {}
+#: The flags by which files written before entries named their family said so (a split-K
+#: entry had none).
+_LEGACY_FLAGS = ("gemv", "dot", "shortk", "streamk")
+
+
+def entry_of(candidate: Candidate[Any], **extra: Any) -> dict:
+    """A tuning-file entry naming ``candidate`` and its family."""
     return {"params": candidate.config.params(), "config": candidate.config.name,
-            "split": candidate.split, **streamk, **gemv, **own, **extra}
+            "split": candidate.split, "family": candidate.family, **extra}
 
 
-def candidate_of(entry: dict, path: Path | str) -> Candidate:
+def _family_of(entry: dict) -> str:
+    """The family an entry names: its ``family``, else the flag an older file set."""
+    if "family" in entry:
+        return str(entry["family"])
+    return next((flag for flag in _LEGACY_FLAGS if entry.get(flag)), "splitk")
+
+
+def candidate_of(entry: dict, path: Path | str) -> Candidate[Any]:
     """The candidate a tuning-file entry names (TuningFileError when it names none)."""
     try:
         split = int(entry["split"])
-        if entry.get("gemv"):
-            params = entry["params"]
-            config: Config | GemvConfig | ShortKConfig | DotConfig = GemvConfig(
-                str(params["SIDE"]), int(params["SKINNY"]), fused=bool(params.get("FUSED", 0)),
-                column_lanes=int(params.get("N_LANES", 32)))
-            family = "gemv"
-        elif entry.get("dot"):
-            config, family = DOT_CONFIG, "dot"
-        elif entry.get("shortk"):
-            params = entry["params"]
-            config = ShortKConfig(int(params["BM"]), int(params["TN"]),
-                                  cols=bool(params.get("COLS", 0)))
-            family = "shortk"
-        else:
-            config = Config.from_params(entry["params"])
-            family = "streamk" if entry.get("streamk") else "splitk"
+        family = BY_NAME[_family_of(entry)]
+        config = family.config_of(entry["params"])
     except (KeyError, TypeError, ValueError) as exc:
         raise TuningFileError(f"bad entry in {path}: {entry!r} ({exc})") from exc
     if split < 1:
         raise TuningFileError(f"bad entry in {path}: split {split} < 1")
-    row = BY_KEY.get(f"{family}:{config.name}")
+    row = BY_KEY.get(f"{family.name}:{config.name}")
     if row is None:
-        known = ", ".join(v.config.name for v in BY_KEY.values() if v.family == family)
+        known = ", ".join(v.config.name for v in family.variants)
         raise TuningFileError(f"bad entry in {path}: {config.name} is not one of the "
-                              f"{family} variants ({known})")
-    if family == "streamk" and split != 1:
-        raise TuningFileError(f"bad entry in {path}: a stream-K entry has split 1")
+                              f"{family.name} variants ({known})")
+    if family.splits_own_way and split != 1:
+        raise TuningFileError(f"bad entry in {path}: a {family.name} entry has split 1")
     return Candidate(row, split)
 
 
 def tuned(device_name: str, m: int, n: int, k: int,
-          batch: int) -> tuple[Candidate | None, Path | None]:
+          batch: int) -> tuple[Candidate[Any] | None, Path | None]:
     """The entry for these exact sizes (the user's file first, then the shipped one) and the
     file that decided; (None, the first file consulted) when none names the problem."""
     paths = [p for p in (tuning_path(device_name), bundled_tuning_path(device_name))

@@ -23,9 +23,8 @@ from mmsuite import Problem, RunOptions, kernels, tensorcore, verify
 from mmsuite.backends import cuda as cuda_backend
 from mmsuite.backends import cuda_session, cuda_timing, get_backend
 from mmsuite.catalogue import Kernel, get
-from mmsuite.cuda_dispatch.device import DeviceFacts
 from mmsuite.cuda_dispatch.variants import VARIANTS
-from mmsuite.launch import CudaLaunch, CudaPlan, CudaStep, LaunchLimit, TensorMaps
+from mmsuite.launch import CudaLaunch, CudaPlan, CudaStep, DeviceFacts, LaunchLimit, TensorMaps
 from mmsuite.layout import GemmCall, sized_call
 from mmsuite.measure import Sampling, sample_session
 from mmsuite.sources import source_path
@@ -609,7 +608,9 @@ def _gemv_problems(config) -> list[Problem]:
 
 def _agreeing(variant) -> list[tuple[Problem, int]]:
     """(problem, split) pairs a variant is checked on: the odd grid, whole and split in K."""
-    from mmsuite.cuda_dispatch.variants import Candidate, gemv_runs, gemv_splits, why_not
+    from mmsuite.cuda_dispatch.families.gemv import gemv_runs, gemv_splits
+    from mmsuite.cuda_dispatch.family import Candidate
+    from mmsuite.cuda_dispatch.variants import why_not
 
     problems = _gemv_problems(variant.config) if variant.family == "gemv" else list(
         NO_TILE_DIVIDES)
@@ -644,8 +645,8 @@ def test_every_variant_agrees_on_shapes_no_tile_divides(variant) -> None:
     shapes, whole and split in K, agrees with float64 (the partial sums, the fix-up, the
     fused sums of rungs 21 and 24 and dynamic shared memory included), and so does its
     second launch (the fused sums' arrival counters are left zero for it)."""
-    from mmsuite.cuda_dispatch.search import PlanTimer
-    from mmsuite.cuda_dispatch.variants import Candidate
+    from mmsuite.cuda_dispatch.family import Candidate
+    from mmsuite.tuner import PlanTimer
 
     cases = _agreeing(variant)
     assert cases, f"no odd problem exercises {variant.key}"

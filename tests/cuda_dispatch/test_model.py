@@ -9,10 +9,14 @@ from pathlib import Path
 
 import pytest
 
-from mmsuite.cuda_dispatch import model, tuning_file, variants
-from mmsuite.cuda_dispatch.device import DeviceFacts
-from mmsuite.cuda_dispatch.model import Parameters, Timing, estimate_seconds
-from mmsuite.cuda_dispatch.variants import CONFIGS, RUNG21_CONFIG, Candidate, variant
+from mmsuite.cuda_dispatch import costs, model, tuning_file, variants
+from mmsuite.cuda_dispatch.costs import Parameters
+from mmsuite.cuda_dispatch.families import gemv, shortk, splitk, streamk
+from mmsuite.cuda_dispatch.families.splitk import CONFIGS, RUNG21_CONFIG
+from mmsuite.cuda_dispatch.family import Candidate
+from mmsuite.cuda_dispatch.model import Timing, estimate_seconds
+from mmsuite.cuda_dispatch.variants import variant
+from mmsuite.launch import DeviceFacts
 
 H100 = DeviceFacts()
 SHIPPED = Path(model.__file__).parent.parent / "tuning"  # the model files mmsuite ships
@@ -26,7 +30,7 @@ def _shipped_h100() -> Parameters:
 def _best(m: int, n: int, k: int, batch: int = 1, device: DeviceFacts = H100,
           **choice) -> Candidate:
     found = variants.candidates(m, n, k, batch, device, **choice)
-    return model.ranked(found, m, n, k, batch, device, model.STARTING)[0][1]
+    return model.ranked(found, m, n, k, batch, device, costs.STARTING)[0][1]
 
 
 def test_big_squares_take_big_tiles_and_no_split() -> None:
@@ -85,14 +89,14 @@ SHAPES = [(4096, 4096, 4096, 1), (512, 512, 512, 1), (128, 128, 65536, 1), (8192
 
 
 def test_fit_recovers_the_parameters_that_made_the_timings() -> None:
-    truth = dataclasses.replace(model.STARTING, shared={**model.SHARED_DEFAULTS,
+    truth = dataclasses.replace(costs.STARTING, shared={**costs.SHARED_DEFAULTS,
                                                        "launch_s": 4e-6, "gemv_bandwidth": 0.7,
                                                        "store_bytes_per_s": 1.5e12})
     timings = _synthetic(truth, SHAPES)
-    assert model.log_error(timings, H100, model.STARTING) > 0.02
+    assert model.log_error(timings, H100, costs.STARTING) > 0.02
     fitted = model.fit(timings, H100, prior_weight=0.0, iterations=30)
     assert model.log_error(timings, H100, fitted) < 0.2 * model.log_error(
-        timings, H100, model.STARTING)
+        timings, H100, costs.STARTING)
     assert fitted.source == "fitted"
 
 
@@ -104,7 +108,7 @@ def test_a_tile_whose_stores_are_slow_loses_short_k_once_fitted() -> None:
     held_out = (1914, 15443, 1, 1)
     tiles = {"families": ("splitk", "streamk")}  # rung 27 aside: the tiles' own shares
     big = _best(*held_out, **tiles).variant.key  # the tile the starting figures pick
-    truth = dataclasses.replace(model.STARTING, store={big: 0.3})
+    truth = dataclasses.replace(costs.STARTING, store={big: 0.3})
     fitting = [(1500, 9000, 2, 1), (3000, 3000, 16, 1), (900, 20000, 8, 1),
                (4096, 2048, 32, 1), (2000, 6000, 4, 2)]
     timings = _synthetic(truth, fitting, **tiles) + [
@@ -123,13 +127,13 @@ def test_plain_and_large_stream_k_tiles_store_a_misaligned_c_at_the_staged_share
     or more store C through shared memory (``staged_store``, over their turns at the
     buffers); rung 23's smaller tiles and the fused tiles' last blocks store scalars
     (``unaligned_store``)."""
-    params = dataclasses.replace(model.STARTING, shared={
-        **model.SHARED_DEFAULTS, "staged_store": 1.0, "unaligned_store": 0.2})
+    params = dataclasses.replace(costs.STARTING, shared={
+        **costs.SHARED_DEFAULTS, "staged_store": 1.0, "unaligned_store": 0.2})
     store_bound = (4097, 8192, 1)  # K 1: C's stores are the time
 
     def seconds(family: str, name: str, m: int) -> float:
-        config = next(c for c in variants.SEARCH + variants.STREAMK_CONFIGS
-                      + variants.FUSED_CONFIGS if c.name == name)
+        config = next(c for c in splitk.SEARCH + streamk.STREAMK_CONFIGS
+                      + splitk.FUSED_CONFIGS if c.name == name)
         split = 2 if config.fused else 1
         return estimate_seconds(Candidate(variant(family, config), split), m,
                                 *store_bound[1:], 1, H100, params)
@@ -151,14 +155,14 @@ def test_a_staged_store_costs_the_sm_time_per_output_of_the_staging_tiles() -> N
     (padding included). An aligned M, rung 23's smaller tiles and the fused tiles (scalar
     stores of C) pay none of it."""
     def params(per_output: float) -> Parameters:
-        return dataclasses.replace(model.STARTING, shared={
-            **model.SHARED_DEFAULTS, "staged_epilogue_s": per_output})
+        return dataclasses.replace(costs.STARTING, shared={
+            **costs.SHARED_DEFAULTS, "staged_epilogue_s": per_output})
 
     dims = (8192, 256, 1)  # N, K, batch: K long enough that the SMs' time is the work
 
     def extra(family: str, name: str, m: int) -> float:
-        config = next(c for c in variants.SEARCH + variants.STREAMK_CONFIGS
-                      + variants.FUSED_CONFIGS if c.name == name)
+        config = next(c for c in splitk.SEARCH + streamk.STREAMK_CONFIGS
+                      + splitk.FUSED_CONFIGS if c.name == name)
         candidate = Candidate(variant(family, config), 2 if config.fused else 1)
         return (estimate_seconds(candidate, m, *dims, H100, params(1e-10))
                 - estimate_seconds(candidate, m, *dims, H100, params(1e-13)))
@@ -178,20 +182,20 @@ def test_ranking_accuracy_compares_the_pick_with_the_measured_fastest() -> None:
                   for name in ("256x128x16_t8x8_lr2_s2", "32x32x16_t4x4_lr4"))
     # The model picks the big tile at 4096^3; say it measured 10% slower than the small one.
     rows = [Timing(4096, 4096, 4096, 1, fast, 1.1e-3), Timing(4096, 4096, 4096, 1, slow, 1e-3)]
-    score = model.ranking_accuracy(rows, H100, model.STARTING)
+    score = model.ranking_accuracy(rows, H100, costs.STARTING)
     assert (score.problems, score.top1, score.within_3pct) == (1, 0.0, 0.0)
     assert score.worst_loss == pytest.approx(0.1) and score.pair_order == 0.0
     rows[0] = Timing(4096, 4096, 4096, 1, fast, 0.9e-3)
-    assert model.ranking_accuracy(rows, H100, model.STARTING).top1 == 1.0
+    assert model.ranking_accuracy(rows, H100, costs.STARTING).top1 == 1.0
 
 
 def test_parameters_round_trip_and_the_users_model_wins(_tuning_dir: Path) -> None:
-    fitted = dataclasses.replace(model.STARTING, efficiency={"splitk:128x128x16": 0.5},
+    fitted = dataclasses.replace(costs.STARTING, efficiency={"splitk:128x128x16": 0.5},
                                  latency={"splitk:128x128x16": 2e-6},
                                  store={"splitk:128x128x16": 0.7})
     again = Parameters.from_dict(json.loads(json.dumps(fitted.to_dict())))
     assert again.to_dict() == fitted.to_dict()
-    assert model.parameters_for(H100.name) is model.STARTING  # no file anywhere
+    assert model.parameters_for(H100.name) is costs.STARTING  # no file anywhere
     shipped = tuning_file.BUNDLED_DIR / "nvidia-h100-80gb-hbm3.model.json"
     tuning_file.store_model(shipped, H100.name, {"shared": {"launch_s": 5e-6}})
     assert model.parameters_for(H100.name)["launch_s"] == 5e-6
@@ -233,7 +237,7 @@ def test_the_shipped_h100_model_stores_c_at_the_rate_the_tiles_reached(
     too few): the shipped model is within 40% of what the H100 measured (suite timer) on
     both sides."""
     params = _shipped_h100()
-    tile = next(c for c in variants.SEARCH if c.name == config)
+    tile = next(c for c in splitk.SEARCH if c.name == config)
     modelled = estimate_seconds(Candidate(variant("splitk", tile)), *dims, 1, H100, params)
     assert 1 / 1.4 < modelled * 1e6 / measured_us < 1.4
 
@@ -243,12 +247,12 @@ def test_rung_27s_blocks_compute_their_padding_and_wait_for_their_staging_rounds
     modelled several times faster (on the H100, 202 us against 935 at batch 64 of
     7x12000x120); and each K chunk adds the variant's rounds of staging loads, more for the
     tiles (passes one after another) than for the whole-column variant (unrolled)."""
-    tile = Candidate(variant("shortk", variants.SHORTK_CONFIGS[1]))  # 128 x 32
-    cols = Candidate(variant("shortk", next(c for c in variants.SHORTK_CONFIGS
+    tile = Candidate(variant("shortk", shortk.SHORTK_CONFIGS[1]))  # 128 x 32
+    cols = Candidate(variant("shortk", next(c for c in shortk.SHORTK_CONFIGS
                                             if c.cols and c.bm == 8)))
     assert estimate_seconds(tile, 7, 12000, 120, 64) > 3 * estimate_seconds(
         cols, 7, 12000, 120, 64)
-    params = Parameters(shared={**model.SHARED_DEFAULTS, "shortk_round_s": 1e-6})
+    params = Parameters(shared={**costs.SHARED_DEFAULTS, "shortk_round_s": 1e-6})
     for candidate in (tile, cols):
         extra = (estimate_seconds(candidate, 3, 5, 33, 1, params=params)
                  - estimate_seconds(candidate, 3, 5, 32, 1, params=params))
@@ -262,10 +266,10 @@ def test_rung_24s_blocks_past_what_the_sms_hold_run_in_a_second_wave() -> None:
     cost as the first's (on the H100, 74 row blocks with K 6144: gemv_n16 in 4 slices
     121.5 us, in 8 140.1)."""
     params = model.parameters_for(H100.name)
-    n16, n16f = (next(c for c in variants.GEMV_CONFIGS if c.name == name)
+    n16, n16f = (next(c for c in gemv.GEMV_CONFIGS if c.name == name)
                  for name in ("gemv_n16", "gemv_n16f"))
 
-    def seconds(config: variants.GemvConfig, m: int, split: int = 8) -> float:
+    def seconds(config: gemv.GemvConfig, m: int, split: int = 8) -> float:
         return estimate_seconds(Candidate(variant("gemv", config), split), m, 16, 6144, 1,
                                 H100, params)
 
@@ -292,7 +296,7 @@ def test_rung_24s_16_column_blocks_need_twice_the_grid_to_stream_as_fast(
     params = _shipped_h100()
 
     def seconds(plan: tuple) -> float:
-        config = next(c for c in variants.GEMV_CONFIGS if c.name == plan[0])
+        config = next(c for c in gemv.GEMV_CONFIGS if c.name == plan[0])
         return estimate_seconds(Candidate(variant("gemv", config), plan[1]), m, n, k, 1, H100,
                                 params)
 
@@ -351,13 +355,14 @@ def test_the_shipped_h100_model_keeps_the_32x128_tile_for_16_rows_with_long_k() 
 def test_a_narrow_gemv_block_without_figures_of_its_own_takes_its_wide_siblings() -> None:
     """A model file fitted before the N side's 32-row blocks (the H200's) ranks them with the
     figures of the 128-row block of their width; their own figures, where fitted, come first."""
-    wide = dataclasses.replace(model.STARTING, efficiency={"gemv:gemv_n8": 0.7},
+    wide = dataclasses.replace(costs.STARTING, efficiency={"gemv:gemv_n8": 0.7},
                                latency={"gemv:gemv_n8f": 2e-6}, unaligned={"gemv:gemv_n8": 0.5})
     narrow_f = variants.BY_KEY["gemv:gemv_n8_r32f"].config
     assert wide.rate("gemv:gemv_n8_r32f", narrow_f) == 0.7
     assert wide.misaligned("gemv:gemv_n8_r32f", narrow_f) == 0.5
-    assert wide.gemv_round("gemv:gemv_n8_r32f") == 2e-6
-    assert wide.gemv_round("gemv:gemv_n8_r32") == wide["gemv_round_s"]  # the plain one's
+    assert gemv.round_seconds(wide, variants.BY_KEY["gemv:gemv_n8_r32f"].config) == 2e-6
+    plain_r32 = variants.BY_KEY["gemv:gemv_n8_r32"].config
+    assert gemv.round_seconds(wide, plain_r32) == wide["gemv_round_s"]  # the plain one's
     own = dataclasses.replace(wide, efficiency={**wide.efficiency, "gemv:gemv_n8_r32": 0.9})
     assert own.rate("gemv:gemv_n8_r32f", narrow_f) == 0.9
 
@@ -366,17 +371,17 @@ def test_a_narrow_gemv_block_pays_for_each_block_an_sm_runs_past_the_first() -> 
     """The N side's 32- and 64-row blocks share an SM badly: with the crowding share at 0.3,
     a grid of two blocks an SM (rounded up) costs 1.3 times the estimate without it, a grid
     within one block an SM nothing; the 128-row blocks never pay it."""
-    free = dataclasses.replace(model.STARTING,
-                               shared={**model.STARTING.shared, "gemv_narrow_crowd": 0.0})
-    crowded = dataclasses.replace(model.STARTING,
-                                  shared={**model.STARTING.shared, "gemv_narrow_crowd": 0.3})
+    free = dataclasses.replace(costs.STARTING,
+                               shared={**costs.STARTING.shared, "gemv_narrow_crowd": 0.0})
+    crowded = dataclasses.replace(costs.STARTING,
+                                  shared={**costs.STARTING.shared, "gemv_narrow_crowd": 0.3})
 
     def ratio(key: str, m: int) -> float:
         c = Candidate(variants.BY_KEY[key], 1)
         return (estimate_seconds(c, m, 8, 256, 1, H100, crowded)
                 / estimate_seconds(c, m, 8, 256, 1, H100, free))
 
-    assert variants.gemv_grid(variants.BY_KEY["gemv:gemv_n8_r64"].config, 8892, 8, 1, 1) == (
+    assert gemv.gemv_grid(variants.BY_KEY["gemv:gemv_n8_r64"].config, 8892, 8, 1, 1) == (
         139, 1, 1)  # past the 132 SMs: two blocks on some
     assert ratio("gemv:gemv_n8_r64", 8892) == pytest.approx(1.3)
     assert ratio("gemv:gemv_n8_r32", 8892) == pytest.approx(1.6)  # 278 blocks: three
@@ -388,13 +393,14 @@ def test_rung_24s_m_side_rounds_take_the_time_fitted_for_their_variant() -> None
     """An M-side round of 16 rows holds four times the FMAs and reads of A per load that one
     of 4 rows does: a variant's own round time (its latency entry) replaces the shared one,
     and a fused variant without one takes its plain variant's."""
-    shared = dataclasses.replace(model.STARTING, latency={})
-    own = dataclasses.replace(model.STARTING, latency={"gemv:gemv_m16": 4e-6})
+    shared = dataclasses.replace(costs.STARTING, latency={})
+    own = dataclasses.replace(costs.STARTING, latency={"gemv:gemv_m16": 4e-6})
     fused = Candidate(variants.BY_KEY["gemv:gemv_m16f"], 8)
     plain = Candidate(variants.BY_KEY["gemv:gemv_m16"], 8)
     dims = (12, 2000, 16000, 1)  # few blocks, long slices: the rounds are the time
-    assert own.gemv_round("gemv:gemv_m16f") == 4e-6
-    assert shared.gemv_round("gemv:gemv_m16") == shared["gemv_round_s"]
+    assert gemv.round_seconds(own, variants.BY_KEY["gemv:gemv_m16f"].config) == 4e-6
+    plain_m16 = variants.BY_KEY["gemv:gemv_m16"].config
+    assert gemv.round_seconds(shared, plain_m16) == shared["gemv_round_s"]
     for plan in (plain, fused):
         assert estimate_seconds(plan, *dims, H100, own) > 1.5 * estimate_seconds(
             plan, *dims, H100, shared)
@@ -403,8 +409,8 @@ def test_rung_24s_m_side_rounds_take_the_time_fitted_for_their_variant() -> None
 def test_an_sm_given_more_m_side_blocks_than_it_runs_at_pace_stretches_their_rounds() -> None:
     """138 blocks on 132 SMs leave six SMs two: with ``gemv_m_sm_blocks`` 1 the wave lasts two
     blocks' rounds where 132 blocks last one; the N side, and the default, see no crowd."""
-    crowded = dataclasses.replace(model.STARTING, shared={
-        **model.STARTING.shared, "gemv_m_sm_blocks": 1.0, "gemv_round_s": 1e-5})
+    crowded = dataclasses.replace(costs.STARTING, shared={
+        **costs.STARTING.shared, "gemv_m_sm_blocks": 1.0, "gemv_round_s": 1e-5})
     roomy = dataclasses.replace(crowded, shared={**crowded.shared, "gemv_m_sm_blocks": 64.0})
     m8 = Candidate(variants.BY_KEY["gemv:gemv_m8"], 1)
     # 128 columns a block: 132 and 138 blocks, rounds the whole time (K long, bytes few).
@@ -422,15 +428,15 @@ def test_the_m_side_rate_bends_towards_full_as_sharply_as_its_fill_power() -> No
     the rate is the share of the loads in flight; an infinite power is the hard min(1, share)
     and the default is within 0.1% of it."""
     shares = [0.05, 0.5, 0.9, 1.0, 1.1, 2.0, 5.0, 50.0]
-    assert [model._soft_fill(s, math.inf) for s in shares] == [min(1.0, s) for s in shares]
+    assert [costs.soft_fill(s, math.inf) for s in shares] == [min(1.0, s) for s in shares]
     for s in shares:
-        assert model._soft_fill(s, model.SHARED_DEFAULTS["gemv_m_fill_power"]) == (
+        assert costs.soft_fill(s, costs.SHARED_DEFAULTS["gemv_m_fill_power"]) == (
             pytest.approx(min(1.0, s), rel=1e-3))
-    soft = [model._soft_fill(s, 2.0) for s in shares]
+    soft = [costs.soft_fill(s, 2.0) for s in shares]
     assert soft == sorted(soft) and all(f < min(1.0, s) for f, s in zip(soft, shares))
-    assert model._soft_fill(1.0, 2.0) == pytest.approx(2 ** -0.5)
-    assert model._soft_fill(50.0, 2.0) == pytest.approx(1.0, rel=1e-3)
-    assert model._soft_fill(1e-3, 2.0) == pytest.approx(1e-3, rel=1e-3)
+    assert costs.soft_fill(1.0, 2.0) == pytest.approx(2 ** -0.5)
+    assert costs.soft_fill(50.0, 2.0) == pytest.approx(1.0, rel=1e-3)
+    assert costs.soft_fill(1e-3, 2.0) == pytest.approx(1e-3, rel=1e-3)
 
 
 def test_a_model_file_without_m_side_figures_gives_the_m_side_the_shared_ones() -> None:
@@ -446,14 +452,14 @@ def test_rung_30_pays_for_each_round_of_blocks_past_the_first() -> None:
     """A batch of tiny products is thousands of short blocks: each round of them past what
     the SMs take at once costs ``dot_block_s``; a grid the SMs take in one round does not."""
     dot = Candidate(variants.BY_KEY["dot:dot_4x4"], 1)
-    slow = dataclasses.replace(model.STARTING,
-                               shared={**model.STARTING.shared, "dot_block_s": 1e-6})
+    slow = dataclasses.replace(costs.STARTING,
+                               shared={**costs.STARTING.shared, "dot_block_s": 1e-6})
     one_round = (8, 8, 64, H100.sms // 4)  # four tiles a matrix
     rounds = -(-(4 * 43) // H100.sms)
     assert estimate_seconds(dot, *one_round, H100, slow) == pytest.approx(
-        estimate_seconds(dot, *one_round, H100, model.STARTING), abs=1e-8)
+        estimate_seconds(dot, *one_round, H100, costs.STARTING), abs=1e-8)
     assert estimate_seconds(dot, 8, 8, 64, 43, H100, slow) == pytest.approx(
-        estimate_seconds(dot, 8, 8, 64, 43, H100, model.STARTING) + (rounds - 1) * 1e-6,
+        estimate_seconds(dot, 8, 8, 64, 43, H100, costs.STARTING) + (rounds - 1) * 1e-6,
         rel=1e-3)
 
 

@@ -11,17 +11,14 @@ import pytest
 
 from mmsuite import catalogue, tensorcore
 from mmsuite.cuda_dispatch import planners, tuning_file, variants
-from mmsuite.cuda_dispatch.device import DeviceFacts
+from mmsuite.cuda_dispatch.families import dot, shortk, splitk
+from mmsuite.cuda_dispatch.families.gemv import GemvConfig
+from mmsuite.cuda_dispatch.families.splitk import CONFIGS, RUNG21_CONFIG
+from mmsuite.cuda_dispatch.families.streamk import STREAMK_CONFIGS
+from mmsuite.cuda_dispatch.family import Candidate
 from mmsuite.cuda_dispatch.tuning_file import entry_of, shape_key
-from mmsuite.cuda_dispatch.variants import (
-    CONFIGS,
-    RUNG21_CONFIG,
-    STREAMK_CONFIGS,
-    Candidate,
-    GemvConfig,
-    variant,
-)
-from mmsuite.launch import GEMM_ARGS
+from mmsuite.cuda_dispatch.variants import variant
+from mmsuite.launch import GEMM_ARGS, DeviceFacts
 
 H100 = DeviceFacts()
 
@@ -156,7 +153,7 @@ def test_a_fused_gemv_plan_is_one_launch_with_its_counters_after_the_slices() ->
 
 def test_rung_22_sends_short_k_to_rung_27_where_the_model_ranks_it_first() -> None:
     plan = planners.plan_adaptive(_call(3021, 292, 2), H100,
-                                  Candidate(variant("shortk", variants.SHORTK_CONFIGS[0])))
+                                  Candidate(variant("shortk", shortk.SHORTK_CONFIGS[0])))
     (step,) = plan.steps
     assert step.entry == "mm_27_shortk" and step.source == "cuda/27_shortk.cu"
     assert step.grid == (-(-3021 // 128), -(-292 // 64), 1) and step.block == (256,)
@@ -167,7 +164,7 @@ def test_rung_22_sends_short_k_to_rung_27_where_the_model_ranks_it_first() -> No
 
 def test_a_dot_plan_is_one_launch_a_block_per_tile_and_slice() -> None:
     plan = planners.plan_adaptive(_call(22, 1, 4378, 3), H100,
-                                  Candidate(variant("dot", variants.DOT_CONFIG), 8))
+                                  Candidate(variant("dot", dot.DOT_CONFIG), 8))
     (step,) = plan.steps
     assert step.entry == "mm_30_dot" and step.grid == (6, 8, 3) and step.block == (256,)
     assert step.args == GEMM_ARGS + ("work", 548)  # K per slice
@@ -268,7 +265,7 @@ def test_with_the_shipped_h100_model_a_short_k_tile_grid_covers_the_sms(
     monkeypatch.setattr(tuning_file, "BUNDLED_DIR", _SHIPPED)
     candidate = planners.decide(1020, 1989, 16, 1, H100).candidate
     config = candidate.config
-    assert candidate.family in ("splitk", "streamk") and isinstance(config, variants.Config)
+    assert candidate.family in ("splitk", "streamk") and isinstance(config, splitk.Config)
     assert -(-1020 // config.bm) * -(-1989 // config.bn) * candidate.split >= H100.sms
 
 
@@ -278,7 +275,7 @@ def test_with_the_shipped_h100_model_k_past_64_stays_off_rung_27_with_a_skinny_s
     three chunks; it ran 2.2x slower than rung 23 on the H100, so K past 64 is offered to
     it only where no side is skinny."""
     monkeypatch.setattr(tuning_file, "BUNDLED_DIR", _SHIPPED)
-    assert variants.shortk_max_k(9, 2697) == variants.SHORTK_MAX_K_UNALIGNED < 73
+    assert shortk.shortk_max_k(9, 2697) == shortk.MAX_K_UNALIGNED < 73
     assert planners.decide(9, 2697, 73, 51, H100).candidate.family != "shortk"
 
 
@@ -297,5 +294,5 @@ def test_with_the_shipped_h100_model_tiny_and_small_m_products_leave_rung_27s_ti
     variants took 11.3 and 202 us (cuBLAS 13.7 and 204, the 128-row tiles 30 and 935)."""
     monkeypatch.setattr(tuning_file, "BUNDLED_DIR", _SHIPPED)
     chosen = planners.decide(m, n, k, batch, H100).candidate.config
-    assert not (isinstance(chosen, variants.ShortKConfig) and not chosen.cols)
+    assert not (isinstance(chosen, shortk.ShortKConfig) and not chosen.cols)
     assert config is None or chosen.name == config

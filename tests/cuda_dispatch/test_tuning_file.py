@@ -10,9 +10,10 @@ from pathlib import Path
 import pytest
 
 from mmsuite.cuda_dispatch import tuning_file
-from mmsuite.cuda_dispatch.device import DeviceFacts
+from mmsuite.cuda_dispatch.family import Candidate
 from mmsuite.cuda_dispatch.tuning_file import TuningFileError, candidate_of, entry_of, shape_key
-from mmsuite.cuda_dispatch.variants import VARIANTS, Candidate, why_not
+from mmsuite.cuda_dispatch.variants import MANIFEST, VARIANTS, why_not
+from mmsuite.launch import DeviceFacts
 
 H100 = DeviceFacts()
 SHIPPED = Path(tuning_file.__file__).resolve().parent.parent / "tuning"
@@ -31,6 +32,28 @@ def test_tuning_path_follows_the_environment(_tuning_dir: Path,
 def test_every_candidate_round_trips_through_an_entry(row) -> None:
     candidate = Candidate(row, 1)
     assert candidate_of(json.loads(json.dumps(entry_of(candidate))), "f") == candidate
+
+
+def test_an_entry_names_its_family() -> None:
+    for family in MANIFEST:
+        entry = entry_of(Candidate(family.variants[0], 1))
+        assert entry["family"] == family.name
+
+
+@pytest.mark.parametrize("flags,family", [
+    ({}, "splitk"), ({"streamk": True}, "streamk"), ({"gemv": True}, "gemv"),
+    ({"shortk": True}, "shortk"), ({"dot": True}, "dot")])
+def test_an_older_entry_naming_its_family_by_a_flag_still_reads(flags: dict,
+                                                                family: str) -> None:
+    row = next(v for v in VARIANTS if v.family == family)
+    entry = {k: v for k, v in entry_of(Candidate(row, 1)).items() if k != "family"}
+    assert candidate_of({**entry, **flags}, "old.json") == Candidate(row, 1)
+
+
+def test_an_entry_of_an_unknown_family_is_a_bad_entry() -> None:
+    entry = {**entry_of(Candidate(VARIANTS[0], 1)), "family": "winograd"}
+    with pytest.raises(TuningFileError, match="bad entry in f.json"):
+        candidate_of(entry, "f.json")
 
 
 def test_store_merges_removes_and_leaves_no_temporary(_tuning_dir: Path) -> None:

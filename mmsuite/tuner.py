@@ -32,23 +32,39 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from ..problem import Problem
-from . import model
-from .device import DeviceFacts
-from .planners import Decision, decide, plan_of
-from .tuning_file import entry_of, shape_key, store_tuning, tuning_path
-from .variants import Candidate, candidates
+from . import catalogue
+from .backends import RunOptions, get_backend
+from .backends.cuda import CudaBackend, launch_of
+from .cuda_dispatch import model
+from .cuda_dispatch.costs import STARTING, Parameters
+from .cuda_dispatch.families.splitk import SPLITK
+from .cuda_dispatch.family import Candidate
+from .cuda_dispatch.planners import Decision, decide, plan_of
+from .cuda_dispatch.tuning_file import (
+    entry_of,
+    model_path,
+    shape_key,
+    store_model,
+    store_tuning,
+    tuning_path,
+)
+from .cuda_dispatch.variants import candidates
+from .launch import CudaPlan, DeviceFacts
+from .layout import plan_call
+from .measure import Sampling, sample_session
+from .problem import Problem
+from .verify import FP32_TINY, tolerance
 
 if TYPE_CHECKING:
-    from ..backends import RunOptions
-    from ..backends.cuda import CudaBackend
-    from ..backends.cuda_session import CudaSession
+    from .backends.cuda_session import CudaSession
 
 DEFAULT_CANDIDATES = 16
 DEFAULT_CONFIRM = 3
 DEFAULT_ROUNDS = 15
 DEFAULT_MARGIN = 0.005  # the least gain an entry must show beyond the noise
 TUNED_KERNEL = "cuda.22_adaptive"
+#: Sessions a timer keeps prepared: the model's choice and the finalists re-timed in rounds.
+KEPT_SESSIONS = DEFAULT_CONFIRM + 1
 
 
 class TuneError(ValueError):
@@ -56,10 +72,7 @@ class TuneError(ValueError):
 
 
 def _cuda_backend(options: RunOptions | None = None) -> CudaBackend:
-    """The registry's CUDA adapter, whose sessions the search drives directly."""
-    from ..backends import get_backend
-    from ..backends.cuda import CudaBackend
-
+    """The registry's CUDA adapter, whose sessions the search prepares with its plans."""
     backend = get_backend(CudaBackend.name, options)
     if not isinstance(backend, CudaBackend):
         raise TypeError(f"the cuda backend is a {type(backend).__name__}, not a CudaBackend")
@@ -67,28 +80,28 @@ def _cuda_backend(options: RunOptions | None = None) -> CudaBackend:
 
 
 class PlanTimer:
-    """One problem's buffers on the GPU, on which any candidate plan is verified and timed.
+    """One problem's inputs on the GPU, on which any candidate plan is verified and timed:
+    each plan in a session of rung 22 that the adapter prepares with it (``plan=``).
 
     ``sampling`` is the suite's stopping rule for :meth:`time`; C is reset before every
     sample, as the engine does.
     """
 
-    def __init__(self, problem: Problem, options: RunOptions | None = None) -> None:
-        from .. import catalogue
-        from ..backends import RunOptions
-        from ..layout import plan_call
-
+    def __init__(self, problem: Problem, options: RunOptions | None = None,
+                 backend: CudaBackend | None = None) -> None:
         self.problem = problem
         self.options = options or RunOptions()
         self.kernel = catalogue.get(TUNED_KERNEL)
-        self.backend = _cuda_backend(self.options)
+        self.backend = backend or _cuda_backend(self.options)
         reason = self.backend.probe()
         if reason:
             raise TuneError(f"{TUNED_KERNEL} cannot run here: {reason}")
         self.inputs = problem.inputs()
         self.call = plan_call(problem, self.inputs, self.kernel.layout)
         self.device: DeviceFacts = self.backend.device_facts
-        self.session = self.backend.prepare(self.kernel, self.call)
+        self._sessions: dict[tuple, CudaSession] = {}  # by plan, the last used last
+        self.keep = KEPT_SESSIONS
+        self.use_plan(self.backend.plan(self.kernel, self.call))
         self._reference: Any = None  # the float64 product and its error scale, once computed
         self._cublas: CudaSession | None = None
 
@@ -98,7 +111,7 @@ class PlanTimer:
         return self.call.m, self.call.n, self.call.k, self.call.batch
 
     # ----------------------------------------------------------- plans
-    def decision(self, override: Candidate | None = None, **choice) -> Decision:
+    def decision(self, override: Candidate[Any] | None = None, **choice: Any) -> Decision:
         m, n, k, batch = self.dims
         return decide(m, n, k, batch, self.device, override, **choice)
 
@@ -113,24 +126,29 @@ class PlanTimer:
         self.select(decision)
         return self.check(decision.candidate.label)
 
-    def use_plan(self, plan) -> None:
-        from ..backends.cuda_session import kernel_steps
-
-        self.session.keep.clear()
-        self.session.steps = kernel_steps(self.session, plan, self.backend.function, False)
+    def use_plan(self, plan: CudaPlan) -> None:
+        """Launch ``plan`` from now on, in a session prepared with it; the last
+        ``keep`` stay prepared (rounds of re-timing switch among them)."""
+        key = (plan.steps, plan.workspace)
+        session = self._sessions.pop(key, None)
+        if session is None:
+            session = self.backend.prepare(self.kernel, self.call, plan=plan)
+        self._sessions[key] = session
+        while len(self._sessions) > self.keep:
+            self._sessions.pop(next(iter(self._sessions))).close()
+        self.session = session
 
     def check(self, label: str) -> float:
         """Run the current plan once and compare C with the float64 reference on the GPU,
         componentwise, as ``mmsuite.verify`` does."""
-        from ..verify import FP32_TINY, tolerance
+        import cupy as cp  # the adapter has imported it: its sessions hold CuPy arrays
 
-        cp = self.backend._cupy
         session = self.session
         session.reset_c()
         session.launch()
         session.synchronize()
         m, n, k, batch = self.dims
-        if self._reference is None:
+        if self._reference is None:  # every session holds the same inputs
             with session.stream:
                 a = session.a.astype(cp.float64).reshape(batch, k, m).transpose(0, 2, 1)
                 b = session.b.astype(cp.float64).reshape(batch, n, k).transpose(0, 2, 1)
@@ -154,26 +172,16 @@ class PlanTimer:
                                f"{tolerance(k):.3g})")
         return worst
 
-    def time(self, sampling) -> list[float]:
+    def time(self, sampling: Sampling) -> list[float]:
         """Samples (ms) of the current plan by the suite's timer and stopping rule."""
-        from ..measure import sample_session
-
         return sample_session(self.session, sampling).kernel_ms
 
     def sample(self) -> float:
         """One sample (ms) of the current plan, after one untimed launch."""
-        from ..measure import _sample
+        return sample_session(self.session, Sampling.fixed(1), warmup=1).kernel_ms[0]
 
-        self.session.reset_c()
-        self.session.launch()
-        return _sample(self.session, self.session.timer(), cold=False)
-
-    def cublas(self, sampling) -> list[float]:
+    def cublas(self, sampling: Sampling) -> list[float]:
         """Samples (ms) of cuBLAS on the same problem (its own, row-major buffers)."""
-        from .. import catalogue
-        from ..layout import plan_call
-        from ..measure import sample_session
-
         if self._cublas is None:
             kernel = catalogue.get("cuda.cublas")
             self._cublas = self.backend.prepare(kernel,
@@ -184,7 +192,8 @@ class PlanTimer:
         self._reference = None
         if self._cublas is not None:
             self._cublas.close()
-        self.session.close()
+        while self._sessions:
+            self._sessions.popitem()[1].close()
 
     def __enter__(self) -> PlanTimer:
         return self
@@ -197,6 +206,7 @@ def interleaved(timer: PlanTimer, decisions: Sequence[Decision],
                 rounds: int = DEFAULT_ROUNDS) -> list[list[float]]:
     """Samples (ms) of each decision's plan, one per round in turn, the order rotating."""
     samples: list[list[float]] = [[] for _ in decisions]
+    timer.keep = max(timer.keep, len(decisions))  # each plan prepared once, not per round
     for r in range(rounds):
         for i in range(len(decisions)):
             index = (i + r) % len(decisions)
@@ -232,8 +242,6 @@ def tune_problem(problem: Problem, limit: int = DEFAULT_CANDIDATES,
                  margin: float = DEFAULT_MARGIN) -> dict:
     """Search, re-time and store one problem's entry (module docstring); returns
     {'key', 'entry' (None when the model's choice stays), 'path', 'outcomes', ...}."""
-    from ..measure import Sampling
-
     sampling = sampling or Sampling(min_samples=5, min_seconds=0.05, max_seconds=0.5,
                                     name="tune")
     started = time.perf_counter()
@@ -335,7 +343,7 @@ class ShapeTimings:
 
 
 def measure_candidates(problem: Problem, limit: int, sampling,
-                       params: model.Parameters | None = None,
+                       params: Parameters | None = None,
                        rungs: Sequence[str] = (), with_cublas: bool = False,
                        progress: Callable[[str], None] = print) -> ShapeTimings:
     """The best ``limit`` split-K candidates of the model (``params``) and as many stream-K
@@ -346,19 +354,16 @@ def measure_candidates(problem: Problem, limit: int, sampling,
         params = params or model.parameters_for(timer.device.name)
         ranked = [c for _, c in model.ranked(candidates(m, n, k, batch, timer.device),
                                              m, n, k, batch, timer.device, params)]
-        splitk = [c for c in ranked if c.family == "splitk"][:limit]
-        others = [c for c in ranked[:3 * limit] if c.family != "splitk"][:limit]
+        splitk = [c for c in ranked if c.family == SPLITK.name][:limit]
+        others = [c for c in ranked[:3 * limit] if c.family != SPLITK.name][:limit]
         return time_plans(timer, splitk + others, sampling, rungs, with_cublas, progress)
 
 
-def time_plans(timer: PlanTimer, plans: Sequence[Candidate], sampling,
+def time_plans(timer: PlanTimer, plans: Sequence[Candidate[Any]], sampling,
                rungs: Sequence[str] = (), with_cublas: bool = False,
                progress: Callable[[str], None] = print) -> ShapeTimings:
     """Each of ``plans`` verified and timed on ``timer``'s problem (one that fails is
     skipped, and said); then each of ``rungs`` with its own plan, and cuBLAS."""
-    from .. import catalogue
-    from ..backends.cuda import launch_of
-
     m, n, k, batch = timer.dims
     out = ShapeTimings(timer.problem, timer.dims)
     for candidate in plans:
@@ -387,20 +392,20 @@ def time_plans(timer: PlanTimer, plans: Sequence[Candidate], sampling,
 
 
 def fit_and_score(fitting: Sequence[model.Timing], held_out: Sequence[model.Timing],
-                  device: DeviceFacts) -> tuple[model.Parameters, dict]:
+                  device: DeviceFacts) -> tuple[Parameters, dict]:
     """Parameters fitted on ``fitting`` and the ranking accuracy, before and after, on
     ``held_out``."""
     fitted = model.fit(fitting, device)
     report = {
         "fitting_timings": len(fitting), "held_out_timings": len(held_out),
-        "log_error_fitting": {"start": model.log_error(fitting, device, model.STARTING),
+        "log_error_fitting": {"start": model.log_error(fitting, device, STARTING),
                               "fitted": model.log_error(fitting, device, fitted)},
     }
     if held_out:
         report["held_out"] = {
-            "start": model.ranking_accuracy(held_out, device, model.STARTING).to_dict(),
+            "start": model.ranking_accuracy(held_out, device, STARTING).to_dict(),
             "fitted": model.ranking_accuracy(held_out, device, fitted).to_dict(),
-            "log_error_start": model.log_error(held_out, device, model.STARTING),
+            "log_error_start": model.log_error(held_out, device, STARTING),
             "log_error_fitted": model.log_error(held_out, device, fitted)}
     return fitted, report
 
@@ -414,9 +419,6 @@ def fit_model(shapes: int, seed: int, limit: int = 8,
     """``mmsuite tune --fit-model``: time the model's best candidates on ``shapes`` seeded
     shapes (one in five held back), fit, score the fit on the held-back ones, store the
     parameters in the user's model file for this GPU."""
-    from ..measure import Sampling
-    from .tuning_file import model_path, store_model
-
     sampling = sampling or Sampling(min_samples=5, min_seconds=0.0, noise_target=0.01,
                                     max_seconds=0.3, name="fit")
     batched = max(1, shapes // 6)
@@ -424,7 +426,7 @@ def fit_model(shapes: int, seed: int, limit: int = 8,
     measured: list[ShapeTimings] = []
     device = None
     for index, problem in enumerate(problems, 1):
-        row = measure_candidates(problem, limit, sampling, model.STARTING,
+        row = measure_candidates(problem, limit, sampling, STARTING,
                                  progress=lambda text: progress(f"  {text}"))
         measured.append(row)
         progress(f"[{index}/{len(problems)}] {problem.shape_label}: "
