@@ -51,8 +51,10 @@ NOT_MEASURING = frozenset({
     # results read back, presented and compared
     "runs.py", "report.py", "report_html.py", "charts.py", "results_csv.py",
     "environment_table.py", "history.py", "compare.py", "verdicts.py",
-    # the gate's driver and its builds (its workers measure through ``measure``)
-    "continuous.py", "builds.py",
+    # the gate's driver and its builds (its workers measure through ``measure``), the
+    # bisection that drives it, the regressions found in a history, the dispatcher's tuner
+    "continuous.py", "builds.py", "bisection.py", "regressions.py", "changepoints.py",
+    "tuner.py",
     # the pytest suite that checks plugin kernels, and the hints for missing extras
     "testing", "extras.py",
 })
