@@ -133,6 +133,8 @@ class PlanTimer:
         session = self._sessions.pop(key, None)
         if session is None:
             session = self.backend.prepare(self.kernel, self.call, plan=plan)
+        else:  # the same launches, decided anew (forced, say): the record says how
+            session.info.update(dict(plan.info))
         self._sessions[key] = session
         while len(self._sessions) > self.keep:
             self._sessions.pop(next(iter(self._sessions))).close()

@@ -177,6 +177,7 @@ def test_timed_plans_skip_a_failing_one_and_give_a_calibration_row(fake) -> None
 class FakeSession:
     def __init__(self, plan) -> None:
         self.plan, self.closed = plan, False
+        self.info = dict(plan.info)  # as kernel_steps records a plan
 
     def close(self) -> None:
         self.closed = True
@@ -221,3 +222,14 @@ def test_each_plan_is_timed_in_a_session_prepared_with_it_and_few_stay_open() ->
     assert len(backend.sessions) == 1 + len(others)
     timer.close()
     assert all(s.closed for s in backend.sessions)
+
+
+def test_a_plan_decided_anew_with_the_same_launches_is_recorded_as_decided() -> None:
+    """Forcing the model's own choice reuses its session (same launches), whose record must
+    then say the plan was forced, not the model's."""
+    backend = FakeBackend()
+    timer = tuner.PlanTimer(Problem(300, 20, 64), backend=backend)  # type: ignore[arg-type]
+    assert timer.session.info["dispatch"]["choice"] == "model"
+    timer.select(timer.decision(timer.decision().candidate))
+    assert len(backend.sessions) == 1
+    assert timer.session.info["dispatch"]["choice"] == "forced"
