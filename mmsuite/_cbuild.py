@@ -37,6 +37,13 @@ ARGS = ("long m, long n, long k, long batch, float alpha, const float *a, const 
 
 PACKAGE = "mmsuite._cladder"
 RUNTIME = "runtime.c"
+#: The runtime's functions every extension exports beside its kernel (a plugin's too).
+RUNTIME_DECLARATIONS = """
+    void mm_set_threads(int threads);
+    int mm_max_threads(void);
+    int mm_team_threads(void);
+    const char *mm_cflags(void);
+"""
 
 
 def compile_flags() -> list[str]:
@@ -75,12 +82,7 @@ def make_builder(name: str) -> FFI:
     # without them C would call the rung through an implicit declaration.
     declarations = "\n".join(
         [f"void mm_{name}({ARGS});"] + ([f"const char *{config}(void);"] if config else [])
-    ) + """
-        void mm_set_threads(int threads);
-        int mm_max_threads(void);
-        int mm_team_threads(void);
-        const char *mm_cflags(void);
-    """
+    ) + RUNTIME_DECLARATIONS
     ffi = FFI()
     ffi.cdef(declarations)
     shown = " ".join(compile_flags())

@@ -77,13 +77,7 @@ def _build(source: str, entry: str, cflags: str, name: str, folder: Path) -> Pat
     ladder = ladder_folder(".c")
     if ladder is None:
         raise CBuildError("the C ladder's headers are not in this installation")
-    declarations = f"""
-        void {entry}({_cbuild.ARGS});
-        void mm_set_threads(int threads);
-        int mm_max_threads(void);
-        int mm_team_threads(void);
-        const char *mm_cflags(void);
-    """
+    declarations = f"void {entry}({_cbuild.ARGS});" + _cbuild.RUNTIME_DECLARATIONS
     ffi = FFI()
     ffi.cdef(declarations)
     path = Path(source)
