@@ -332,7 +332,3 @@ def load_configured() -> list[Plugin]:
         plugins.append(load_file(path))
     return plugins
 
-
-def loaded() -> list[Plugin]:
-    """The plugins loaded in this process, in the order they were."""
-    return list(_loaded.values())

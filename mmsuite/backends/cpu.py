@@ -26,6 +26,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import errno
+import functools
 import importlib
 import importlib.util
 import mmap
@@ -134,9 +135,10 @@ def _load_rung(name: str):
     return extension, ""
 
 
+@functools.cache
 def ladder_cflags() -> str | None:
     """The flags the installed C ladder was built with (None where no rung is built): a
-    plugin's C kernel is built with the same."""
+    plugin's C kernel is built with the same, and the environment records them."""
     extension = _any_rung()
     return None if extension is None else extension.ffi.string(extension.lib.mm_cflags()).decode()
 
@@ -241,7 +243,7 @@ class CpuBackend(Backend):
     def environment(self) -> dict:
         env: dict = {"omp_threads": self.threads, "numpy": np.__version__}
         if self._any is not None:  # every rung is built with the same flags
-            env["cflags"] = self._any.ffi.string(self._any.lib.mm_cflags()).decode()
+            env["cflags"] = ladder_cflags()
         limiter, _ = _blas_limiter(self.options.threads)
         with limiter:  # the BLAS thread count the reference runs with
             env["blas"] = blas_info()

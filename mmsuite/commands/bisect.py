@@ -20,8 +20,7 @@ from .common import (
     UsageError,
     add_device_arguments,
     add_problem_arguments,
-    fraction,
-    positive_float,
+    add_verdict_arguments,
     problems_from_args,
 )
 
@@ -41,14 +40,10 @@ def add_parser(sub) -> argparse.ArgumentParser:
     p.add_argument("--kernel", required=True, metavar="ID", help="the kernel, e.g. cpu.omp_tiled")
     add_problem_arguments(p)
     gate = p.add_argument_group("verdicts")
-    gate.add_argument("--threshold", type=fraction, default=defaults.threshold,
-                      help="smallest slowdown that counts (default 0.05: 5%%)")
-    gate.add_argument("--confidence", type=fraction, default=defaults.confidence,
-                      help="of each interval on the ratio (default 0.99)")
-    gate.add_argument("--max-time", type=positive_float, default=defaults.max_seconds,
-                      metavar="S", help="seconds of rounds of each step's first run; an "
-                      "unsure step runs again with twice, then four times that "
-                      "(default %(default)s)")
+    add_verdict_arguments(
+        gate, defaults.threshold, defaults.confidence, defaults.max_seconds,
+        "seconds of rounds of each step's first run; an unsure step runs again with twice, "
+        "then four times that")
     meas = p.add_argument_group("measurement")
     add_device_arguments(meas)
     p.add_argument("--cache-dir", type=Path, default=None, metavar="DIR",

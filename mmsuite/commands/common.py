@@ -307,6 +307,19 @@ def add_selection_arguments(p: argparse.ArgumentParser) -> None:
                      help="only kernels whose id matches GLOB, e.g. 'cuda.0*' (repeatable)")
 
 
+def add_verdict_arguments(group: argparse._ArgumentGroup, threshold: float, confidence: float,
+                          max_seconds: float, max_time_help: str) -> None:
+    """--threshold, --confidence and --max-time: how a paired verdict is reached (``continuous``
+    and ``bisect``, from the gate's ``Settings``)."""
+    group.add_argument("--threshold", type=fraction, default=threshold,
+                       help="smallest change that counts, as a fraction (default "
+                       f"{threshold:g}: {threshold:.0%})".replace("%", "%%"))
+    group.add_argument("--confidence", type=fraction, default=confidence,
+                       help=f"of each interval on the ratio (default {confidence:g})")
+    group.add_argument("--max-time", type=positive_float, default=max_seconds, metavar="S",
+                       help=max_time_help + " (default %(default)s)")
+
+
 def add_device_arguments(group: argparse._ArgumentGroup) -> None:
     """How host kernels run and the cache is treated: the options every measuring command
     takes (``run``, ``continuous``)."""

@@ -31,11 +31,11 @@ from .common import (
     add_device_arguments,
     add_problem_arguments,
     add_selection_arguments,
+    add_verdict_arguments,
     check_distinct_outputs,
     check_omp_env,
     check_output_file,
     check_selectors,
-    fraction,
     output_file,
     positive_float,
     problems_from_args,
@@ -69,14 +69,10 @@ def add_parser(sub) -> argparse.ArgumentParser:
     add_selection_arguments(p)
     add_problem_arguments(p)
     gate = p.add_argument_group("verdict")
-    gate.add_argument("--threshold", type=fraction, default=defaults.threshold,
-                      help="smallest change that counts, as a fraction (default 0.05: 5%%)")
-    gate.add_argument("--confidence", type=fraction, default=defaults.confidence,
-                      help="of the interval on HEAD/BASE (default 0.99)")
-    gate.add_argument("--max-time", type=positive_float, default=defaults.max_seconds,
-                      metavar="S", help="seconds of rounds per row, both sides together; "
-                      "undecided rows take rounds until then, and up to twice that from what "
-                      "earlier rows left unspent (default %(default)s)")
+    add_verdict_arguments(
+        gate, defaults.threshold, defaults.confidence, defaults.max_seconds,
+        "seconds of rounds per row, both sides together; undecided rows take rounds until "
+        "then, and up to twice that from what earlier rows left unspent")
     gate.add_argument("--round-time", type=positive_float, default=defaults.round_seconds,
                       metavar="S", help="each side's turn in a round, at least one sample "
                       "(default %(default)s)")
