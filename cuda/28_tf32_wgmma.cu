@@ -26,7 +26,7 @@
 // being A's and B's tensor maps in one by-value parameter (cuTensorMapEncodeTiled:
 // 3-D, k x rows x batch, boxes of 32 x 128 for A and 32 x WG_BN for B, 128-byte
 // swizzle); K split into slices as rung 25 does, added by rung 21's mm_21_reduce.
-// Rung 29 includes this file: wg_gemm with PARTS = 2 is its pipeline.
+// Rung 29 includes this file: its producer, barriers and store are rung 29's too.
 // Any M, N, K >= 1, any batch.
 // Measured on the H100 (mmsuite run, same run as cuBLAS, L2 warm), packs included:
 // 262-267 TFLOP/s at 2048^3, 324-337 at 4096^3 and 345-365 at 8192^3, 77-94% of
@@ -49,6 +49,9 @@
 #define WG_A_TILE (WG_BM * WG_BK * 4)      // bytes of one part of A's tile
 #define WG_PRODUCER_REGS 40
 #define WG_CONSUMER_REGS 232
+
+// The dynamic shared memory of the wgmma kernels (their stages).
+extern __shared__ unsigned char wg_dynamic[];
 
 // A CUtensorMap, opaque: 128 bytes, 64-byte aligned, built on the host.
 struct __align__(64) WgTensorMap {
@@ -195,138 +198,151 @@ __device__ __forceinline__ void wg_mma(float (&d)[BN / 2], unsigned long long da
         wg_mma_n128(d, da, db, accumulate);
 }
 
-// The block's 128 x BN tile of C (or of its slice's partial sums). maps: A's parts, then
-// B's. PARTS == 1: TF32 products accumulated in the tensor cores. PARTS == 2 (rung 29):
-// see cuda/29_fp32_accurate_wgmma.cu.
-template <int PARTS, int BN, int STAGES>
-__device__ __forceinline__ void wg_gemm(const WgTensorMap* maps, int M, int N, int Kp,
-                                        float alpha, float beta, float* C, float* W,
-                                        int kt_per_slice, int slices) {
-    constexpr int B_TILE = BN * WG_BK * 4;
-    constexpr int STAGE = PARTS * (WG_A_TILE + B_TILE);  // bytes, a multiple of 1024
-    constexpr int R = BN / 2;                            // accumulators per thread
-    extern __shared__ unsigned char wg_dynamic[];
-    __shared__ __align__(8) unsigned long long full_bar[STAGES], empty_bar[STAGES];
-    // The swizzle repeats every 1024 bytes: tiles start on such a boundary.
-    const unsigned base = (wg_smem(wg_dynamic) + 1023u) & ~1023u;
-    const int wg = threadIdx.x / 128, tid = threadIdx.x % 128;
-    const int mat = blockIdx.z / slices, slice = blockIdx.z % slices;
+// Where a block works: its 128 x BN tile of C in matrix `mat`, and its slice of K
+// (`tiles` stages of BK from stage `kt0`).
+struct WgTile {
+    int m0, n0, mat, slice, kt0, tiles;
+};
+
+template <int BN, int BK>
+__device__ __forceinline__ WgTile wg_tile(int Kp, int kt_per_slice, int slices) {
+    WgTile t;
+    t.mat = blockIdx.z / slices;
+    t.slice = blockIdx.z % slices;
 #if WG_GROUP_M > 0
     // Blocks in launch order cover WG_GROUP_M row tiles by every column tile, then the
     // next WG_GROUP_M rows: the blocks resident at once share their A and B panels in L2.
     const int id = blockIdx.x + blockIdx.y * gridDim.x, per_group = WG_GROUP_M * gridDim.y;
     const int first = id / per_group * WG_GROUP_M;
     const int rows = min((int)gridDim.x - first, WG_GROUP_M);
-    const int m0 = (first + id % per_group % rows) * WG_BM;
-    const int n0 = id % per_group / rows * BN;
+    t.m0 = (first + id % per_group % rows) * WG_BM;
+    t.n0 = id % per_group / rows * BN;
 #else
-    const int m0 = blockIdx.x * WG_BM, n0 = blockIdx.y * BN;
+    t.m0 = blockIdx.x * WG_BM;
+    t.n0 = blockIdx.y * BN;
 #endif
-    const int kt0 = slice * kt_per_slice;
-    const int tiles = min(Kp / WG_BK, kt0 + kt_per_slice) - kt0;
+    t.kt0 = t.slice * kt_per_slice;
+    t.tiles = min(Kp / BK, t.kt0 + kt_per_slice) - t.kt0;
+    return t;
+}
 
+// One "full" (the producer's copies landed) and one "empty" (the consumers' products
+// that read the stage completed: one arrival per consumer warp) barrier per stage.
+template <int STAGES>
+__device__ __forceinline__ void wg_init_barriers(unsigned long long* full_bar,
+                                                 unsigned long long* empty_bar) {
     if (threadIdx.x == 0) {
 #pragma unroll
         for (int s = 0; s < STAGES; ++s) {
             wg_bar_init(wg_smem(&full_bar[s]), 1);
-            wg_bar_init(wg_smem(&empty_bar[s]), 8);  // one arrival per consumer warp
+            wg_bar_init(wg_smem(&empty_bar[s]), 8);
         }
         asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
     }
     __syncthreads();
+}
 
-    if (wg == 0) {  // producer
-        asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" ::"n"(WG_PRODUCER_REGS));
-        if (tid == 0) {
-            for (int t = 0; t < tiles; ++t) {
-                const int s = t % STAGES;
-                if (t >= STAGES) wg_bar_wait(wg_smem(&empty_bar[s]), ((t / STAGES) - 1) & 1);
-                const unsigned full = wg_smem(&full_bar[s]);
-                wg_bar_expect(full, STAGE);
-                const int k = (kt0 + t) * WG_BK;
-                const unsigned stage = base + s * STAGE;
-#pragma unroll
-                for (int p = 0; p < PARTS; ++p) {
-                    wg_tma_load(stage + p * WG_A_TILE, maps + p, k, m0, mat, full);
-                    wg_tma_load(stage + PARTS * WG_A_TILE + p * B_TILE, maps + PARTS + p, k,
-                                n0, mat, full);
-                }
-            }
-        }
-        return;
-    }
-    asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;\n" ::"n"(WG_CONSUMER_REGS));
-    const int consumer = wg - 1;  // rows 64 * consumer of the block tile
-    const int lane = tid & 31, warp = tid >> 5;
-
-    float acc[R];
-    float corr[PARTS == 2 ? R : 1];
-    float chunk[PARTS == 2 ? R : 1];
-#pragma unroll
-    for (int i = 0; i < R; ++i) acc[i] = 0.0f;
-#pragma unroll
-    for (int i = 0; i < (PARTS == 2 ? R : 1); ++i) corr[i] = chunk[i] = 0.0f;
-
-    for (int t = 0; t < tiles; ++t) {
+// The producer warpgroup: one thread copies every stage's PARTS tiles of A (A_TILE bytes
+// each), then PARTS tiles of B (B_TILE bytes each), BK elements of k deep, into the ring.
+// maps: A's parts, then B's.
+template <int PARTS, int A_TILE, int B_TILE, int BK, int STAGES>
+__device__ __forceinline__ void wg_produce(const WgTensorMap* maps, unsigned base,
+                                           const WgTile& tile, unsigned long long* full_bar,
+                                           unsigned long long* empty_bar) {
+    constexpr int STAGE = PARTS * (A_TILE + B_TILE);
+    asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" ::"n"(WG_PRODUCER_REGS));
+    if (threadIdx.x % 128 != 0) return;
+    for (int t = 0; t < tile.tiles; ++t) {
         const int s = t % STAGES;
-        wg_bar_wait(wg_smem(&full_bar[s]), (t / STAGES) & 1);
-        const unsigned a_hi = base + s * STAGE + consumer * 64 * WG_BK * 4;
-        const unsigned b_hi = base + s * STAGE + PARTS * WG_A_TILE;
-        wg_fence();
-        if constexpr (PARTS == 1) {
+        if (t >= STAGES) wg_bar_wait(wg_smem(&empty_bar[s]), ((t / STAGES) - 1) & 1);
+        const unsigned full = wg_smem(&full_bar[s]);
+        wg_bar_expect(full, STAGE);
+        const int k = (tile.kt0 + t) * BK;
+        const unsigned stage = base + s * STAGE;
 #pragma unroll
-            for (int kk = 0; kk < WG_BK / 8; ++kk)
-                wg_mma<BN>(acc, wg_desc(a_hi + kk * 32), wg_desc(b_hi + kk * 32), 1);
-            wg_commit();
-        } else {
-            const unsigned a_lo = a_hi + WG_A_TILE, b_lo = b_hi + B_TILE;
-            // The big products of this 32-k chunk, summed in the tensor core from zero...
-#pragma unroll
-            for (int kk = 0; kk < WG_BK / 8; ++kk)
-                wg_mma<BN>(chunk, wg_desc(a_hi + kk * 32), wg_desc(b_hi + kk * 32), kk > 0);
-            wg_commit();
-            // ...and the two corrections, one accumulator for the whole K.
-#pragma unroll
-            for (int kk = 0; kk < WG_BK / 8; ++kk) {
-                wg_mma<BN>(corr, wg_desc(a_hi + kk * 32), wg_desc(b_lo + kk * 32), 1);
-                wg_mma<BN>(corr, wg_desc(a_lo + kk * 32), wg_desc(b_hi + kk * 32), 1);
-            }
-            wg_commit();
+        for (int p = 0; p < PARTS; ++p) {
+            wg_tma_load(stage + p * A_TILE, maps + p, k, tile.m0, tile.mat, full);
+            wg_tma_load(stage + PARTS * A_TILE + p * B_TILE, maps + PARTS + p, k, tile.n0,
+                        tile.mat, full);
         }
-        // All groups but the newest have completed: stage t - 1 is read (and, for
-        // PARTS == 2, this chunk's big products are done while the corrections run).
-        wg_wait<1>();
-        if constexpr (PARTS == 2) {
-            wg_pin(chunk);
-#pragma unroll
-            for (int i = 0; i < R; ++i) acc[i] += chunk[i];  // FP32, round to nearest
-            wg_pin(chunk);
-        }
-        if (t > 0 && lane == 0) wg_bar_arrive(wg_smem(&empty_bar[(t - 1) % STAGES]));
     }
-    wg_wait<0>();
-    wg_pin(acc);
-    if constexpr (PARTS == 2) wg_pin(corr);
+}
 
-    // Accumulator 4j + r: row g (+ 8 for r >= 2) of the warp's 16, column 8j + 2q + (r & 1).
-    const int g = lane >> 2, q = lane & 3;
+// Where a consumer thread's accumulator 4j + r lies in C: row g (+ 8 for r >= 2) of its
+// warp's 16, column 8j + 2q + (r & 1), g and q the lane's quad and place in it.
+__device__ __forceinline__ int wg_row(const WgTile& tile, int consumer, int r) {
+    const int lane = threadIdx.x & 31, warp = (threadIdx.x % 128) >> 5;
+    return tile.m0 + consumer * 64 + warp * 16 + (lane >> 2) + (r >> 1) * 8;
+}
+__device__ __forceinline__ int wg_col(const WgTile& tile, int j, int r) {
+    return tile.n0 + j * 8 + 2 * (threadIdx.x & 3) + (r & 1);
+}
+
+// The consumer's 64 x BN accumulators into C (alpha and beta applied), or into its
+// slice's partial sums.
+template <int BN>
+__device__ __forceinline__ void wg_store(const float (&acc)[BN / 2], const WgTile& tile,
+                                         int consumer, int M, int N, float alpha, float beta,
+                                         float* C, float* W, int slices) {
     const size_t mn = (size_t)M * N;
-    float* out = slices == 1 ? C + (size_t)mat * mn : W + ((size_t)mat * slices + slice) * mn;
+    float* out = slices == 1 ? C + (size_t)tile.mat * mn
+                             : W + ((size_t)tile.mat * slices + tile.slice) * mn;
 #pragma unroll
     for (int j = 0; j < BN / 8; ++j)
 #pragma unroll
         for (int r = 0; r < 4; ++r) {
-            const int m = m0 + consumer * 64 + warp * 16 + g + (r >> 1) * 8;
-            const int n = n0 + j * 8 + 2 * q + (r & 1);
+            const int m = wg_row(tile, consumer, r), n = wg_col(tile, j, r);
             if (m >= M || n >= N) continue;
-            float v = acc[4 * j + r];
-            if constexpr (PARTS == 2) v += corr[4 * j + r] * (1.0f / TC_SCALE);
             float* c = out + m + (size_t)n * M;
             if (slices == 1)
-                mm_store(c, v, alpha, beta);
+                mm_store(c, acc[4 * j + r], alpha, beta);
             else
-                *c = v;  // mm_21_reduce applies alpha and beta
+                *c = acc[4 * j + r];  // mm_21_reduce applies alpha and beta
         }
+}
+
+// The block's 128 x BN tile of C (or of its slice's partial sums): TF32 products
+// accumulated in the tensor cores. maps: A's, then B's.
+template <int BN, int STAGES>
+__device__ __forceinline__ void wg_gemm(const WgTensorMap* maps, int M, int N, int Kp,
+                                        float alpha, float beta, float* C, float* W,
+                                        int kt_per_slice, int slices) {
+    constexpr int B_TILE = BN * WG_BK * 4;
+    constexpr int STAGE = WG_A_TILE + B_TILE;  // bytes, a multiple of 1024
+    constexpr int R = BN / 2;                  // accumulators per thread
+    __shared__ __align__(8) unsigned long long full_bar[STAGES], empty_bar[STAGES];
+    // The swizzle repeats every 1024 bytes: tiles start on such a boundary.
+    const unsigned base = (wg_smem(wg_dynamic) + 1023u) & ~1023u;
+    const WgTile tile = wg_tile<BN, WG_BK>(Kp, kt_per_slice, slices);
+    wg_init_barriers<STAGES>(full_bar, empty_bar);
+    if (threadIdx.x < 128) {
+        wg_produce<1, WG_A_TILE, B_TILE, WG_BK, STAGES>(maps, base, tile, full_bar, empty_bar);
+        return;
+    }
+    asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;\n" ::"n"(WG_CONSUMER_REGS));
+    const int consumer = threadIdx.x / 128 - 1;  // rows 64 * consumer of the block tile
+    const int lane = threadIdx.x & 31;
+
+    float acc[R];
+#pragma unroll
+    for (int i = 0; i < R; ++i) acc[i] = 0.0f;
+    for (int t = 0; t < tile.tiles; ++t) {
+        const int s = t % STAGES;
+        wg_bar_wait(wg_smem(&full_bar[s]), (t / STAGES) & 1);
+        const unsigned a = base + s * STAGE + consumer * 64 * WG_BK * 4;
+        const unsigned b = base + s * STAGE + WG_A_TILE;
+        wg_fence();
+#pragma unroll
+        for (int kk = 0; kk < WG_BK / 8; ++kk)
+            wg_mma<BN>(acc, wg_desc(a + kk * 32), wg_desc(b + kk * 32), 1);
+        wg_commit();
+        // All groups but the newest have completed: stage t - 1 is read.
+        wg_wait<1>();
+        if (t > 0 && lane == 0) wg_bar_arrive(wg_smem(&empty_bar[(t - 1) % STAGES]));
+    }
+    wg_wait<0>();
+    wg_pin(acc);
+    wg_store<BN>(acc, tile, consumer, M, N, alpha, beta, C, W, slices);
 }
 
 // A's parts, then B's parts: one kernel parameter, so that the maps can be indexed.
@@ -340,5 +356,5 @@ struct WgMaps {
 extern "C" __global__ void __launch_bounds__(WG_THREADS, 1)
 mm_28_tf32_wgmma(const __grid_constant__ WgMaps<1> maps, int M, int N, int Kp, float alpha,
                  float beta, float* C, float* W, int kt_per_slice, int slices) {
-    wg_gemm<1, WG_BN, WG_STAGES>(maps.map, M, N, Kp, alpha, beta, C, W, kt_per_slice, slices);
+    wg_gemm<WG_BN, WG_STAGES>(maps.map, M, N, Kp, alpha, beta, C, W, kt_per_slice, slices);
 }

@@ -1,44 +1,250 @@
-// Rung 29 (beyond the seeds), column-major: FP32 accuracy from TF32 wgmma
+// Rung 29 (beyond the seeds), column-major: FP32 accuracy from BF16 wgmma
 // (precision class FP32-accurate; needs sm_90a).
-// Adds over rung 26 (the same split and the same accumulation on mma.sync, about
-// 150 TFLOP/s of tensor work, 0.88-0.99x cuBLAS FP32): rung 28's Hopper pipeline
-// (TMA loads into 128-byte-swizzled tiles, a producer and two consumer warpgroups,
-// wgmma from shared memory) carrying both TF32 parts of both operands (mm_25_pack
-// with parts = 2 writes them; 3 stages of 4 x 16 KB), 128 x 128 block tiles.
-// Per 32-k stage each consumer warpgroup issues, as two groups:
-// - big*big, 4 x m64n128k8 into a chunk accumulator started from zero (the first
-//   product's scale-d off), so that the tensor core's truncating adds span 32 k only;
-// - big*small and small*big, 8 products into one correction accumulator for the
-//   whole K (2^-11 of the result: its truncation is invisible);
-// then waits for the first group alone (wgmma.wait_group 1: the corrections keep the
-// tensor core busy meanwhile) and adds the chunk into FP32 register accumulators,
-// rounded to nearest, outside the tensor core. 3 x 64 accumulators per thread fit
-// after setmaxnreg gives the consumers 232 registers. At the end C = acc + corr / 2^11.
-// Short K (below 512) or M or N below 64: rung 22's FP32 SIMT kernels, as rung 26.
-// Launch (mmsuite/tensorcore.py): mm_25_pack on A and on B (parts = 2), then
-// mm_29_fp32_accurate_wgmma(maps, M, N, Kp, alpha, beta, C, W, kt_per_slice, slices)
-// with four tensor maps (A big, A small, B big, B small), then mm_21_reduce when K is
-// sliced. Any M, N, K >= 1, any batch.
-// Measured on the H100 (mmsuite run, same run as cuBLAS FP32, L2 warm), packs included,
-// two runs; error as max_rel_err over cuBLAS FP32's on the same inputs (uniform):
-//   2048^3  95.6 / 94.9 TFLOP/s, 1.93x / 1.91x cuBLAS FP32 (49.4 / 49.7); error 0.24x
-//   4096^3   115 / 112 TFLOP/s,  2.22x / 2.17x (51.6 / 51.6);             0.21x
-//   8192^3   123 / 120 TFLOP/s,  2.38x / 2.35x (51.7 / 51.7);             0.19x
-// Energy per GEMM at 4096^3: 0.76-0.78 J, 0.52x-0.56x cuBLAS FP32's. Errors on other
-// inputs and shapes, and where the time goes, are in docs/kernel-log.md.
+// Adds over rung 26 (TF32 big and small parts on mma.sync, about 150 TFLOP/s of tensor
+// work, 0.88-0.99x cuBLAS FP32) two things:
+// - rung 28's Hopper pipeline: TMA loads into 128-byte-swizzled tiles, a producer and two
+//   consumer warpgroups, wgmma from shared memory, 128 x 128 block tiles;
+// - an exact split: each FP32 x is x0 + x1 + x2, three BF16 numbers (8 significant bits
+//   each, each rounded to nearest from what the ones before left), and that sum is x
+//   exactly, where big + small TF32 parts keep about 22 of x's 24 bits. Of the nine
+//   products the six above 2^-24 of |a||b| are taken: a0b0, then a0b1 + a1b0 +
+//   a0b2 + a1b1 + a2b0 (the three left out are below 2^-25 of |a||b| together). BF16
+//   runs at twice TF32's tensor rate, so six BF16 products cost what three TF32 ones
+//   did, and a stage carries 6 bytes per element of each operand instead of 8.
+// Accumulation: a0b0 of each 32-k chunk is summed in the tensor core from zero and added
+// into FP32 register accumulators outside it, rounded to nearest (the tensor core's own
+// adds truncate); the five correction products (2^-8 of the result and smaller) go to a
+// second accumulator for the whole K, whose truncation is invisible at that scale. Per
+// 64-k stage, each consumer warpgroup issues twice: the chunk (2 x m64n128k16), then
+// the corrections (10 x m64n128k16); it waits for the chunk alone (wgmma.wait_group 1:
+// the corrections keep the tensor core busy meanwhile) and adds it. C = acc + corr
+// where acc is finite; where it is not (an Inf or NaN operand), acc alone, as IEEE.
+// Operands under about 2^-110 cannot be split exactly: the splits raise a flag and every
+// block then sums its tile in FP32 on the SIMT lanes from A and B themselves.
+// Launch (mmsuite/tensorcore.py): mm_29_split on A and on B (three BF16 parts each,
+// k-contiguous, zero-padded to whole 128 x 64 tiles), then mm_29_fp32_accurate_wgmma(
+// maps, M, N, K, Kp, alpha, beta, A, B, C, W, kt_per_slice, slices, flag_offset) with six
+// tensor maps (A's parts, then B's), then mm_21_reduce when K is sliced. Short K (below 512) or M or N
+// below 64: rung 22's FP32 SIMT kernels, as rung 26. Any M, N, K >= 1, any batch.
+// Figures (H200, cuBLAS in the same run) are in docs/kernel-log.md.
 #include "28_tf32_wgmma.cu"
 
-#ifndef ACC_BN
+#define ACC_PARTS 3
+#define ACC_BK 64  // 64 BF16 = 128 bytes: one row of the 128-byte swizzle
 #define ACC_BN 128
-#endif
 #ifndef ACC_STAGES
-#define ACC_STAGES 3
+#define ACC_STAGES 2  // 2 x 96 KB
 #endif
+#define ACC_TILE (WG_BM * ACC_BK * 2)  // bytes of one part of A's (or B's) tile
+
+// x rounded to the nearest BF16 (its bits), and a BF16's value.
+__device__ __forceinline__ unsigned short bf16_rn(float x) {
+    unsigned short h;
+    asm("cvt.rn.bf16.f32 %0, %1;\n" : "=h"(h) : "f"(x));
+    return h;
+}
+__device__ __forceinline__ float bf16_value(unsigned short h) {
+    return __uint_as_float((unsigned)h << 16);
+}
+
+// x = x0 + x1 + x2 exactly for finite x down to about 2^-110: x - x0 has at most 16
+// significant bits and is exact in FP32, so is what x1 leaves of it, which has at most 8.
+// Below that, x2 would need bits under BF16's smallest subnormal (2^-133): the split
+// returns false and the GEMM takes its FP32 SIMT path. An x that rounds up past BF16's
+// largest finite value is truncated instead (x - x0 is still exact). A non-finite x is
+// x0 alone.
+__device__ __forceinline__ bool bf16_split(float x, unsigned short (&part)[3]) {
+    if (!isfinite(x)) {
+        part[0] = bf16_rn(x);
+        part[1] = part[2] = 0;
+        return true;
+    }
+    part[0] = bf16_rn(x);
+    if (isinf(bf16_value(part[0]))) part[0] = (unsigned short)(__float_as_uint(x) >> 16);
+    const float r1 = x - bf16_value(part[0]);
+    part[1] = bf16_rn(r1);
+    const float r2 = r1 - bf16_value(part[1]);
+    part[2] = bf16_rn(r2);
+    return bf16_value(part[2]) == r2;
+}
+
+// Two words at W + flag_offset: whether a split was inexact in this sample, and how many
+// blocks of the main kernel have finished with it (the last one clears both).
+struct AccFlags {
+    int inexact;
+    unsigned done;
+};
+
+// Rows r of an operand (M rows of A, N columns of B) split into three BF16 parts, each
+// k-contiguous and zero-padded: P[part][z][Rp][Kp] at (bf16*)(W + offset), parts
+// part_stride BF16 elements apart; an inexact split raises the sample's flag. Element (r, k) of matrix z sits at
+// X[z * R * K + r * r_stride + k * k_stride]. A 32 x 32 tile goes through shared memory
+// so that reads follow the source's contiguous axis and writes follow k.
+extern "C" __global__ void __launch_bounds__(256)
+mm_29_split(const float* X, float* W, int offset, int part_stride, int R, int K, int Rp,
+            int Kp, int r_stride, int k_stride, int flag_offset) {
+    __shared__ float tile[32][33];
+    const int tx = threadIdx.x & 31, ty = threadIdx.x >> 5;
+    const int r0 = blockIdx.y * 32, k0 = blockIdx.x * 32;
+    const size_t z = blockIdx.z;
+    const float* x = X + z * (size_t)R * K;
+    if (r_stride == 1) {
+        for (int i = ty; i < 32; i += 8) {
+            const int r = r0 + tx, k = k0 + i;
+            tile[tx][i] = (r < R && k < K) ? x[r + (size_t)k * k_stride] : 0.0f;
+        }
+    } else {
+        for (int i = ty; i < 32; i += 8) {
+            const int r = r0 + i, k = k0 + tx;
+            tile[i][tx] = (r < R && k < K) ? x[(size_t)r * r_stride + k] : 0.0f;
+        }
+    }
+    __syncthreads();
+    unsigned short* p = reinterpret_cast<unsigned short*>(W + offset) + z * (size_t)Rp * Kp;
+    for (int i = ty; i < 32; i += 8) {
+        const size_t at = (size_t)(r0 + i) * Kp + k0 + tx;
+        unsigned short part[3];
+        const bool exact = bf16_split(tile[i][tx], part);
+#pragma unroll
+        for (int q = 0; q < 3; ++q) p[q * (size_t)part_stride + at] = part[q];
+        if (!__all_sync(0xffffffffu, exact) && tx == 0)
+            atomicOr(&reinterpret_cast<AccFlags*>(W + flag_offset)->inexact, 1);
+    }
+}
+
+// The FP32 SIMT path, where a split was inexact: this thread's accumulators (as wg_store
+// places them) summed over the block's slice of K straight from the column-major A and B.
+template <int BN>
+__device__ __forceinline__ void acc_simt(float (&acc)[BN / 2], const WgTile& tile, int consumer,
+                                         int M, int N, int K, int k_end, const float* A,
+                                         const float* B) {
+    const float* a = A + (size_t)tile.mat * M * K;
+    const float* b = B + (size_t)tile.mat * K * N;
+#pragma unroll
+    for (int j = 0; j < BN / 8; ++j)
+#pragma unroll
+        for (int r = 0; r < 4; ++r) {
+            const int m = wg_row(tile, consumer, r), n = wg_col(tile, j, r);
+            float sum = 0.0f;
+            if (m < M && n < N)
+                for (int k = tile.kt0 * ACC_BK; k < k_end; ++k)
+                    sum = fmaf(a[m + (size_t)k * M], b[k + (size_t)n * K], sum);
+            acc[4 * j + r] = sum;
+        }
+}
+
+__device__ __forceinline__ void wg_mma_bf16_n128(float (&d)[64], unsigned long long da,
+                                                 unsigned long long db, int accumulate) {
+    asm volatile(
+        "{\n.reg .pred p;\nsetp.ne.b32 p, %66, 0;\n"
+        "wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 {"
+        "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, "
+        "%14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, "
+        "%28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, "
+        "%42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, "
+        "%56, %57, %58, %59, %60, %61, %62, %63"
+        "}, %64, %65, p, 1, 1, 0, 0;\n}\n"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]),
+          "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]),
+          "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]),
+          "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]),
+          "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]),
+          "+f"(d[30]), "+f"(d[31]), "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]),
+          "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]), "+f"(d[40]), "+f"(d[41]),
+          "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]),
+          "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]),
+          "+f"(d[54]), "+f"(d[55]), "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]),
+          "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63])
+        : "l"(da), "l"(db), "r"(accumulate));
+}
 
 extern "C" __global__ void __launch_bounds__(WG_THREADS, 1)
-mm_29_fp32_accurate_wgmma(const __grid_constant__ WgMaps<2> maps, int M, int N, int Kp,
-                          float alpha, float beta, float* C, float* W, int kt_per_slice,
-                          int slices) {
-    wg_gemm<2, ACC_BN, ACC_STAGES>(maps.map, M, N, Kp, alpha, beta, C, W, kt_per_slice,
-                                   slices);
+mm_29_fp32_accurate_wgmma(const __grid_constant__ WgMaps<ACC_PARTS> maps, int M, int N, int K,
+                          int Kp, float alpha, float beta, const float* A, const float* B,
+                          float* C, float* W, int kt_per_slice, int slices, int flag_offset) {
+    constexpr int STAGE = ACC_PARTS * 2 * ACC_TILE;  // bytes: A's and B's parts
+    constexpr int R = ACC_BN / 2;                     // accumulators per thread
+    __shared__ __align__(8) unsigned long long full_bar[ACC_STAGES], empty_bar[ACC_STAGES];
+    const unsigned base = (wg_smem(wg_dynamic) + 1023u) & ~1023u;
+    AccFlags* flags = reinterpret_cast<AccFlags*>(W + flag_offset);
+    // Read by every thread before the barrier below, which the block's count comes after.
+    const bool simt = *reinterpret_cast<volatile int*>(&flags->inexact) != 0;
+    WgTile tile = wg_tile<ACC_BN, ACC_BK>(Kp, kt_per_slice, slices);
+    const int k_end = min(K, (tile.kt0 + kt_per_slice) * ACC_BK);
+    if (simt) tile.tiles = 0;  // nothing for the tensor pipeline to do
+    wg_init_barriers<ACC_STAGES>(full_bar, empty_bar);
+    if (threadIdx.x < 128) {
+        wg_produce<ACC_PARTS, ACC_TILE, ACC_TILE, ACC_BK, ACC_STAGES>(maps.map, base, tile,
+                                                                     full_bar, empty_bar);
+        return;
+    }
+    asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;\n" ::"n"(WG_CONSUMER_REGS));
+    const int consumer = threadIdx.x / 128 - 1;  // rows 64 * consumer of the block tile
+    const int lane = threadIdx.x & 31;
+
+    float acc[R], corr[R], chunk[R];
+#pragma unroll
+    for (int i = 0; i < R; ++i) acc[i] = corr[i] = chunk[i] = 0.0f;
+
+    for (int t = 0; t < tile.tiles; ++t) {
+        const int s = t % ACC_STAGES;
+        wg_bar_wait(wg_smem(&full_bar[s]), (t / ACC_STAGES) & 1);
+        const unsigned stage = base + s * STAGE;
+        // Part p of A (this consumer's 64 rows) and of B; k16 steps are 32 bytes apart.
+        unsigned a[ACC_PARTS], b[ACC_PARTS];
+#pragma unroll
+        for (int p = 0; p < ACC_PARTS; ++p) {
+            a[p] = stage + p * ACC_TILE + consumer * 64 * ACC_BK * 2;
+            b[p] = stage + ACC_PARTS * ACC_TILE + p * ACC_TILE;
+        }
+#pragma unroll
+        for (int half = 0; half < 2; ++half) {
+            wg_fence();
+            // a0b0 of this 32-k chunk, summed in the tensor core from zero...
+#pragma unroll
+            for (int kk = 2 * half; kk < 2 * half + 2; ++kk)
+                wg_mma_bf16_n128(chunk, wg_desc(a[0] + kk * 32), wg_desc(b[0] + kk * 32),
+                                 kk > 2 * half);
+            wg_commit();
+            // ...and the corrections, one accumulator for the whole K.
+#pragma unroll
+            for (int kk = 2 * half; kk < 2 * half + 2; ++kk) {
+                const int off = kk * 32;
+                wg_mma_bf16_n128(corr, wg_desc(a[0] + off), wg_desc(b[1] + off), 1);
+                wg_mma_bf16_n128(corr, wg_desc(a[1] + off), wg_desc(b[0] + off), 1);
+                wg_mma_bf16_n128(corr, wg_desc(a[0] + off), wg_desc(b[2] + off), 1);
+                wg_mma_bf16_n128(corr, wg_desc(a[1] + off), wg_desc(b[1] + off), 1);
+                wg_mma_bf16_n128(corr, wg_desc(a[2] + off), wg_desc(b[0] + off), 1);
+            }
+            wg_commit();
+            // Every group but the newest has completed: this chunk, and (at half 0) all
+            // of stage t - 1's products, which frees that stage.
+            wg_wait<1>();
+            wg_pin(chunk);
+#pragma unroll
+            for (int i = 0; i < R; ++i) acc[i] += chunk[i];  // FP32, round to nearest
+            wg_pin(chunk);
+            if (half == 0 && t > 0 && lane == 0)
+                wg_bar_arrive(wg_smem(&empty_bar[(t - 1) % ACC_STAGES]));
+        }
+    }
+    wg_wait<0>();
+    wg_pin(acc);
+    wg_pin(corr);
+#pragma unroll
+    for (int i = 0; i < R; ++i)
+        if (isfinite(acc[i])) acc[i] += corr[i];
+    if (simt) acc_simt<ACC_BN>(acc, tile, consumer, M, N, K, k_end, A, B);
+    wg_store<ACC_BN>(acc, tile, consumer, M, N, alpha, beta, C, W, slices);
+    // The last block to finish clears the flag for the next sample: every block read it
+    // before counting itself.
+    if (threadIdx.x == 128) {
+        __threadfence();
+        const unsigned blocks = gridDim.x * gridDim.y * gridDim.z;
+        if (atomicAdd(&flags->done, 1u) == blocks - 1) {
+            flags->inexact = 0;
+            flags->done = 0;
+            __threadfence();
+        }
+    }
 }

@@ -93,12 +93,16 @@ def ceil_div(a: int, b: int) -> int:
     return -(-a // b)
 
 
+#: Element sizes of the types a tensor map may hold.
+TENSOR_MAP_BYTES = {"float32": 4, "bfloat16": 2}
+
+
 @dataclass(frozen=True)
 class TensorMap:
-    """A 3-D FP32 tensor (k, rows, matrix) in one of the step's buffers, read in boxes of
-    ``box_k`` x ``box_rows`` x 1 with the 128-byte swizzle; elements past the edges read as
-    zero. ``offset`` (floats) is where it starts in ``buffer``; strides in floats, each a
-    multiple of 4 (16 bytes)."""
+    """A 3-D tensor (k, rows, matrix) of ``dtype`` in one of the step's buffers, read in
+    boxes of ``box_k`` x ``box_rows`` x 1 with the 128-byte swizzle; elements past the
+    edges read as zero. ``offset`` (floats: 4-byte units) is where it starts in
+    ``buffer``; strides in elements of ``dtype``, each a whole number of 16 bytes."""
 
     buffer: str
     offset: int
@@ -109,13 +113,22 @@ class TensorMap:
     matrix_stride: int
     box_rows: int
     box_k: int = 32
+    dtype: str = "float32"
 
     def __post_init__(self) -> None:
         if self.buffer not in BUFFER_NAMES:
             raise ValueError(f"unknown buffer {self.buffer!r}; use {sorted(BUFFER_NAMES)}")
-        if self.row_stride % 4 or self.matrix_stride % 4 or self.offset % 4:
-            raise ValueError(f"tensor map strides and offset must be multiples of 4 floats: "
+        if self.dtype not in TENSOR_MAP_BYTES:
+            raise ValueError(f"unknown tensor map dtype {self.dtype!r}; use "
+                             f"{sorted(TENSOR_MAP_BYTES)}")
+        size = self.element_bytes
+        if (self.row_stride * size) % 16 or (self.matrix_stride * size) % 16 or self.offset % 4:
+            raise ValueError(f"tensor map strides and offset must be multiples of 16 bytes: "
                              f"{self}")
+
+    @property
+    def element_bytes(self) -> int:
+        return TENSOR_MAP_BYTES[self.dtype]
 
 
 @dataclass(frozen=True)

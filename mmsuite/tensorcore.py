@@ -11,10 +11,12 @@ parts, then B's, each start rounded up to 32 floats (128 bytes).
 Slices: only where the tiles leave SMs idle, as many as fill them once,
 with at least ``MIN_SLICE_TILES`` K tiles each.
 
-Rungs 28 and 29 (sm_90a) pack the same way, but their main kernel reads the packed
-operands through tensor maps (``mmsuite.launch.TensorMap``) in tiles of 128 x
-``WGMMA_TILE_N`` with 384 threads; rung 28 reads B in place (no B pack) where its
-rows are whole 16-byte multiples (K % 4 == 0).
+Rungs 28 and 29 (sm_90a) read the packed operands through tensor maps
+(``mmsuite.launch.TensorMap``) in tiles of 128 x ``WGMMA_TILE_N`` with 384 threads.
+Rung 28 packs as rung 25 does, and reads B in place (no B pack) where its rows are
+whole 16-byte multiples (K % 4 == 0). Rung 29 splits each operand into three BF16
+parts (``mm_29_split``: their sum is the operand exactly), k-contiguous and padded to
+whole 64-k tiles.
 
 Rungs 26 and 29 run rung 22's FP32 SIMT kernels (``cuda_dispatch.planners.plan_adaptive``) where K
 is below ``ACCURATE_MIN_K`` or M or N below ``ACCURATE_MIN_MN``: there the
@@ -39,7 +41,11 @@ THREADS = 256
 PACK_THREADS = 256
 PACK_TILE = 32
 SOURCE_25 = "cuda/25_tf32_mma.cu"
+SOURCE_29 = "cuda/29_fp32_accurate_wgmma.cu"
 PACK_ENTRY = "mm_25_pack"
+SPLIT_ENTRY = "mm_29_split"
+SPLIT_PARTS = 3  # rung 29's BF16 parts of each operand
+SPLIT_TILE_K = 64  # rung 29's stages: 64 BF16 = 128 bytes, one row of the swizzle
 REDUCE_SOURCE = "cuda/21_splitk.cu"
 REDUCE_ENTRY = "mm_21_reduce"
 MIN_SLICE_TILES = 8  # K tiles of 32 per slice at least
@@ -51,12 +57,12 @@ _INT32_MAX = 2**31 - 1
 # Shared memory of the main kernels: stages x (A and B) x parts x 128 rows x 36 words.
 _TILE_BYTES = TILE_MN * (TILE_K + 4) * 4
 STAGES = {1: 3, 2: 3}  # TF32_STAGES and ACCURATE_STAGES in the sources
-# The wgmma rungs (parts 1: rung 28, parts 2: rung 29): the sources' WG_BN / ACC_BN and
+# The wgmma rungs (parts 1: rung 28, parts 3: rung 29): the sources' WG_BN / ACC_BN and
 # WG_STAGES / ACC_STAGES defaults, and the target their source is compiled for.
 WGMMA_ARCH = "sm_90a"
 WGMMA_THREADS = 384
-WGMMA_TILE_N = {1: 256, 2: 128}
-WGMMA_STAGES = {1: 4, 2: 3}
+WGMMA_TILE_N = {1: 256, 3: 128}
+WGMMA_STAGES = {1: 4, 3: 2}
 
 
 def _ceil(a: int, b: int) -> int:
@@ -80,6 +86,12 @@ class TensorPlan:
     kt_per_slice: int
     tile_n: int = TILE_MN
     b_packed: bool = True  # else B is read in place
+    tile_k: int = TILE_K
+    element_bytes: int = 4  # of the packed parts: FP32 (TF32 values) or BF16
+
+    @property
+    def dtype(self) -> str:
+        return "bfloat16" if self.element_bytes == 2 else "float32"
 
     @property
     def mp(self) -> int:
@@ -91,7 +103,15 @@ class TensorPlan:
 
     @property
     def kp(self) -> int:
-        return _ceil(self.k, TILE_K) * TILE_K
+        return _ceil(self.k, self.tile_k) * self.tile_k
+
+    def part_elements(self, rows_p: int) -> int:
+        """Elements of one packed part of an operand with ``rows_p`` padded rows."""
+        return self.batch * rows_p * self.kp
+
+    def part_floats(self, rows_p: int) -> int:
+        """Floats (4-byte units) of the workspace one packed part takes."""
+        return self.part_elements(rows_p) * self.element_bytes // 4
 
     @property
     def partials(self) -> int:
@@ -103,13 +123,18 @@ class TensorPlan:
 
     @property
     def b_offset(self) -> int:
-        return self.a_offset + _align(self.parts * self.batch * self.mp * self.kp)
+        return self.a_offset + _align(self.parts * self.part_floats(self.mp))
+
+    @property
+    def flag_offset(self) -> int:
+        """Where rung 29's two flag words sit (after the parts)."""
+        if not self.b_packed:
+            return self.b_offset
+        return self.b_offset + _align(self.parts * self.part_floats(self.np_))
 
     @property
     def workspace(self) -> int:
-        if not self.b_packed:
-            return self.b_offset
-        return self.b_offset + _align(self.parts * self.batch * self.np_ * self.kp)
+        return self.flag_offset + (_ALIGN if self.parts == SPLIT_PARTS else 0)
 
     @property
     def smem(self) -> int:
@@ -118,44 +143,61 @@ class TensorPlan:
     @property
     def wgmma_smem(self) -> int:
         """The wgmma kernels' stages of A and B tiles, and 1024 bytes to align them."""
-        stage = self.parts * (TILE_MN + self.tile_n) * TILE_K * 4
+        stage = self.parts * (TILE_MN + self.tile_n) * self.tile_k * self.element_bytes
         return WGMMA_STAGES[self.parts] * stage + 1024
 
 
 def slices_for(m: int, n: int, k: int, batch: int, sm_count: int,
-               tile_n: int = TILE_MN) -> tuple[int, int]:
-    """(slices, K tiles per slice): one slice unless the tiles leave SMs idle."""
-    k_tiles = _ceil(k, TILE_K)
+               tile_n: int = TILE_MN, tile_k: int = TILE_K) -> tuple[int, int]:
+    """(slices, K tiles per slice): one slice unless the tiles leave SMs idle; a slice is
+    at least ``MIN_SLICE_TILES`` x ``TILE_K`` deep whatever the tile."""
+    k_tiles = _ceil(k, tile_k)
     tiles = _ceil(m, TILE_MN) * _ceil(n, tile_n) * batch
     slices = 1
     if tiles < sm_count:
-        slices = max(1, min(sm_count // tiles, k_tiles // MIN_SLICE_TILES, MAX_SLICES))
+        min_tiles = max(1, MIN_SLICE_TILES * TILE_K // tile_k)
+        slices = max(1, min(sm_count // tiles, k_tiles // min_tiles, MAX_SLICES))
     per = _ceil(k_tiles, slices)
     return _ceil(k_tiles, per), per
 
 
 def tensor_plan(m: int, n: int, k: int, batch: int, parts: int, sm_count: int,
-                tile_n: int = TILE_MN, b_packed: bool = True) -> TensorPlan:
-    slices, per = slices_for(m, n, k, batch, sm_count, tile_n)
-    plan = TensorPlan(m, n, k, batch, parts, slices, per, tile_n, b_packed)
-    if plan.workspace > _INT32_MAX:  # the kernels take offsets as 32-bit integers
+                tile_n: int = TILE_MN, b_packed: bool = True, tile_k: int = TILE_K,
+                element_bytes: int = 4) -> TensorPlan:
+    slices, per = slices_for(m, n, k, batch, sm_count, tile_n, tile_k)
+    plan = TensorPlan(m, n, k, batch, parts, slices, per, tile_n, b_packed, tile_k,
+                      element_bytes)
+    # The kernels take offsets and part strides as 32-bit integers.
+    if max(plan.workspace, plan.part_elements(max(plan.mp, plan.np_))) > _INT32_MAX:
         raise ValueError(f"{batch}x{m}x{n}x{k} needs a workspace of {plan.workspace} floats, "
                          f"more than the tensor-core rungs address ({_INT32_MAX})")
     return plan
 
 
-def _pack(plan: TensorPlan, operand: str, arch: str = "") -> CudaStep:
-    """mm_25_pack of A or B into the workspace (the rung's own source, which includes it).
-    Column-major: A(m, k) at m + k * M; B(k, n) at k + n * K, read as rows n."""
+def _operand(plan: TensorPlan, operand: str) -> tuple[int, int, int, int, int]:
+    """(rows, padded rows, workspace offset, row stride, k stride) of A or B. Column-major:
+    A(m, k) at m + k * M; B(k, n) at k + n * K, read as rows n."""
     if operand == "a":
-        rows, rows_p, offset, r_stride, k_stride = plan.m, plan.mp, plan.a_offset, 1, plan.m
-    else:
-        rows, rows_p, offset, r_stride, k_stride = plan.n, plan.np_, plan.b_offset, plan.k, 1
+        return plan.m, plan.mp, plan.a_offset, 1, plan.m
+    return plan.n, plan.np_, plan.b_offset, plan.k, 1
+
+
+def _pack(plan: TensorPlan, operand: str, arch: str = "") -> CudaStep:
+    """mm_25_pack of A or B into the workspace (the rung's own source, which includes it)."""
+    rows, rows_p, offset, r_stride, k_stride = _operand(plan, operand)
     grid = (plan.kp // PACK_TILE, rows_p // PACK_TILE, plan.batch)
-    lo = plan.batch * rows_p * plan.kp
     return CudaStep(grid, (PACK_THREADS,), PACK_ENTRY, None, arch=arch, args=(
-        operand, "work", offset, lo, rows, plan.k, rows_p, plan.kp, r_stride, k_stride,
-        plan.parts))
+        operand, "work", offset, plan.part_elements(rows_p), rows, plan.k, rows_p, plan.kp,
+        r_stride, k_stride, plan.parts))
+
+
+def _split(plan: TensorPlan, operand: str) -> CudaStep:
+    """mm_29_split of A or B into its three BF16 parts in the workspace (rung 29's source)."""
+    rows, rows_p, offset, r_stride, k_stride = _operand(plan, operand)
+    grid = (plan.kp // PACK_TILE, rows_p // PACK_TILE, plan.batch)
+    return CudaStep(grid, (PACK_THREADS,), SPLIT_ENTRY, None, arch=WGMMA_ARCH, args=(
+        operand, "work", offset, plan.part_elements(rows_p), rows, plan.k, rows_p, plan.kp,
+        r_stride, k_stride, plan.flag_offset))
 
 
 def _check_grid(grid: tuple[int, int, int]) -> None:
@@ -186,12 +228,14 @@ def _steps(plan: TensorPlan) -> tuple[CudaStep, ...]:
 
 def _wgmma_maps(plan: TensorPlan) -> TensorMaps:
     """A's parts, then B's: packed k-contiguous in the workspace, or B in place."""
-    a_part, b_part = plan.batch * plan.mp * plan.kp, plan.batch * plan.np_ * plan.kp
+    a_part, b_part = plan.part_floats(plan.mp), plan.part_floats(plan.np_)
     maps = [TensorMap("work", plan.a_offset + p * a_part, plan.kp, plan.mp, plan.batch, plan.kp,
-                      plan.mp * plan.kp, TILE_MN) for p in range(plan.parts)]
+                      plan.mp * plan.kp, TILE_MN, plan.tile_k, plan.dtype)
+            for p in range(plan.parts)]
     if plan.b_packed:
         maps += [TensorMap("work", plan.b_offset + p * b_part, plan.kp, plan.np_, plan.batch,
-                           plan.kp, plan.np_ * plan.kp, plan.tile_n) for p in range(plan.parts)]
+                           plan.kp, plan.np_ * plan.kp, plan.tile_n, plan.tile_k, plan.dtype)
+                 for p in range(plan.parts)]
     else:
         maps.append(TensorMap("b", 0, plan.k, plan.n, plan.batch, plan.k, plan.n * plan.k,
                               plan.tile_n))
@@ -199,20 +243,29 @@ def _wgmma_maps(plan: TensorPlan) -> TensorMaps:
 
 
 def _wgmma_steps(plan: TensorPlan) -> tuple[CudaStep, ...]:
-    """Rungs 28 and 29: the packs, the wgmma kernel (sm_90a) on tensor maps, the reduction."""
-    steps = [_pack(plan, "a", WGMMA_ARCH)] + ([_pack(plan, "b", WGMMA_ARCH)]
-                                              if plan.b_packed else [])
+    """Rungs 28 and 29: the packs (rung 29: the splits), the wgmma kernel (sm_90a) on tensor
+    maps, the reduction."""
+    if plan.parts == SPLIT_PARTS:
+        steps = [_split(plan, "a"), _split(plan, "b")]
+    else:
+        steps = [_pack(plan, "a", WGMMA_ARCH)] + ([_pack(plan, "b", WGMMA_ARCH)]
+                                                  if plan.b_packed else [])
     grid = (plan.mp // TILE_MN, _ceil(plan.n, plan.tile_n), plan.batch * plan.slices)
     _check_grid(grid)
+    if plan.parts == SPLIT_PARTS:  # A and B themselves too, for the FP32 SIMT path
+        args: tuple = (_wgmma_maps(plan), "m", "n", "k", plan.kp, "alpha", "beta", "a", "b",
+                       "c", "work", plan.kt_per_slice, plan.slices, plan.flag_offset)
+    else:
+        args = (_wgmma_maps(plan), "m", "n", plan.kp, "alpha", "beta", "c", "work",
+                plan.kt_per_slice, plan.slices)
     steps.append(CudaStep(grid, (WGMMA_THREADS,), None, None, smem=plan.wgmma_smem,
-                          arch=WGMMA_ARCH, args=(
-                              _wgmma_maps(plan), "m", "n", plan.kp, "alpha", "beta", "c", "work",
-                              plan.kt_per_slice, plan.slices)))
+                          arch=WGMMA_ARCH, args=args))
     return tuple(steps + _reduce(plan))
 
 
 def _info(plan: TensorPlan, path: str) -> dict:
     return {"tensorcore": {"path": path, "slices": plan.slices, "parts": plan.parts,
+                           "part_type": plan.dtype,
                            "padded": [plan.mp, plan.np_, plan.kp],
                            "b": "packed" if plan.b_packed else "in place"}}
 
@@ -257,13 +310,14 @@ def plan_tf32_wgmma(call: GemmCall, device: DeviceFacts, override: object = None
 
 def plan_accurate_wgmma(call: GemmCall, device: DeviceFacts, override: object = None, *,
                         force_tensor: bool = False) -> CudaPlan:
-    """Rung 29: rung 26's split and chunked FP32 accumulation on the wgmma kernel; rung 22's
-    FP32 SIMT plan where the shape gains nothing from the tensor cores."""
+    """Rung 29: the exact three-part BF16 split and chunked FP32 accumulation on the wgmma
+    kernel; rung 22's FP32 SIMT plan where the shape gains nothing from the tensor cores."""
     if not force_tensor and not uses_tensor_cores(call.m, call.n, call.k):
         simt = planners.plan_adaptive(call, device)
         return CudaPlan(simt.steps, simt.workspace,
                         {**dict(simt.info), "tensorcore": {"path": "fp32 simt (rung 22)"}})
-    plan = tensor_plan(call.m, call.n, call.k, call.batch, 2, device.sms, WGMMA_TILE_N[2])
+    plan = tensor_plan(call.m, call.n, call.k, call.batch, SPLIT_PARTS, device.sms,
+                       WGMMA_TILE_N[SPLIT_PARTS], tile_k=SPLIT_TILE_K, element_bytes=2)
     return CudaPlan(_wgmma_steps(plan), plan.workspace, _info(plan, "wgmma"))
 
 

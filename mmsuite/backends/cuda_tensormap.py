@@ -23,7 +23,7 @@ from ..launch import TensorMap, TensorMaps
 MAP_BYTES = 128  # sizeof(CUtensorMap)
 _MAP_ALIGN = 64  # alignof(CUtensorMap)
 # cuda.h enumerations.
-_FLOAT32 = 7  # CU_TENSOR_MAP_DATA_TYPE_FLOAT32
+_DATA_TYPES = {"float32": 7, "bfloat16": 9}  # CU_TENSOR_MAP_DATA_TYPE_FLOAT32, _BFLOAT16
 _INTERLEAVE_NONE = 0
 _SWIZZLE_128B = 3
 _L2_PROMOTION_256B = 3
@@ -55,12 +55,13 @@ def encode(address: int, tensor: TensorMap) -> bytes:
     start = -storage.ctypes.data % _MAP_ALIGN
     out = storage[start:start + MAP_BYTES]
     dims = (ctypes.c_uint64 * 3)(tensor.k, tensor.rows, tensor.matrices)
-    strides = (ctypes.c_uint64 * 2)(4 * tensor.row_stride, 4 * tensor.matrix_stride)
+    size = tensor.element_bytes
+    strides = (ctypes.c_uint64 * 2)(size * tensor.row_stride, size * tensor.matrix_stride)
     box = (ctypes.c_uint32 * 3)(tensor.box_k, tensor.box_rows, 1)
     steps = (ctypes.c_uint32 * 3)(1, 1, 1)
-    status = _encoder()(out.ctypes.data, _FLOAT32, 3, ctypes.c_void_p(address), dims, strides,
-                        box, steps, _INTERLEAVE_NONE, _SWIZZLE_128B, _L2_PROMOTION_256B,
-                        _OOB_FILL_ZEROS)
+    status = _encoder()(out.ctypes.data, _DATA_TYPES[tensor.dtype], 3, ctypes.c_void_p(address),
+                        dims, strides, box, steps, _INTERLEAVE_NONE, _SWIZZLE_128B,
+                        _L2_PROMOTION_256B, _OOB_FILL_ZEROS)
     if status != 0:
         raise TensorMapError(f"cuTensorMapEncodeTiled returned CUresult {status} for {tensor} "
                              f"at 0x{address:x}")

@@ -257,17 +257,27 @@ def test_wgmma_tf32_plan_reads_b_in_place_where_its_rows_are_16_byte_multiples(
     assert all(step.arch == "sm_90a" for step in plan.steps if step.entry != "mm_21_reduce")
 
 
-def test_wgmma_accurate_plan_maps_both_parts_of_both_operands() -> None:
+def test_wgmma_accurate_plan_maps_three_bf16_parts_of_both_operands() -> None:
     call = GemmCall(300, 200, 700, 2, "col", 1.0, 0.0, *[np.empty(0)] * 3)
     plan = tensorcore.plan_accurate_wgmma(call, DeviceFacts("test GPU", 132))
     main = plan.steps[2]
-    assert [s.entry for s in plan.steps[:2]] == ["mm_25_pack"] * 2 and main.entry is None
+    assert [s.entry for s in plan.steps[:2]] == ["mm_29_split"] * 2 and main.entry is None
     maps = main.args[0].maps
-    assert len(maps) == 4 and {m.buffer for m in maps} == {"work"}
-    assert [m.box_rows for m in maps] == [128, 128, 128, 128]
-    # Each part starts where the previous one ends, inside the workspace.
-    assert maps[1].offset - maps[0].offset == 2 * 384 * 704 and maps[2].offset >= maps[1].offset
-    assert maps[3].offset + 2 * 256 * 704 <= plan.workspace
+    assert len(maps) == 6 and {m.buffer for m in maps} == {"work"}
+    assert {(m.dtype, m.box_k) for m in maps} == {("bfloat16", 64)}
+    assert [m.box_rows for m in maps] == [128] * 6
+    # K padded to whole 64-k tiles; each part (two BF16 per float of the workspace) starts
+    # where the previous one ends, inside the workspace.
+    assert main.args[4] == 704
+    assert maps[1].offset - maps[0].offset == 2 * 384 * 704 // 2
+    assert maps[3].offset >= maps[2].offset + 2 * 384 * 704 // 2
+    assert maps[5].offset + 2 * 256 * 704 // 2 <= plan.workspace
+    # The splits write their three parts that far apart, in BF16 elements, and share one
+    # flag with the main kernel, past the parts, which also reads A and B themselves.
+    assert [s.args[3] for s in plan.steps[:2]] == [2 * 384 * 704, 2 * 256 * 704]
+    flag = plan.steps[0].args[-1]
+    assert plan.steps[1].args[-1] == main.args[-1] == flag and flag >= maps[5].offset + 256 * 704
+    assert flag + 2 <= plan.workspace and {"a", "b"} <= set(main.args)
     short = tensorcore.plan_accurate_wgmma(GemmCall(35, 79, 19, 1, "col", 1.0, 0.0,
                                                     *[np.empty(0)] * 3), DeviceFacts("x", 132))
     assert short.info["tensorcore"]["path"] == "fp32 simt (rung 22)"
@@ -742,6 +752,78 @@ def test_a_sum_of_subnormal_products_is_kept(kernel_id: str) -> None:
     assert expected == pytest.approx(6.4e-9, rel=1e-3)
     # TF32 rounds 1e-20 to 10 mantissa bits: a relative error near 2^-10 in each product.
     assert m.output[0, 0] == pytest.approx(expected, rel=2e-3), m.verdict.reason
+
+
+def _split_on_gpu(x: np.ndarray) -> tuple[np.ndarray, int]:
+    """Rung 29's mm_29_split of 64 k-contiguous rows of 64: (x0, x1, x2) in float64, and the
+    inexact flag it leaves."""
+    backend = get_backend("cuda")
+    reason = backend.kernel_reason(get("cuda.29_fp32_accurate_wgmma"))
+    if reason:
+        pytest.skip(reason)
+    cp = cuda_backend._import_cupy()
+    rows = k = 64
+    part = rows * k
+    work = cp.zeros(3 * part // 2 + 32, dtype=cp.float32)
+    fn = backend.function(tensorcore.SOURCE_29, tensorcore.SPLIT_ENTRY,
+                          arch=tensorcore.WGMMA_ARCH)
+    fn((k // 32, rows // 32, 1), (256,),
+       (cp.asarray(x), work, *(np.int32(v) for v in (0, part, rows, k, rows, k, k, 1,
+                                                       3 * part // 2))))
+    host = cp.asnumpy(work)
+    halves = host[:3 * part // 2].view(np.uint16).reshape(3, part)
+    parts = (halves.astype(np.uint32) << 16).view(np.float32).astype(np.float64)
+    return parts, int(host[3 * part // 2:].view(np.int32)[0])
+
+
+@needs_gpu
+def test_rung_29s_three_bf16_parts_sum_to_each_fp32_operand_exactly() -> None:
+    """Normal FP32 values of every exponent down to 2^-100, values that round up past BF16's
+    largest finite one, zeros: each x is x0 + x1 + x2 exactly (in float64), every part a
+    BF16. Inf and NaN stay whole in x0. No flag is raised."""
+    rng = np.random.default_rng(29)
+    x = (rng.uniform(1, 2, 64 * 64) * 2.0 ** rng.integers(-100, 127, 64 * 64)
+         * rng.choice([-1, 1], 64 * 64)).astype(np.float32)
+    x[:9] = [np.finfo(np.float32).max, -np.finfo(np.float32).max, 3.3961e38, 0.0, -0.0,
+             1.0 + 2**-23, np.inf, -np.inf, np.nan]
+    parts, inexact = _split_on_gpu(x)
+    finite = np.isfinite(x)
+    assert np.array_equal(parts.sum(axis=0)[finite], x[finite].astype(np.float64))
+    assert np.array_equal(parts[0][~finite], x[~finite].astype(np.float64), equal_nan=True)
+    assert not parts[1:, ~finite].any() and inexact == 0
+
+
+@needs_gpu
+def test_an_operand_too_small_for_the_split_raises_rung_29s_flag() -> None:
+    x = np.ones(64 * 64, np.float32)
+    x[1234] = 2.0**-120 * 1.2345  # its low bits lie under BF16's smallest subnormal
+    assert _split_on_gpu(x)[1] == 1
+
+
+@needs_gpu
+def test_rung_29_takes_its_fp32_simt_path_where_the_split_is_inexact() -> None:
+    """A of magnitude 2^-120 (products still normal): the split cannot carry it, so the
+    tensor path's blocks sum in FP32 from A and B; sliced and batched, with beta. Each
+    sample leaves the flag cleared for the next."""
+    kernel = accurate_tensor_only("cuda.29_fp32_accurate_wgmma")
+    reason = get_backend("cuda").kernel_reason(kernel)
+    if reason:
+        pytest.skip(reason)
+    problem = Problem(300, 200, 2100, batch=2, layout="col", beta=0.5, seed=3)
+    normal = problem.inputs()
+    small = (normal[0] * np.float32(2.0**-120), normal[1] * np.float32(2.0**40), normal[2])
+    backend = get_backend("cuda")
+    call = mmsuite.layout.plan_call(problem, small, kernel.layout)
+    plan = backend.plan(kernel, call)
+    with backend.prepare(kernel, call) as session:
+        sample_session(session, Sampling.fixed(2), warmup=1)
+        out = mmsuite.layout.from_storage(session.output(), problem)
+        # After each sample the last block has cleared the flag and its count.
+        (work,) = [a for a in session.keep if getattr(a, "size", 0) == plan.workspace]
+        flags = work[plan.steps[0].args[-1]:][:2].get().view(np.int32)
+        assert flags.tolist() == [0, 0]
+    verdict = verify.check(out, verify.reference(problem, small), problem.k, kernel.precision)
+    assert verdict.ok, verdict.reason
 
 
 @pytest.mark.skipif(cuda_backend._import_cupy() is None, reason=cuda_backend._cupy_error)
