@@ -332,8 +332,9 @@ CUDA = [
         "beyond", "28_tf32_wgmma", layout="col", precision=TF32,
         launch={"planner": tensorcore.plan_tf32_wgmma, "arch": tensorcore.WGMMA_ARCH}),
     _cu("cuda.29_fp32_accurate_wgmma", 29, "cuda.26_fp32_accurate",
-        "FP32 accuracy on rung 28's wgmma pipeline: three products of the split, each 32-k "
-        "chunk of big products added in FP32 outside the tensor core; rung 22 on short K",
+        "FP32 accuracy on rung 28's wgmma pipeline: an exact three-part BF16 split, six "
+        "BF16 products, each 32-k chunk of the big one added in FP32 outside the tensor "
+        "core; FP32 SIMT where an operand is too small to split, rung 22 on short K",
         "beyond", "29_fp32_accurate_wgmma", layout="col", precision=FP32_ACCURATE,
         launch={"planner": tensorcore.plan_accurate_wgmma, "arch": tensorcore.WGMMA_ARCH}),
 ]
