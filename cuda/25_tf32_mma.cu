@@ -5,7 +5,7 @@
 // and FP32 accumulators. TF32 keeps 10 mantissa bits, so the result carries
 // about 200x FP32's error: a class of its own, with its own tolerance and peak.
 // Two steps per sample (mmsuite/tensorcore.py plans them):
-// - mm_25_pack(X, W, offset, lo_offset, R, K, Rp, Kp, r_stride, k_stride, parts)
+// - mm_25_pack(X, W, offset, R, K, Rp, Kp, r_stride, k_stride)
 //   rounds an operand to TF32 (cvt.rna, to nearest, as cuBLAS does) and writes it
 //   k-contiguous, zero-padded to whole 128 x 32 tiles, into the workspace. Both
 //   operands then reach shared memory as whole 16-byte cp.async copies with no
@@ -17,8 +17,8 @@
 //   words so ldmatrix's eight 16-byte rows fall in eight bank groups; K may be
 //   split into slices (planner), whose partial sums go to the workspace and are
 //   added in a fixed order by rung 21's mm_21_reduce.
-// Rung 26 includes this file: its accurate variant (ACCURATE, parts = 2) is the
-// same pipeline on three products of error-corrected splits.
+// Rung 26 includes this file: the same pipeline carries the three BF16 parts of its
+// exact split (tc_load_stage with PARTS = 3) into six products.
 // Any M, N, K >= 1, any batch: the padding holds zeros, the stores are predicated.
 // Measured on the H100 (same run as cuda.cublas_tf32, L2 warm): 116 / 141 / 150
 // TFLOP/s at 2048^3 / 4096^3 / 8192^3, 34% / 36% / 39% of cuBLAS TF32 (337 / 394 /
@@ -42,7 +42,9 @@
 #define TC_MI (TC_WM / 16)
 #define TC_NJ (TC_WN / 8)
 #define TC_TILE (TC_BM * TC_LDS)  // floats of one operand's tile (BM == BN)
-#define TC_SCALE 2048.0f          // 2^11: the small part's scale
+
+// The dynamic shared memory of the tensor kernels (their stages).
+extern __shared__ float4 tc_smem4[];
 
 __device__ __forceinline__ unsigned tc_smem(const void* p) {
     return static_cast<unsigned>(__cvta_generic_to_shared(p));
@@ -56,13 +58,13 @@ __device__ __forceinline__ float to_tf32(float x) {
 }
 
 // Rows r of an operand (M rows of A, N columns of B), k-contiguous and padded:
-// P[z][Rp][Kp] at W + offset, the small parts (parts == 2) lo_offset further.
+// P[z][Rp][Kp] at W + offset.
 // Element (r, k) of matrix z sits at X[z * R * K + r * r_stride + k * k_stride].
 // A 32 x 32 tile goes through shared memory so that reads follow the source's
 // contiguous axis and writes follow k.
 extern "C" __global__ void __launch_bounds__(256)
-mm_25_pack(const float* X, float* W, int offset, int lo_offset, int R, int K, int Rp, int Kp,
-           int r_stride, int k_stride, int parts) {
+mm_25_pack(const float* X, float* W, int offset, int R, int K, int Rp, int Kp, int r_stride,
+           int k_stride) {
     __shared__ float tile[32][33];
     const int tx = threadIdx.x & 31, ty = threadIdx.x >> 5;
     const int r0 = blockIdx.y * 32, k0 = blockIdx.x * 32;
@@ -83,11 +85,7 @@ mm_25_pack(const float* X, float* W, int offset, int lo_offset, int R, int K, in
     float* p = W + offset + z * (size_t)Rp * Kp;
     for (int i = ty; i < 32; i += 8) {
         const size_t at = (size_t)(r0 + i) * Kp + k0 + tx;
-        const float v = tile[i][tx];
-        const float big = to_tf32(v);
-        p[at] = big;
-        // v - big is exact; scaled by 2^11 it keeps clear of the subnormals.
-        if (parts == 2) p[lo_offset + at] = to_tf32((v - big) * TC_SCALE);
+        p[at] = to_tf32(tile[i][tx]);
     }
 }
 
@@ -108,14 +106,15 @@ __device__ __forceinline__ void tc_mma(float (&d)[4], const unsigned (&a)[4], un
 }
 
 // One K tile of every part of both operands into a stage: 128 rows x 8 chunks of 16 bytes
-// per operand part, four chunks per thread.
+// per operand part, four chunks per thread. A's parts are part_a floats apart, B's part_b;
+// rows are Kp floats apart.
 template <int PARTS>
 __device__ __forceinline__ void tc_load_stage(float* stage, const float* a, const float* b,
-                                              size_t lo_a, size_t lo_b, int Kp, int kt) {
+                                              size_t part_a, size_t part_b, int Kp, int kt) {
 #pragma unroll
     for (int part = 0; part < 2 * PARTS; ++part) {
-        const float* src = (part < PARTS ? a : b) + (part % PARTS ? (part < PARTS ? lo_a : lo_b)
-                                                                   : 0);
+        const float* src =
+            part < PARTS ? a + part * part_a : b + (part - PARTS) * part_b;
         float* dst = stage + part * TC_TILE;
 #pragma unroll
         for (int c = 0; c < TC_BM * TC_BK / 4 / TC_THREADS; ++c) {
@@ -128,13 +127,12 @@ __device__ __forceinline__ void tc_load_stage(float* stage, const float* a, cons
     }
 }
 
-// The block's tile of C (or of its slice's partial sums). PARTS == 1: TF32 products
-// accumulated in the tensor cores. PARTS == 2 (rung 26): see cuda/26_fp32_accurate.cu.
-template <int PARTS, int STAGES>
+// The block's tile of C (or of its slice's partial sums): TF32 products accumulated in the
+// tensor cores.
+template <int STAGES>
 __device__ __forceinline__ void tc_gemm(int M, int N, int Kp, float alpha, float beta, float* C,
                                         float* W, int a_offset, int b_offset, int Mp, int Np,
                                         int kt_per_slice, int slices) {
-    extern __shared__ float4 tc_smem4[];
     float* const smem = reinterpret_cast<float*>(tc_smem4);
     const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
     const int wm = warp % TC_WARPS_M, wn = warp / TC_WARPS_M;
@@ -144,36 +142,27 @@ __device__ __forceinline__ void tc_gemm(int M, int N, int Kp, float alpha, float
     const int kt0 = slice * kt_per_slice;
     const int kt1 = min(kt_total, kt0 + kt_per_slice);
     const int tiles = kt1 - kt0;
-    const size_t lo_a = (size_t)gridDim.z / slices * Mp * Kp;  // batch x Mp x Kp
-    const size_t lo_b = (size_t)gridDim.z / slices * Np * Kp;
     const float* a = W + a_offset + ((size_t)mat * Mp + m0) * Kp;
     const float* b = W + b_offset + ((size_t)mat * Np + n0) * Kp;
 
     float acc[TC_MI][TC_NJ][4];
-    float corr[PARTS == 2 ? TC_MI : 1][PARTS == 2 ? TC_NJ : 1][4];
 #pragma unroll
     for (int i = 0; i < TC_MI; ++i)
 #pragma unroll
         for (int j = 0; j < TC_NJ; ++j)
 #pragma unroll
             for (int r = 0; r < 4; ++r) acc[i][j][r] = 0.0f;
-#pragma unroll
-    for (int i = 0; i < (PARTS == 2 ? TC_MI : 1); ++i)
-#pragma unroll
-        for (int j = 0; j < (PARTS == 2 ? TC_NJ : 1); ++j)
-#pragma unroll
-            for (int r = 0; r < 4; ++r) corr[i][j][r] = 0.0f;
 
     // ldmatrix row addresses: lanes 8q..8q+7 give the rows of matrix q.
     const int a_lane = ((lane & 7) + ((lane >> 3) & 1) * 8) * TC_LDS + (lane >> 4) * 4;
     const int b_lane = ((lane & 7) + (lane >> 4) * 8) * TC_LDS + ((lane >> 3) & 1) * 4;
     const int a_warp = wm * TC_WM * TC_LDS + a_lane;
     const int b_warp = wn * TC_WN * TC_LDS + b_lane;
-    constexpr int STAGE = 2 * PARTS * TC_TILE;
+    constexpr int STAGE = 2 * TC_TILE;
 
 #pragma unroll
     for (int s = 0; s < STAGES - 1; ++s) {
-        if (s < tiles) tc_load_stage<PARTS>(smem + s * STAGE, a, b, lo_a, lo_b, Kp, kt0 + s);
+        if (s < tiles) tc_load_stage<1>(smem + s * STAGE, a, b, 0, 0, Kp, kt0 + s);
         asm volatile("cp.async.commit_group;\n" ::);
     }
     for (int t = 0; t < tiles; ++t) {
@@ -181,70 +170,24 @@ __device__ __forceinline__ void tc_gemm(int M, int N, int Kp, float alpha, float
         __syncthreads();  // tile t landed for all; everyone is done with tile t - 1's buffer
         const int next = t + STAGES - 1;
         if (next < tiles)
-            tc_load_stage<PARTS>(smem + (next % STAGES) * STAGE, a, b, lo_a, lo_b, Kp,
-                                 kt0 + next);
+            tc_load_stage<1>(smem + (next % STAGES) * STAGE, a, b, 0, 0, Kp, kt0 + next);
         asm volatile("cp.async.commit_group;\n" ::);
         const float* const sa = smem + (t % STAGES) * STAGE;
-        const float* const sb = sa + PARTS * TC_TILE;
-        if constexpr (PARTS == 1) {
+        const float* const sb = sa + TC_TILE;
 #pragma unroll
-            for (int kk = 0; kk < TC_BK / 8; ++kk) {
-                unsigned bf[TC_NJ / 2][4];
+        for (int kk = 0; kk < TC_BK / 8; ++kk) {
+            unsigned bf[TC_NJ / 2][4];
 #pragma unroll
-                for (int jp = 0; jp < TC_NJ / 2; ++jp)
-                    tc_ldsm4(bf[jp], sb + b_warp + jp * 16 * TC_LDS + kk * 8);
+            for (int jp = 0; jp < TC_NJ / 2; ++jp)
+                tc_ldsm4(bf[jp], sb + b_warp + jp * 16 * TC_LDS + kk * 8);
 #pragma unroll
-                for (int i = 0; i < TC_MI; ++i) {
-                    unsigned af[4];
-                    tc_ldsm4(af, sa + a_warp + i * 16 * TC_LDS + kk * 8);
+            for (int i = 0; i < TC_MI; ++i) {
+                unsigned af[4];
+                tc_ldsm4(af, sa + a_warp + i * 16 * TC_LDS + kk * 8);
 #pragma unroll
-                    for (int j = 0; j < TC_NJ; ++j)
-                        tc_mma(acc[i][j], af, bf[j / 2][(j & 1) * 2], bf[j / 2][(j & 1) * 2 + 1],
-                               acc[i][j]);
-                }
-            }
-        } else {
-            const float* const sal = sa + TC_TILE;  // small parts
-            const float* const sbl = sb + TC_TILE;
-            // Two k8 steps per chunk: the big products of a chunk are summed in the tensor
-            // core from zero, then added into acc in FP32 outside it (round to nearest).
-#pragma unroll
-            for (int kc = 0; kc < TC_BK / 16; ++kc) {
-                unsigned bh[2][TC_NJ / 2][4], bl[2][TC_NJ / 2][4];
-#pragma unroll
-                for (int q = 0; q < 2; ++q) {
-                    const int kk = (2 * kc + q) * 8;
-#pragma unroll
-                    for (int jp = 0; jp < TC_NJ / 2; ++jp) {
-                        tc_ldsm4(bh[q][jp], sb + b_warp + jp * 16 * TC_LDS + kk);
-                        tc_ldsm4(bl[q][jp], sbl + b_warp + jp * 16 * TC_LDS + kk);
-                    }
-                }
-#pragma unroll
-                for (int i = 0; i < TC_MI; ++i) {
-                    unsigned ah[2][4], al[2][4];
-#pragma unroll
-                    for (int q = 0; q < 2; ++q) {
-                        const int kk = (2 * kc + q) * 8;
-                        tc_ldsm4(ah[q], sa + a_warp + i * 16 * TC_LDS + kk);
-                        tc_ldsm4(al[q], sal + a_warp + i * 16 * TC_LDS + kk);
-                    }
-#pragma unroll
-                    for (int j = 0; j < TC_NJ; ++j) {
-                        const int jp = j / 2, h = (j & 1) * 2;
-                        const float zero[4] = {0.0f, 0.0f, 0.0f, 0.0f};
-                        float part[4];
-                        tc_mma(part, ah[0], bh[0][jp][h], bh[0][jp][h + 1], zero);
-                        tc_mma(part, ah[1], bh[1][jp][h], bh[1][jp][h + 1], part);
-#pragma unroll
-                        for (int r = 0; r < 4; ++r) acc[i][j][r] += part[r];
-                        float(&c)[4] = corr[PARTS == 2 ? i : 0][PARTS == 2 ? j : 0];
-                        tc_mma(c, ah[0], bl[0][jp][h], bl[0][jp][h + 1], c);
-                        tc_mma(c, al[0], bh[0][jp][h], bh[0][jp][h + 1], c);
-                        tc_mma(c, ah[1], bl[1][jp][h], bl[1][jp][h + 1], c);
-                        tc_mma(c, al[1], bh[1][jp][h], bh[1][jp][h + 1], c);
-                    }
-                }
+                for (int j = 0; j < TC_NJ; ++j)
+                    tc_mma(acc[i][j], af, bf[j / 2][(j & 1) * 2], bf[j / 2][(j & 1) * 2 + 1],
+                           acc[i][j]);
             }
         }
     }
@@ -263,14 +206,11 @@ __device__ __forceinline__ void tc_gemm(int M, int N, int Kp, float alpha, float
                 const int m = m0 + wm * TC_WM + i * 16 + g + (r >> 1) * 8;
                 const int n = n0 + wn * TC_WN + j * 8 + 2 * tq + (r & 1);
                 if (m >= M || n >= N) continue;
-                float v = acc[i][j][r];
-                if constexpr (PARTS == 2)
-                    v += corr[PARTS == 2 ? i : 0][PARTS == 2 ? j : 0][r] * (1.0f / TC_SCALE);
                 float* c = out + m + (size_t)n * M;
                 if (slices == 1)
-                    mm_store(c, v, alpha, beta);
+                    mm_store(c, acc[i][j][r], alpha, beta);
                 else
-                    *c = v;  // mm_21_reduce applies alpha and beta
+                    *c = acc[i][j][r];  // mm_21_reduce applies alpha and beta
             }
 }
 
@@ -288,6 +228,6 @@ __device__ __forceinline__ void tc_gemm(int M, int N, int Kp, float alpha, float
 extern "C" __global__ void __launch_bounds__(TC_THREADS, TF32_MINB)
 mm_25_tf32_mma(int M, int N, int Kp, float alpha, float beta, float* C, float* W, int a_offset,
                int b_offset, int Mp, int Np, int kt_per_slice, int slices) {
-    tc_gemm<1, TF32_STAGES>(M, N, Kp, alpha, beta, C, W, a_offset, b_offset, Mp, Np,
+    tc_gemm<TF32_STAGES>(M, N, Kp, alpha, beta, C, W, a_offset, b_offset, Mp, Np,
                             kt_per_slice, slices);
 }

@@ -1,33 +1,28 @@
 // Rung 29 (beyond the seeds), column-major: FP32 accuracy from BF16 wgmma
 // (precision class FP32-accurate; needs sm_90a).
-// Adds over rung 26 (TF32 big and small parts on mma.sync, about 150 TFLOP/s of tensor
-// work, 0.88-0.99x cuBLAS FP32) two things:
-// - rung 28's Hopper pipeline: TMA loads into 128-byte-swizzled tiles, a producer and two
-//   consumer warpgroups, wgmma from shared memory, 128 x 128 block tiles;
-// - an exact split: each FP32 x is x0 + x1 + x2, three BF16 numbers (8 significant bits
-//   each, each rounded to nearest from what the ones before left), and that sum is x
-//   exactly, where big + small TF32 parts keep about 22 of x's 24 bits. Of the nine
-//   products the six above 2^-24 of |a||b| are taken: a0b0, then a0b1 + a1b0 +
-//   a0b2 + a1b1 + a2b0 (the three left out are below 2^-25 of |a||b| together). BF16
-//   runs at twice TF32's tensor rate, so six BF16 products cost what three TF32 ones
-//   did, and a stage carries 6 bytes per element of each operand instead of 8.
+// Adds over rung 26 (the same exact three-part BF16 split, cuda/exact_split.cuh, and the
+// same six products on mma.sync, 0.9-1.0x cuBLAS FP32): rung 28's Hopper pipeline, TMA
+// loads into 128-byte-swizzled tiles, a producer and two consumer warpgroups, wgmma
+// reading both operands from shared memory, 128 x 128 block tiles, stages 64 k deep
+// (128 bytes of BF16: one row of the swizzle), 2 x 96 KB.
 // Accumulation: a0b0 of each 32-k chunk is summed in the tensor core from zero and added
 // into FP32 register accumulators outside it, rounded to nearest (the tensor core's own
 // adds truncate); the five correction products (2^-8 of the result and smaller) go to a
 // second accumulator for the whole K, whose truncation is invisible at that scale. Per
-// 64-k stage, each consumer warpgroup issues twice: the chunk (2 x m64n128k16), then
-// the corrections (10 x m64n128k16); it waits for the chunk alone (wgmma.wait_group 1:
-// the corrections keep the tensor core busy meanwhile) and adds it. C = acc + corr
-// where acc is finite; where it is not (an Inf or NaN operand), acc alone, as IEEE.
-// Operands under about 2^-110 cannot be split exactly: the splits raise a flag and every
-// block then sums its tile in FP32 on the SIMT lanes from A and B themselves.
-// Launch (mmsuite/tensorcore.py): mm_29_split on A and on B (three BF16 parts each,
+// 32-k chunk each consumer warpgroup issues twice: the chunk (2 x m64n128k16), then the
+// corrections (10 x m64n128k16); it waits for the chunk alone (wgmma.wait_group 1: the
+// corrections keep the tensor core busy meanwhile) and adds it. C = acc + corr where acc
+// is finite; where it is not (an Inf or NaN operand), acc alone, as IEEE.
+// Launch (mmsuite/tensorcore.py): mm_26_split on A and on B (three BF16 parts each,
 // k-contiguous, zero-padded to whole 128 x 64 tiles), then mm_29_fp32_accurate_wgmma(
-// maps, M, N, K, Kp, alpha, beta, A, B, C, W, kt_per_slice, slices, flag_offset) with six
-// tensor maps (A's parts, then B's), then mm_21_reduce when K is sliced. Short K (below 512) or M or N
-// below 64: rung 22's FP32 SIMT kernels, as rung 26. Any M, N, K >= 1, any batch.
-// Figures (H200, cuBLAS in the same run) are in docs/kernel-log.md.
+// maps, M, N, K, Kp, alpha, beta, A, B, C, W, kt_per_slice, slices, flag_offset) with
+// six tensor maps (A's parts, then B's), then mm_21_reduce when K is sliced. Short K
+// (below 512) or M or N below 64: rung 22's FP32 SIMT kernels, as rung 26. Any M, N,
+// K >= 1, any batch. On the H200 (cuBLAS FP32 in the same run): 1.95x at 2048^3, 2.15x at
+// 4096^3, 2.25x at 8192^3, with 0.14-0.31x cuBLAS FP32's componentwise error on every
+// input class; the table is in docs/kernel-log.md.
 #include "28_tf32_wgmma.cu"
+#include "exact_split.cuh"
 
 #define ACC_PARTS 3
 #define ACC_BK 64  // 64 BF16 = 128 bytes: one row of the 128-byte swizzle
@@ -37,99 +32,20 @@
 #endif
 #define ACC_TILE (WG_BM * ACC_BK * 2)  // bytes of one part of A's (or B's) tile
 
-// x rounded to the nearest BF16 (its bits), and a BF16's value.
-__device__ __forceinline__ unsigned short bf16_rn(float x) {
-    unsigned short h;
-    asm("cvt.rn.bf16.f32 %0, %1;\n" : "=h"(h) : "f"(x));
-    return h;
-}
-__device__ __forceinline__ float bf16_value(unsigned short h) {
-    return __uint_as_float((unsigned)h << 16);
-}
-
-// x = x0 + x1 + x2 exactly for finite x down to about 2^-110: x - x0 has at most 16
-// significant bits and is exact in FP32, so is what x1 leaves of it, which has at most 8.
-// Below that, x2 would need bits under BF16's smallest subnormal (2^-133): the split
-// returns false and the GEMM takes its FP32 SIMT path. An x that rounds up past BF16's
-// largest finite value is truncated instead (x - x0 is still exact). A non-finite x is
-// x0 alone.
-__device__ __forceinline__ bool bf16_split(float x, unsigned short (&part)[3]) {
-    if (!isfinite(x)) {
-        part[0] = bf16_rn(x);
-        part[1] = part[2] = 0;
-        return true;
-    }
-    part[0] = bf16_rn(x);
-    if (isinf(bf16_value(part[0]))) part[0] = (unsigned short)(__float_as_uint(x) >> 16);
-    const float r1 = x - bf16_value(part[0]);
-    part[1] = bf16_rn(r1);
-    const float r2 = r1 - bf16_value(part[1]);
-    part[2] = bf16_rn(r2);
-    return bf16_value(part[2]) == r2;
-}
-
-// Two words at W + flag_offset: whether a split was inexact in this sample, and how many
-// blocks of the main kernel have finished with it (the last one clears both).
-struct AccFlags {
-    int inexact;
-    unsigned done;
-};
-
-// Rows r of an operand (M rows of A, N columns of B) split into three BF16 parts, each
-// k-contiguous and zero-padded: P[part][z][Rp][Kp] at (bf16*)(W + offset), parts
-// part_stride BF16 elements apart; an inexact split raises the sample's flag. Element (r, k) of matrix z sits at
-// X[z * R * K + r * r_stride + k * k_stride]. A 32 x 32 tile goes through shared memory
-// so that reads follow the source's contiguous axis and writes follow k.
-extern "C" __global__ void __launch_bounds__(256)
-mm_29_split(const float* X, float* W, int offset, int part_stride, int R, int K, int Rp,
-            int Kp, int r_stride, int k_stride, int flag_offset) {
-    __shared__ float tile[32][33];
-    const int tx = threadIdx.x & 31, ty = threadIdx.x >> 5;
-    const int r0 = blockIdx.y * 32, k0 = blockIdx.x * 32;
-    const size_t z = blockIdx.z;
-    const float* x = X + z * (size_t)R * K;
-    if (r_stride == 1) {
-        for (int i = ty; i < 32; i += 8) {
-            const int r = r0 + tx, k = k0 + i;
-            tile[tx][i] = (r < R && k < K) ? x[r + (size_t)k * k_stride] : 0.0f;
-        }
-    } else {
-        for (int i = ty; i < 32; i += 8) {
-            const int r = r0 + i, k = k0 + tx;
-            tile[i][tx] = (r < R && k < K) ? x[(size_t)r * r_stride + k] : 0.0f;
-        }
-    }
-    __syncthreads();
-    unsigned short* p = reinterpret_cast<unsigned short*>(W + offset) + z * (size_t)Rp * Kp;
-    for (int i = ty; i < 32; i += 8) {
-        const size_t at = (size_t)(r0 + i) * Kp + k0 + tx;
-        unsigned short part[3];
-        const bool exact = bf16_split(tile[i][tx], part);
-#pragma unroll
-        for (int q = 0; q < 3; ++q) p[q * (size_t)part_stride + at] = part[q];
-        if (!__all_sync(0xffffffffu, exact) && tx == 0)
-            atomicOr(&reinterpret_cast<AccFlags*>(W + flag_offset)->inexact, 1);
-    }
-}
-
 // The FP32 SIMT path, where a split was inexact: this thread's accumulators (as wg_store
-// places them) summed over the block's slice of K straight from the column-major A and B.
+// places them) summed over the block's slice of K.
 template <int BN>
 __device__ __forceinline__ void acc_simt(float (&acc)[BN / 2], const WgTile& tile, int consumer,
                                          int M, int N, int K, int k_end, const float* A,
                                          const float* B) {
-    const float* a = A + (size_t)tile.mat * M * K;
-    const float* b = B + (size_t)tile.mat * K * N;
 #pragma unroll
     for (int j = 0; j < BN / 8; ++j)
 #pragma unroll
         for (int r = 0; r < 4; ++r) {
             const int m = wg_row(tile, consumer, r), n = wg_col(tile, j, r);
-            float sum = 0.0f;
-            if (m < M && n < N)
-                for (int k = tile.kt0 * ACC_BK; k < k_end; ++k)
-                    sum = fmaf(a[m + (size_t)k * M], b[k + (size_t)n * K], sum);
-            acc[4 * j + r] = sum;
+            acc[4 * j + r] = m < M && n < N ? simt_dot(A, B, M, N, K, tile.mat, m, n,
+                                                       tile.kt0 * ACC_BK, k_end)
+                                            : 0.0f;
         }
 }
 
@@ -166,9 +82,8 @@ mm_29_fp32_accurate_wgmma(const __grid_constant__ WgMaps<ACC_PARTS> maps, int M,
     constexpr int R = ACC_BN / 2;                     // accumulators per thread
     __shared__ __align__(8) unsigned long long full_bar[ACC_STAGES], empty_bar[ACC_STAGES];
     const unsigned base = (wg_smem(wg_dynamic) + 1023u) & ~1023u;
-    AccFlags* flags = reinterpret_cast<AccFlags*>(W + flag_offset);
     // Read by every thread before the barrier below, which the block's count comes after.
-    const bool simt = *reinterpret_cast<volatile int*>(&flags->inexact) != 0;
+    const bool simt = acc_flags_inexact(W, flag_offset);
     WgTile tile = wg_tile<ACC_BN, ACC_BK>(Kp, kt_per_slice, slices);
     const int k_end = min(K, (tile.kt0 + kt_per_slice) * ACC_BK);
     if (simt) tile.tiles = 0;  // nothing for the tensor pipeline to do
@@ -236,15 +151,5 @@ mm_29_fp32_accurate_wgmma(const __grid_constant__ WgMaps<ACC_PARTS> maps, int M,
         if (isfinite(acc[i])) acc[i] += corr[i];
     if (simt) acc_simt<ACC_BN>(acc, tile, consumer, M, N, K, k_end, A, B);
     wg_store<ACC_BN>(acc, tile, consumer, M, N, alpha, beta, C, W, slices);
-    // The last block to finish clears the flag for the next sample: every block read it
-    // before counting itself.
-    if (threadIdx.x == 128) {
-        __threadfence();
-        const unsigned blocks = gridDim.x * gridDim.y * gridDim.z;
-        if (atomicAdd(&flags->done, 1u) == blocks - 1) {
-            flags->inexact = 0;
-            flags->done = 0;
-            __threadfence();
-        }
-    }
+    if (threadIdx.x == 128) acc_flags_finish(W, flag_offset);
 }

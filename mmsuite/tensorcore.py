@@ -1,12 +1,14 @@
 """Plans of the tensor-core rungs (cuda/25_tf32_mma.cu, cuda/26_fp32_accurate.cu, and the
 Hopper rungs cuda/28_tf32_wgmma.cu, cuda/29_fp32_accurate_wgmma.cu).
 
-A sample is: ``mm_25_pack`` on A and on B (each rounded to TF32, or split into
-big and small TF32 parts for rung 26, written k-contiguous and zero-padded to
-whole tiles into the workspace), the main kernel on 128 x 128 tiles, and,
-where K is cut into slices, rung 21's ``mm_21_reduce``. The workspace holds,
-in order: the slices' partial sums (``batch x slices x M x N``), then A's
-parts, then B's, each start rounded up to 32 floats (128 bytes).
+A sample is: ``mm_25_pack`` on A and on B (each rounded to TF32; for the
+FP32-accurate rungs 26 and 29 ``mm_26_split`` instead, three BF16 parts whose sum
+is the operand exactly), written k-contiguous and zero-padded to whole tiles
+into the workspace, the main kernel on 128 x 128 tiles, and, where K is cut
+into slices, rung 21's ``mm_21_reduce``. The workspace holds, in order: the
+slices' partial sums (``batch x slices x M x N``), then A's parts, then B's,
+each start rounded up to 32 floats (128 bytes), then for the split two flag
+words (``cuda/exact_split.cuh``).
 
 Slices: only where the tiles leave SMs idle, as many as fill them once,
 with at least ``MIN_SLICE_TILES`` K tiles each.
@@ -14,9 +16,8 @@ with at least ``MIN_SLICE_TILES`` K tiles each.
 Rungs 28 and 29 (sm_90a) read the packed operands through tensor maps
 (``mmsuite.launch.TensorMap``) in tiles of 128 x ``WGMMA_TILE_N`` with 384 threads.
 Rung 28 packs as rung 25 does, and reads B in place (no B pack) where its rows are
-whole 16-byte multiples (K % 4 == 0). Rung 29 splits each operand into three BF16
-parts (``mm_29_split``: their sum is the operand exactly), k-contiguous and padded to
-whole 64-k tiles.
+whole 16-byte multiples (K % 4 == 0). Rung 29 splits as rung 26 does, into whole
+64-k tiles.
 
 Rungs 26 and 29 run rung 22's FP32 SIMT kernels (``cuda_dispatch.planners.plan_adaptive``) where K
 is below ``ACCURATE_MIN_K`` or M or N below ``ACCURATE_MIN_MN``: there the
@@ -41,11 +42,11 @@ THREADS = 256
 PACK_THREADS = 256
 PACK_TILE = 32
 SOURCE_25 = "cuda/25_tf32_mma.cu"
-SOURCE_29 = "cuda/29_fp32_accurate_wgmma.cu"
+SOURCE_26 = "cuda/26_fp32_accurate.cu"
 PACK_ENTRY = "mm_25_pack"
-SPLIT_ENTRY = "mm_29_split"
-SPLIT_PARTS = 3  # rung 29's BF16 parts of each operand
-SPLIT_TILE_K = 64  # rung 29's stages: 64 BF16 = 128 bytes, one row of the swizzle
+SPLIT_ENTRY = "mm_26_split"
+SPLIT_PARTS = 3  # rungs 26 and 29: the BF16 parts of each operand
+SPLIT_TILE_K = 64  # their stages: 64 BF16 = 128 bytes, a row of the tiles (and the swizzle)
 REDUCE_SOURCE = "cuda/21_splitk.cu"
 REDUCE_ENTRY = "mm_21_reduce"
 MIN_SLICE_TILES = 8  # K tiles of 32 per slice at least
@@ -56,7 +57,7 @@ _ALIGN = 32  # floats
 _INT32_MAX = 2**31 - 1
 # Shared memory of the main kernels: stages x (A and B) x parts x 128 rows x 36 words.
 _TILE_BYTES = TILE_MN * (TILE_K + 4) * 4
-STAGES = {1: 3, 2: 3}  # TF32_STAGES and ACCURATE_STAGES in the sources
+STAGES = {1: 3, 3: 2}  # TF32_STAGES and ACCURATE_STAGES in the sources
 # The wgmma rungs (parts 1: rung 28, parts 3: rung 29): the sources' WG_BN / ACC_BN and
 # WG_STAGES / ACC_STAGES defaults, and the target their source is compiled for.
 WGMMA_ARCH = "sm_90a"
@@ -187,15 +188,15 @@ def _pack(plan: TensorPlan, operand: str, arch: str = "") -> CudaStep:
     rows, rows_p, offset, r_stride, k_stride = _operand(plan, operand)
     grid = (plan.kp // PACK_TILE, rows_p // PACK_TILE, plan.batch)
     return CudaStep(grid, (PACK_THREADS,), PACK_ENTRY, None, arch=arch, args=(
-        operand, "work", offset, plan.part_elements(rows_p), rows, plan.k, rows_p, plan.kp,
-        r_stride, k_stride, plan.parts))
+        operand, "work", offset, rows, plan.k, rows_p, plan.kp, r_stride, k_stride))
 
 
-def _split(plan: TensorPlan, operand: str) -> CudaStep:
-    """mm_29_split of A or B into its three BF16 parts in the workspace (rung 29's source)."""
+def _split(plan: TensorPlan, operand: str, arch: str = "") -> CudaStep:
+    """mm_26_split of A or B into its three BF16 parts in the workspace (the rung's own
+    source, which includes cuda/exact_split.cuh)."""
     rows, rows_p, offset, r_stride, k_stride = _operand(plan, operand)
     grid = (plan.kp // PACK_TILE, rows_p // PACK_TILE, plan.batch)
-    return CudaStep(grid, (PACK_THREADS,), SPLIT_ENTRY, None, arch=WGMMA_ARCH, args=(
+    return CudaStep(grid, (PACK_THREADS,), SPLIT_ENTRY, None, arch=arch, args=(
         operand, "work", offset, plan.part_elements(rows_p), rows, plan.k, rows_p, plan.kp,
         r_stride, k_stride, plan.flag_offset))
 
@@ -215,14 +216,21 @@ def _reduce(plan: TensorPlan) -> list[CudaStep]:
 
 
 def _steps(plan: TensorPlan) -> tuple[CudaStep, ...]:
-    """The packs, the main kernel and the reduction; the main kernel and the packs are the
-    rung's own source (``source``/``entry`` None), the reduction is rung 21's."""
-    steps = [_pack(plan, "a"), _pack(plan, "b")]
+    """The packs (rung 26: the splits), the main kernel and the reduction; the main kernel
+    and the packs are the rung's own source (``source``/``entry`` None), the reduction is
+    rung 21's."""
     grid = (plan.mp // TILE_MN, plan.np_ // TILE_MN, plan.batch * plan.slices)
     _check_grid(grid)
-    steps.append(CudaStep(grid, (THREADS,), None, None, smem=plan.smem, args=(
-        "m", "n", plan.kp, "alpha", "beta", "c", "work", plan.a_offset, plan.b_offset,
-        plan.mp, plan.np_, plan.kt_per_slice, plan.slices)))
+    if plan.parts == SPLIT_PARTS:  # A and B themselves too, for the FP32 SIMT path
+        steps = [_split(plan, "a"), _split(plan, "b")]
+        args: tuple = ("m", "n", "k", plan.kp, "alpha", "beta", "a", "b", "c", "work",
+                       plan.a_offset, plan.b_offset, plan.mp, plan.np_, plan.kt_per_slice,
+                       plan.slices, plan.flag_offset)
+    else:
+        steps = [_pack(plan, "a"), _pack(plan, "b")]
+        args = ("m", "n", plan.kp, "alpha", "beta", "c", "work", plan.a_offset, plan.b_offset,
+                plan.mp, plan.np_, plan.kt_per_slice, plan.slices)
+    steps.append(CudaStep(grid, (THREADS,), None, None, smem=plan.smem, args=args))
     return tuple(steps + _reduce(plan))
 
 
@@ -246,7 +254,7 @@ def _wgmma_steps(plan: TensorPlan) -> tuple[CudaStep, ...]:
     """Rungs 28 and 29: the packs (rung 29: the splits), the wgmma kernel (sm_90a) on tensor
     maps, the reduction."""
     if plan.parts == SPLIT_PARTS:
-        steps = [_split(plan, "a"), _split(plan, "b")]
+        steps = [_split(plan, "a", WGMMA_ARCH), _split(plan, "b", WGMMA_ARCH)]
     else:
         steps = [_pack(plan, "a", WGMMA_ARCH)] + ([_pack(plan, "b", WGMMA_ARCH)]
                                                   if plan.b_packed else [])
@@ -284,13 +292,14 @@ def uses_tensor_cores(m: int, n: int, k: int) -> bool:
 
 def plan_accurate(call: GemmCall, device: DeviceFacts, override: object = None, *,
                   force_tensor: bool = False) -> CudaPlan:
-    """Rung 26: big and small parts packed, three products with FP32 accumulation outside
+    """Rung 26: the exact three-part BF16 split, six products with FP32 accumulation outside
     the tensor cores; rung 22's FP32 SIMT plan where the shape gains nothing from them."""
     if not force_tensor and not uses_tensor_cores(call.m, call.n, call.k):
         simt = planners.plan_adaptive(call, device)
         return CudaPlan(simt.steps, simt.workspace,
                         {**dict(simt.info), "tensorcore": {"path": "fp32 simt (rung 22)"}})
-    plan = tensor_plan(call.m, call.n, call.k, call.batch, 2, device.sms)
+    plan = tensor_plan(call.m, call.n, call.k, call.batch, SPLIT_PARTS, device.sms,
+                       tile_k=SPLIT_TILE_K, element_bytes=2)
     return CudaPlan(_steps(plan), plan.workspace, _info(plan, "tensor"))
 
 

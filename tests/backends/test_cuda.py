@@ -234,9 +234,23 @@ def test_tensor_rungs_plan_through_the_dispatchers_seam(kernel_id: str, monkeypa
     call = GemmCall(300, 200, 700, 2, "col", 1.0, 0.0, *[np.empty(0)] * 3)
     plan = backend.plan(get(kernel_id), call)
     pack_a, pack_b, main = plan.steps[:3]
-    assert (pack_a.entry, pack_b.entry, main.entry) == ("mm_25_pack", "mm_25_pack", None)
+    pack = "mm_25_pack" if kernel_id == "cuda.25_tf32_mma" else "mm_26_split"
+    assert (pack_a.entry, pack_b.entry, main.entry) == (pack, pack, None)
     assert pack_a.source is pack_b.source is main.source is None
     assert main.grid == (3, 2, 2 * plan.info["tensorcore"]["slices"])
+
+
+def test_rung_26_splits_both_operands_into_three_bf16_parts_and_shares_one_flag() -> None:
+    call = GemmCall(300, 200, 700, 2, "col", 1.0, 0.0, *[np.empty(0)] * 3)
+    plan = tensorcore.plan_accurate_tensor(call, DeviceFacts("test GPU", 132))
+    split_a, split_b, main = plan.steps[:3]
+    # K padded to whole 64-k tiles; three parts of 2 x 384 (and 2 x 256) rows of 704 BF16.
+    assert split_a.args[3] == 2 * 384 * 704 and split_b.args[3] == 2 * 256 * 704
+    assert main.args[3] == 704 and {"a", "b"} <= set(main.args)
+    a_offset, b_offset, flag = main.args[10], main.args[11], main.args[-1]
+    assert b_offset >= a_offset + 3 * 2 * 384 * 704 // 2 and flag >= b_offset + 3 * 256 * 704
+    assert split_a.args[-1] == split_b.args[-1] == flag and flag + 2 <= plan.workspace
+    assert main.smem == 2 * 2 * 3 * 128 * 36 * 4  # two stages of A's and B's parts
 
 
 @pytest.mark.parametrize("k,b_in_place", [(700, True), (701, False)])
@@ -261,7 +275,7 @@ def test_wgmma_accurate_plan_maps_three_bf16_parts_of_both_operands() -> None:
     call = GemmCall(300, 200, 700, 2, "col", 1.0, 0.0, *[np.empty(0)] * 3)
     plan = tensorcore.plan_accurate_wgmma(call, DeviceFacts("test GPU", 132))
     main = plan.steps[2]
-    assert [s.entry for s in plan.steps[:2]] == ["mm_29_split"] * 2 and main.entry is None
+    assert [s.entry for s in plan.steps[:2]] == ["mm_26_split"] * 2 and main.entry is None
     maps = main.args[0].maps
     assert len(maps) == 6 and {m.buffer for m in maps} == {"work"}
     assert {(m.dtype, m.box_k) for m in maps} == {("bfloat16", 64)}
@@ -755,18 +769,17 @@ def test_a_sum_of_subnormal_products_is_kept(kernel_id: str) -> None:
 
 
 def _split_on_gpu(x: np.ndarray) -> tuple[np.ndarray, int]:
-    """Rung 29's mm_29_split of 64 k-contiguous rows of 64: (x0, x1, x2) in float64, and the
-    inexact flag it leaves."""
+    """mm_26_split (rungs 26 and 29) of 64 k-contiguous rows of 64: (x0, x1, x2) in float64,
+    and the inexact flag it leaves."""
     backend = get_backend("cuda")
-    reason = backend.kernel_reason(get("cuda.29_fp32_accurate_wgmma"))
+    reason = backend.kernel_reason(get("cuda.26_fp32_accurate"))
     if reason:
         pytest.skip(reason)
     cp = cuda_backend._import_cupy()
     rows = k = 64
     part = rows * k
     work = cp.zeros(3 * part // 2 + 32, dtype=cp.float32)
-    fn = backend.function(tensorcore.SOURCE_29, tensorcore.SPLIT_ENTRY,
-                          arch=tensorcore.WGMMA_ARCH)
+    fn = backend.function(tensorcore.SOURCE_26, tensorcore.SPLIT_ENTRY)
     fn((k // 32, rows // 32, 1), (256,),
        (cp.asarray(x), work, *(np.int32(v) for v in (0, part, rows, k, rows, k, k, 1,
                                                        3 * part // 2))))
@@ -777,7 +790,7 @@ def _split_on_gpu(x: np.ndarray) -> tuple[np.ndarray, int]:
 
 
 @needs_gpu
-def test_rung_29s_three_bf16_parts_sum_to_each_fp32_operand_exactly() -> None:
+def test_the_three_bf16_parts_sum_to_each_fp32_operand_exactly() -> None:
     """Normal FP32 values of every exponent down to 2^-100, values that round up past BF16's
     largest finite one, zeros: each x is x0 + x1 + x2 exactly (in float64), every part a
     BF16. Inf and NaN stay whole in x0. No flag is raised."""
@@ -794,18 +807,20 @@ def test_rung_29s_three_bf16_parts_sum_to_each_fp32_operand_exactly() -> None:
 
 
 @needs_gpu
-def test_an_operand_too_small_for_the_split_raises_rung_29s_flag() -> None:
+def test_an_operand_too_small_for_the_split_raises_the_flag() -> None:
     x = np.ones(64 * 64, np.float32)
     x[1234] = 2.0**-120 * 1.2345  # its low bits lie under BF16's smallest subnormal
     assert _split_on_gpu(x)[1] == 1
 
 
 @needs_gpu
-def test_rung_29_takes_its_fp32_simt_path_where_the_split_is_inexact() -> None:
+@pytest.mark.parametrize("rung_id", ["cuda.26_fp32_accurate", "cuda.29_fp32_accurate_wgmma"])
+def test_the_accurate_rungs_take_their_fp32_simt_path_where_the_split_is_inexact(
+        rung_id: str) -> None:
     """A of magnitude 2^-120 (products still normal): the split cannot carry it, so the
     tensor path's blocks sum in FP32 from A and B; sliced and batched, with beta. Each
     sample leaves the flag cleared for the next."""
-    kernel = accurate_tensor_only("cuda.29_fp32_accurate_wgmma")
+    kernel = accurate_tensor_only(rung_id)
     reason = get_backend("cuda").kernel_reason(kernel)
     if reason:
         pytest.skip(reason)
