@@ -321,8 +321,9 @@ CUDA = [
         "25_tf32_mma", layout="col", precision=TF32,
         launch={"planner": tensorcore.plan_tf32}),
     _cu("cuda.26_fp32_accurate", 26, "cuda.25_tf32_mma",
-        "FP32 accuracy on TF32 tensor cores: big and small TF32 parts, three products, "
-        "each 16-k chunk accumulated outside the tensor core in FP32; rung 22 on short K",
+        "FP32 accuracy on BF16 tensor cores: an exact three-part BF16 split, six mma.sync "
+        "products, each 32-k chunk of the main one accumulated outside the tensor core in "
+        "FP32; FP32 SIMT where an operand is too small to split, rung 22 on short K",
         "beyond", "26_fp32_accurate", layout="col", precision=FP32_ACCURATE,
         launch={"planner": tensorcore.plan_accurate}),
     # Hopper (sm_90a): wgmma on tiles the bulk tensor copy engine loads, warp-specialised.
@@ -332,9 +333,9 @@ CUDA = [
         "beyond", "28_tf32_wgmma", layout="col", precision=TF32,
         launch={"planner": tensorcore.plan_tf32_wgmma, "arch": tensorcore.WGMMA_ARCH}),
     _cu("cuda.29_fp32_accurate_wgmma", 29, "cuda.26_fp32_accurate",
-        "FP32 accuracy on rung 28's wgmma pipeline: an exact three-part BF16 split, six "
-        "BF16 products, each 32-k chunk of the big one added in FP32 outside the tensor "
-        "core; FP32 SIMT where an operand is too small to split, rung 22 on short K",
+        "rung 26's exact BF16 split and six products on rung 28's wgmma pipeline (TMA, "
+        "a producer and two consumer warpgroups), each 32-k chunk of the main product "
+        "added in FP32 outside the tensor core",
         "beyond", "29_fp32_accurate_wgmma", layout="col", precision=FP32_ACCURATE,
         launch={"planner": tensorcore.plan_accurate_wgmma, "arch": tensorcore.WGMMA_ARCH}),
 ]
