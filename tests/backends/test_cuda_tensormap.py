@@ -17,8 +17,14 @@ def test_a_tensor_map_names_a_buffer_and_16_byte_strides() -> None:
     TensorMap("work", 32, 700, 384, 2, 704, 384 * 704, 128)
     with pytest.raises(ValueError, match="unknown buffer"):
         TensorMap("m", 0, 8, 8, 1, 8, 64, 8)
-    with pytest.raises(ValueError, match="multiples of 4"):
+    with pytest.raises(ValueError, match="multiples of 16 bytes"):
         TensorMap("b", 0, 19, 79, 1, 19, 79 * 19, 256)  # K = 19: rows of 76 bytes
+    # BF16 rows need 8 elements to a 16-byte multiple, where FP32 ones need 4.
+    TensorMap("work", 32, 704, 384, 1, 704, 384 * 704, 128, 64, "bfloat16")
+    with pytest.raises(ValueError, match="multiples of 16 bytes"):
+        TensorMap("work", 32, 700, 384, 1, 700, 384 * 700, 128, 64, "bfloat16")
+    with pytest.raises(ValueError, match="unknown tensor map dtype"):
+        TensorMap("work", 32, 704, 384, 1, 704, 384 * 704, 128, 64, "float16")
 
 
 def test_one_argument_holds_every_map_in_order_at_its_buffers_address(monkeypatch) -> None:
