@@ -169,3 +169,114 @@ def test_bad_input_is_one_line(history, tmp_path, capsys) -> None:
     assert main(["bisect", history[0], history[-1], "--repo", repo, "--kernel",
                  "cpu.seq_ikj", "--shape", "32,64"]) == 2
     assert "give one --shape" in capsys.readouterr().err
+
+
+# ------------------------------------------------------------------ a user's plugin repository
+PLUGIN_C = """\
+#include "mm.h"
+void mine_gemm(MM_ARGS) {
+    for (long p = 0; p < batch; ++p)
+        for (long i = 0; i < m; ++i)
+            for (long j = 0; j < n; ++j) {
+                float acc = 0.0f;
+                for (long q = 0; q < k; ++q) acc += MM_A(p)[i * k + q] * MM_B(p)[q * n + j];
+                MM_C(p)[i * n + j] = mm_epilogue(acc, alpha, beta, &MM_C(p)[i * n + j]);
+            }
+}
+"""
+
+
+@pytest.fixture
+def plugin_history(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+    """A user's repository of one C plugin kernel (mine.gemm): GOOD and eight commits that
+    edit its source, the sixth marking it ``SLOW``; the catalogue and plugin registry are
+    restored afterwards. Returns the repository and its nine hashes."""
+    from mmsuite import plugins
+
+    monkeypatch.delenv(plugins.ENV_VAR, raising=False)
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    ids, loaded = set(catalogue.BY_ID), dict(plugins._loaded)
+    repo = tmp_path / "mine"
+    repo.mkdir()
+
+    def git(*args: str) -> str:
+        return subprocess.run(["git", "-C", str(repo), "-c", "user.name=t", "-c",
+                               "user.email=t@example.org", *args], check=True, text=True,
+                              capture_output=True).stdout.strip()
+
+    (repo / "kernels.py").write_text(
+        'import mmsuite\nmmsuite.register(id="mine.gemm", backend="cpu", source="gemm.c", '
+        'entry="mine_gemm")\n')
+    source = PLUGIN_C
+    git("init", "-q")
+    hashes = []
+    for number in range(9):
+        source += "/* SLOW */\n" if number == 6 else f"/* note {number} */\n"
+        (repo / "gemm.c").write_text(source)
+        git("add", "-A")
+        git("commit", "-qm", f"change {number}")
+        hashes.append(git("rev-parse", "HEAD"))
+    yield repo, hashes
+    for kernel_id in set(catalogue.BY_ID) - ids:
+        del catalogue._BY_ID[kernel_id]
+    plugins._loaded.clear()
+    plugins._loaded.update(loaded)
+
+
+def test_the_command_bisects_a_users_plugin_repository(plugin_history, tmp_path, monkeypatch,
+                                                       capsys) -> None:
+    """With --plugin each commit of --repo is exported, never built, and runs on this
+    mmsuite with that commit's own plugin file; the kernel is the plugin's."""
+    import mmsuite
+
+    repo, hashes = plugin_history
+    site = Path(mmsuite.__file__).resolve().parent.parent
+    measured: list[tuple[str, str]] = []
+
+    def no_build(*args, **kwargs):
+        raise AssertionError("a plugin repository's commit is exported, not built")
+
+    class FakeGate:
+        def __init__(self, base, head, options, settings, logs) -> None:
+            for side in (base, head):
+                assert side.site == site and len(side.plugin_paths) == 1
+                assert Path(side.plugin_paths[0]).parent == side.root / "src"
+            self.base, self.head = base, head
+
+        def _slow(self, side) -> bool:  # what the side's own exported source says
+            return "SLOW" in (Path(side.plugin_paths[0]).parent / "gemm.c").read_text()
+
+        def measure(self, pair: Pair) -> Pair:
+            assert pair.kernel.id == "mine.gemm"
+            measured.append((self.base.commit, self.head.commit))
+            slower = self._slow(self.head) and not self._slow(self.base)
+            ratio = 1.3 if slower else 1.0
+            pair.verdict, pair.reason = ("slower" if slower else "same"), "planted"
+            pair.estimate = PairedRatio(ratio, ratio - 0.01, ratio + 0.01, 0.001, 40, 0.99)
+            return pair
+
+        def close(self) -> None:
+            pass
+
+    monkeypatch.setattr(builds, "build", no_build)
+    monkeypatch.setattr(continuous, "Gate", FakeGate)
+    assert main(["bisect", hashes[0], hashes[-1], "--repo", str(repo), "--plugin",
+                 "kernels.py", "--kernel", "mine.gemm", "--shape", "64",
+                 "--cache-dir", str(tmp_path / "builds")]) == 0
+    out = capsys.readouterr().out
+    assert f"first slower commit: {hashes[6]} change 6 (after {hashes[5][:10]}; 4 " in out
+    assert len(measured) == 4 and measured[0] == (hashes[0], hashes[-1])
+
+
+def test_a_plugin_path_is_one_of_the_repositorys_files(plugin_history, tmp_path,
+                                                       capsys) -> None:
+    repo, hashes = plugin_history
+    common = ["bisect", hashes[0], hashes[-1], "--repo", str(repo), "--kernel", "mine.gemm",
+              "--shape", "64", "--cache-dir", str(tmp_path / "builds")]
+    assert main([*common, "--plugin", str(repo / "kernels.py")]) == 2
+    assert capsys.readouterr().err.strip() == (
+        "mmsuite: error: --plugin with bisect names a file of --repo's commits: give its "
+        "path relative to the repository's root")
+    assert main([*common, "--plugin", "other.py"]) == 2
+    err = capsys.readouterr().err
+    assert "BAD: " in err and "has no plugin file other.py" in err

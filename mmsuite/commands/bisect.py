@@ -3,6 +3,11 @@ by ``continuous``'s paired verdicts (:mod:`mmsuite.bisection`).
 
 Exit status: 0 when the commit is found, 1 when the search could not name one (BAD not
 slower than GOOD, a step that stayed unsure or broke), 2 for bad input.
+
+With ``--plugin RELPATH`` the commits are the user's, as with ``continuous``: each is
+exported from ``--repo`` (a repository of plugin files, ``RELPATH`` relative to its root)
+and its kernels measured with this mmsuite, fixed, so that only the plugin's code differs
+between the sides.
 """
 
 from __future__ import annotations
@@ -13,7 +18,7 @@ from pathlib import Path
 
 from rich.console import Console
 
-from .. import bisection, builds, catalogue, continuous
+from .. import bisection, builds, catalogue, continuous, plugins
 from ..backends import RunOptions, unavailable_reason
 from ..continuous import Pair, Settings
 from .common import (
@@ -23,6 +28,10 @@ from .common import (
     add_verdict_arguments,
     problems_from_args,
 )
+
+#: ``--plugin`` names files of ``--repo``'s commits, not of the working directory: the
+#: command line leaves them to this command.
+READS_PLUGIN_PATHS = True
 
 
 def add_parser(sub) -> argparse.ArgumentParser:
@@ -36,7 +45,8 @@ def add_parser(sub) -> argparse.ArgumentParser:
     p.add_argument("good", metavar="GOOD", help="a revision where the row was fast")
     p.add_argument("bad", metavar="BAD", help="a later revision where it is slow")
     p.add_argument("--repo", type=Path, default=Path("."),
-                   help="the git repository the revisions are in (default: here)")
+                   help="the git repository the revisions are in (default: here); with "
+                   "--plugin, your repository of plugins")
     p.add_argument("--kernel", required=True, metavar="ID", help="the kernel, e.g. cpu.omp_tiled")
     add_problem_arguments(p)
     gate = p.add_argument_group("verdicts")
@@ -55,10 +65,33 @@ def _log(text: str) -> None:
     print(f"mmsuite: {text}", file=sys.stderr, flush=True)
 
 
+def _plugin_relpaths(args: argparse.Namespace) -> list[str]:
+    relpaths = [str(p) for p in args.plugin]
+    if any(Path(p).is_absolute() for p in relpaths):
+        raise UsageError("--plugin with bisect names a file of --repo's commits: give its "
+                         "path relative to the repository's root")
+    return relpaths
+
+
+def _export(args: argparse.Namespace, revision: str, cache: Path,
+            relpaths: list[str]) -> builds.Build:
+    """A commit of the user's plugin repository, exported; run on this mmsuite."""
+    site = Path(plugins.__file__).resolve().parent.parent
+    return builds.export_plugins(args.repo, revision, cache, relpaths, site)
+
+
 def run(args: argparse.Namespace, console: Console) -> int:
     problems = problems_from_args(args)
     if len(problems) != 1:
         raise UsageError("bisect follows one problem: give one --shape")
+    relpaths = _plugin_relpaths(args)
+    cache = args.cache_dir or builds.default_cache()
+    if relpaths:  # BAD's plugins name the kernel here; each side's worker loads its own
+        try:
+            plugins.use(_export(args, args.bad, cache, relpaths).plugin_paths)
+        except builds.RevisionError as exc:
+            raise UsageError(f"BAD: {exc}") from None
+        plugins.load_configured()
     try:
         kernel = catalogue.get(args.kernel)
     except KeyError as exc:
@@ -79,7 +112,6 @@ def run(args: argparse.Namespace, console: Console) -> int:
                          f"{commits['BAD'][:10]}")
     settings = Settings(threshold=args.threshold, confidence=args.confidence,
                         max_seconds=args.max_time)
-    cache = args.cache_dir or builds.default_cache()
     worker_options = {"threads": options.threads, "cl_device": options.cl_device,
                       "l2": options.l2}
     problem = problems[0]
@@ -88,8 +120,9 @@ def run(args: argparse.Namespace, console: Console) -> int:
         built = []
         for commit in (good, candidate):
             try:
-                built.append(builds.build(args.repo, commit, cache, log=_log))
-            except builds.BuildError as exc:
+                built.append(_export(args, commit, cache, relpaths) if relpaths
+                             else builds.build(args.repo, commit, cache, log=_log))
+            except (builds.BuildError, builds.RevisionError) as exc:
                 raise UsageError(str(exc)) from None
         gate = continuous.Gate(built[0], built[1], worker_options, settings,
                                logs=built[1].root)
