@@ -19,7 +19,7 @@ from __future__ import annotations
 import math
 import subprocess
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
@@ -194,6 +194,24 @@ def commit_dates(commits: Iterable[str], repo: Path | None) -> dict[str, datetim
             if full.startswith(commit):
                 found[commit] = date
     return found
+
+
+def in_git_order(history: History, repo: Path | None) -> None:
+    """Place each point (and failed commit) of ``history`` at its commit's date in the git
+    repository at ``repo`` (:func:`commit_dates`), where git knows the commit, and sort the
+    series again. asv records a commit's author date to the second, so the commits of a
+    series applied or rebased at once share one date, and would otherwise fall in the
+    order of their hashes; a commit git does not know keeps the date it came with."""
+    commits = {p.commit for s in history.values() for p in s.points}
+    commits |= {c for s in history.values() for c, _ in s.failed}
+    dates = commit_dates(commits, repo)
+    if not dates:
+        return
+    for series in history.values():
+        series.points = sorted((replace(p, date=dates.get(p.commit, p.date))
+                                for p in series.points), key=lambda p: (p.date, p.commit))
+        series.failed = sorted(((c, dates.get(c, d)) for c, d in series.failed),
+                               key=lambda f: (f[1], f[0]))
 
 
 def load_saved(paths: Iterable[Path], repo: Path | None = None) -> History:

@@ -201,26 +201,34 @@ def test_bad_input_is_one_line_and_exit_2(tmp_path: Path, capsys) -> None:
     assert cli.main(["history", "--results", str(path), "--threshold", "2"]) == 2
 
 
-@needs_asv
-def test_a_step_in_asv_results_is_found(tmp_path: Path) -> None:
-    name = "sgemm_cpu.CpuKernels.time_kernel"
+ASV_NAME = "sgemm_cpu.CpuKernels.time_kernel"
+
+
+def write_asv(root: Path, commits: list[str], dates: list[datetime], step_at: int) -> None:
+    """asv results of ``commits`` on machine ``box``, each recorded at its date: omp_tiled
+    at 512 10% slower from commit ``step_at`` (1-based) on, blas flat, 1.5% noise."""
     params = [["'cpu.omp_tiled'", "'cpu.blas'"], ["512"]]
-    root = tmp_path / "results"
     (root / "box").mkdir(parents=True)
-    (root / "benchmarks.json").write_text(json.dumps({name: {
-        "name": name, "type": "time", "unit": "seconds", "version": "1",
+    (root / "benchmarks.json").write_text(json.dumps({ASV_NAME: {
+        "name": ASV_NAME, "type": "time", "unit": "seconds", "version": "1",
         "param_names": ["kernel", "size"], "params": params}, "version": 2}))
     (root / "box" / "machine.json").write_text(json.dumps({"machine": "box", "version": 1}))
     rng = np.random.default_rng(5)
-    for number, commit in enumerate(COMMITS, start=1):
-        tiled = 0.006 * (1.10 if number >= 9 else 1.0) * np.exp(rng.normal(0, 0.015))
+    for number, (commit, date) in enumerate(zip(commits, dates), start=1):
+        tiled = 0.006 * (1.10 if number >= step_at else 1.0) * np.exp(rng.normal(0, 0.015))
         blas = 0.0015 * np.exp(rng.normal(0, 0.015))
         (root / "box" / f"{commit[:8]}-env.json").write_text(json.dumps({
             "commit_hash": commit, "env_name": "env", "params": {"machine": "box"},
-            "date": int((START + timedelta(days=number)).timestamp() * 1000),
+            "date": int(date.timestamp() * 1000),
             "python": "3.11", "requirements": {}, "env_vars": {}, "durations": {},
             "result_columns": ["result", "params", "version", "started_at", "duration"],
-            "results": {name: [[tiled, blas], params, "1", 0, 1.0]}, "version": 2}))
+            "results": {ASV_NAME: [[tiled, blas], params, "1", 0, 1.0]}, "version": 2}))
+
+
+@needs_asv
+def test_a_step_in_asv_results_is_found(tmp_path: Path) -> None:
+    root = tmp_path / "results"
+    write_asv(root, COMMITS, [START + timedelta(days=n) for n in range(1, 13)], step_at=9)
     from mmsuite.history import load_history
 
     finding = find(load_history(root))
@@ -228,6 +236,41 @@ def test_a_step_in_asv_results_is_found(tmp_path: Path) -> None:
                                                                       COMMITS[8])]
     assert regressions.step_line(finding.steps[0]).startswith(
         "cpu.omp_tiled [box] size=512: slower by +")
+
+
+@needs_asv
+def test_asv_commits_of_one_second_follow_git(tmp_path: Path, capsys) -> None:
+    """asv records each commit's date to the second: a series of commits made at once share
+    it, and only the repository knows their order."""
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    stamp = "1700000000 +0000"
+    env = {"GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@example.org",
+           "GIT_COMMITTER_NAME": "t", "GIT_COMMITTER_EMAIL": "t@example.org",
+           "GIT_COMMITTER_DATE": stamp, "GIT_AUTHOR_DATE": stamp, "PATH": "/usr/bin:/bin"}
+
+    def git(*args: str) -> str:
+        return subprocess.run(["git", "-C", str(repo), *args], check=True, text=True,
+                              capture_output=True, env=env).stdout.strip()
+
+    git("init", "-q")
+    commits = []
+    for number in range(12):
+        git("commit", "-q", "--allow-empty", "-m", f"c{number}")
+        commits.append(git("rev-parse", "HEAD"))
+    assert sorted(commits) != commits  # else the hashes alone would order them
+    root = tmp_path / "results"
+    write_asv(root, commits, [datetime.fromtimestamp(1700000000, timezone.utc)] * 12,
+              step_at=7)
+    assert cli.main(["history", "--results-dir", str(root), "--repo", str(repo),
+                     "--fail-on-regression"]) == 1
+    out = capsys.readouterr().out
+    summary = next(line for line in out.splitlines() if line.startswith("cpu.omp_tiled"))
+    assert f" ms at {commits[0][:8]} -> " in summary, summary  # first and last in git's order
+    assert summary.endswith(f" ms at {commits[-1][:8]}"), summary
+    steps = [line for line in out.splitlines() if ": slower by" in line or ": faster by" in line]
+    assert len(steps) == 1 and f"at {commits[6][:8]} (after {commits[5][:8]})" in steps[0]
+    assert steps[0].startswith("cpu.omp_tiled [box] size=512: slower by +")
 
 
 def test_a_throttled_gpu_row_is_kept_apart_like_a_loaded_one() -> None:

@@ -34,8 +34,9 @@ def add_parser(sub) -> argparse.ArgumentParser:
                    help="read saved result files (or folders of them) instead of asv's; "
                    "each file's place is its git commit's date in --repo")
     p.add_argument("--repo", type=Path, default=Path("."), metavar="DIR",
-                   help="the git repository that orders --results' commits (default: here; "
-                   "where git does not know a commit, the file's creation time orders it)")
+                   help="the git repository that orders the commits (default: here; where "
+                   "git does not know a commit, asv's date for it or the saved file's "
+                   "creation time orders it)")
     found = p.add_argument_group("regressions (change points: E-Divisive means)")
     found.add_argument("--regressions", action="store_true",
                        help="list the commits at which a kernel x problem became slower or "
@@ -173,4 +174,7 @@ def _asv_history(args: argparse.Namespace) -> dict:
     if args.machine and not series:
         machines = ", ".join(history.machines(args.results_dir)) or "none"
         raise UsageError(f"no asv results for machine {args.machine!r} (machines: {machines})")
+    from .. import regressions
+
+    regressions.in_git_order(series, args.repo)
     return series
