@@ -89,7 +89,7 @@ def run(args: argparse.Namespace, console: Console) -> int:
     if relpaths:  # BAD's plugins name the kernel here; each side's worker loads its own
         try:
             plugins.use(_export(args, args.bad, cache, relpaths).plugin_paths)
-        except builds.RevisionError as exc:
+        except (builds.RevisionError, builds.BuildError) as exc:
             raise UsageError(f"BAD: {exc}") from None
         plugins.load_configured()
     try:
