@@ -37,7 +37,7 @@ IN_PROCESS: tuple[str, ...] = ()
 
 
 @dataclass
-class Row:
+class SweepRow:
     """One kernel on one problem: status is ok, failed, invalid, unavailable, error or
     crashed (its worker process died)."""
 
@@ -81,7 +81,7 @@ def row_key(kernel_id: str, problem: dict) -> tuple:
 
 
 @dataclass(frozen=True)
-class Pair:
+class PendingRow:
     """A kernel on a problem that a sweep still has to run, at ``index`` in ladder order."""
 
     index: int
@@ -105,18 +105,18 @@ class Ladder:
 
     def __init__(self, kernels: Iterable[Kernel], problems: Iterable[Problem], *,
                  resume: Iterable[dict] = (), retry_crashed: bool = False,
-                 on_row: Callable[[Row], None] | None = None,
+                 on_row: Callable[[SweepRow], None] | None = None,
                  on_start: Callable[[Kernel, Problem], None] | None = None,
                  on_plan: Callable[[int], None] | None = None) -> None:
         self.kernels, self.problems = list(kernels), list(problems)
         kept = results.MEASURED + (() if retry_crashed else ("crashed",))
         self._earlier = {row_key(r["kernel"], r["problem"]): r for r in resume
                          if r.get("status") in kept}
-        self._slots: list[Row | None] = [None] * (len(self.kernels) * len(self.problems))
+        self._slots: list[SweepRow | None] = [None] * (len(self.kernels) * len(self.problems))
         self._on_row, self._on_start, self._on_plan = on_row, on_start, on_plan
         self._lock = threading.Lock()  # rows arrive from several device threads
 
-    def plan(self, unavailable: Callable[[Kernel], str]) -> list[Pair]:
+    def plan(self, unavailable: Callable[[Kernel], str]) -> list[PendingRow]:
         """Finish the kept and unavailable rows; the pairs left to run, in ladder order.
         ``unavailable(kernel)``: why its pairs cannot run here, or an empty string."""
         to_run = []
@@ -125,15 +125,15 @@ class Ladder:
                 index = p_index * len(self.kernels) + k_index
                 earlier = self._earlier.get(row_key(kernel.id, problem.to_dict()))
                 if earlier is not None:
-                    self.finish(index, Row(kernel, problem, earlier["status"],
-                                           earlier.get("reason", ""), earlier,
-                                           earlier.get("device")))
+                    self.finish(index, SweepRow(kernel, problem, earlier["status"],
+                                                earlier.get("reason", ""), earlier,
+                                                earlier.get("device")))
                     continue
                 reason = unavailable(kernel)
                 if reason:
-                    self.finish(index, Row(kernel, problem, "unavailable", reason))
+                    self.finish(index, SweepRow(kernel, problem, "unavailable", reason))
                 else:
-                    to_run.append(Pair(index, kernel, problem))
+                    to_run.append(PendingRow(index, kernel, problem))
         if self._on_plan is not None:
             self._on_plan(len(to_run))
         return to_run
@@ -147,25 +147,25 @@ class Ladder:
         if self._on_start is not None:
             self._on_start(self.kernel(index), self.problems[index // len(self.kernels)])
 
-    def finish(self, index: int, row: Row) -> None:
+    def finish(self, index: int, row: SweepRow) -> None:
         """The row of the pair at ``index`` is done."""
         with self._lock:
             self._slots[index] = row
             if self._on_row is not None:
                 self._on_row(row)
 
-    def rows(self) -> list[Row]:
+    def rows(self) -> list[SweepRow]:
         """The finished rows, in ladder order (all of them once the sweep is done)."""
         return [row for row in self._slots if row is not None]
 
 
 def sweep(kernels: Iterable[Kernel], problems: Iterable[Problem], *, options: RunOptions,
-          on_row: Callable[[Row], None] | None = None, resume: Iterable[dict] = (),
+          on_row: Callable[[SweepRow], None] | None = None, resume: Iterable[dict] = (),
           devices: Sequence[int] | None = None, timeout: float | None = None,
           isolated: Collection[str] = ISOLATED, job: workers.JobFn = workers.measure_job,
           on_start: Callable[[Kernel, Problem], None] | None = None,
           on_plan: Callable[[int], None] | None = None, retry_crashed: bool = False,
-          in_process: Collection[str] | None = None, **run_kwargs) -> list[Row]:
+          in_process: Collection[str] | None = None, **run_kwargs) -> list[SweepRow]:
     """Run every kernel on every problem and return the rows in ladder order.
 
     ``run_kwargs`` go to ``mmsuite.measure.run`` (``repeats``, ``warmup``, ...).
@@ -202,8 +202,8 @@ def sweep(kernels: Iterable[Kernel], problems: Iterable[Problem], *, options: Ru
         status, reason, record = result
         if record is not None and device is not None:
             record["device"] = device
-        ladder.finish(item.index, Row(ladder.kernel(item.index), item.problem, status, reason,
-                                      record, device))
+        ladder.finish(item.index, SweepRow(ladder.kernel(item.index), item.problem, status, reason,
+                                           record, device))
 
     if host_jobs:
         lane = workers.HostLane()

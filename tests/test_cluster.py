@@ -26,7 +26,7 @@ from mmsuite import Problem, catalogue, cli, identity, peak, results, workers
 from mmsuite.backends import RunOptions
 from mmsuite.host import cpu_model
 from mmsuite.runs import load_runs, merge
-from mmsuite.sweep import Row, sweep
+from mmsuite.sweep import SweepRow, sweep
 
 distributed = pytest.importorskip("distributed", reason="needs the cluster extra (Dask)")
 
@@ -466,8 +466,8 @@ def test_resume_on_the_cluster_keeps_and_reruns_the_rows_a_local_resume_does(
     kernels = [catalogue.get(k) for k in LADDER]
     measured = sweep(kernels[:1], [problem], options=RunOptions(), repeats=1,
                      warmup=0)[0].to_record()
-    crashed = Row(kernels[1], problem, "crashed", "its worker process died").to_record()
-    lost = Row(kernels[2], problem, "error", "worker lost: worker w9 died").to_record()
+    crashed = SweepRow(kernels[1], problem, "crashed", "its worker process died").to_record()
+    lost = SweepRow(kernels[2], problem, "error", "worker lost: worker w9 died").to_record()
     earlier = [measured, crashed, lost]  # cpu.omp_tiled has no row yet
 
     def kept(rows: list) -> list[str]:
@@ -656,7 +656,7 @@ def test_jobs_whose_last_worker_left_mid_sweep_are_errors_not_unavailable(monkey
     spec = cluster.JobSpec(3, "cpu.seq_ikj", Problem(8, 8, 8), RunOptions(), {}, None,
                            "claim", "topic")
     pending = {"future": (spec, catalogue.get("cpu.seq_ikj"))}
-    finished: list[tuple[int, Row]] = []
+    finished: list[tuple[int, SweepRow]] = []
     since = {cluster.HOST: time.monotonic() - cluster.RESOURCE_GRACE_S - 1}
     session._give_up_without(pending, since, lambda index, row: finished.append((index, row)))
     ((index, row),) = finished

@@ -7,7 +7,7 @@ import pytest
 
 from mmsuite import Problem, catalogue, verify, workers
 from mmsuite.backends import KernelFailed, KernelUnavailable, RunOptions
-from mmsuite.sweep import Ladder, Row, row_key, sweep
+from mmsuite.sweep import Ladder, SweepRow, row_key, sweep
 
 QUICK = {"repeats": 1, "warmup": 0}
 # Tests that patch this process's functions run the host kernels here, not in the host worker.
@@ -164,7 +164,7 @@ def test_the_ladder_keeps_measured_rows_and_leaves_errors_unavailable_and_missin
     events.clear()
     for pair in reversed(to_run):  # rows may finish in any order ...
         ladder.start(pair.index)
-        ladder.finish(pair.index, Row(pair.kernel, pair.problem, "ok"))
+        ladder.finish(pair.index, SweepRow(pair.kernel, pair.problem, "ok"))
     assert events == [e for pair in reversed(to_run) for e in (
         ("start", pair.kernel.id, problem), ("row", pair.kernel.id, "ok"))]
     # ... and come back in ladder order.

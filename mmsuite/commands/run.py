@@ -20,7 +20,7 @@ from ..catalogue import Kernel
 from ..catalogue import kernels as catalogue_kernels
 from ..measure import CLI_SAMPLING, CPU_NOISE_TARGET, DEFAULT_WARMUP, Sampling
 from ..problem import Problem
-from ..sweep import Row, row_key, sweep
+from ..sweep import SweepRow, row_key, sweep
 from .common import (
     UsageError,
     add_device_arguments,
@@ -41,7 +41,7 @@ from .common import (
     warn,
 )
 from .progress import RunProgress
-from .signals import deferred_signals
+from .signals import Terminated, deferred_signals, raise_terminated
 
 
 def add_parser(sub) -> argparse.ArgumentParser:
@@ -104,9 +104,10 @@ def add_parser(sub) -> argparse.ArgumentParser:
     return p
 
 
-def _collapse_unavailable(rows: list[Row], explicit: set[str]) -> tuple[list[Row], list[str]]:
+def _collapse_unavailable(rows: list[SweepRow],
+                          explicit: set[str]) -> tuple[list[SweepRow], list[str]]:
     """Whole backends that are unavailable for one reason become one note, unless asked for."""
-    by_backend: dict[str, list[Row]] = defaultdict(list)
+    by_backend: dict[str, list[SweepRow]] = defaultdict(list)
     for row in rows:
         by_backend[row.kernel.backend].append(row)
     keep, notes = [], []
@@ -119,14 +120,6 @@ def _collapse_unavailable(rows: list[Row], explicit: set[str]) -> tuple[list[Row
         else:
             keep.extend(backend_rows)
     return keep, notes
-
-
-class Terminated(BaseException):
-    """SIGTERM: ends a run like Ctrl-C, with the finished rows saved (exit 143)."""
-
-
-def _on_sigterm(signum: int, frame: object) -> None:
-    raise Terminated()
 
 
 def _devices(requested: str | list[int] | None, kernels: list[Kernel],
@@ -339,17 +332,17 @@ def _measure_and_save(args: argparse.Namespace, console: Console, kernels: list[
                 "problems": [p.to_dict() for p in problems]}
     journal = results.Journal(results.journal_path(args.json), settings, resumed) \
         if args.json else None
-    finished: list[Row] = []
+    finished: list[SweepRow] = []
     with RunProgress(total) as progress:
 
-        def on_row(row: Row) -> None:
+        def on_row(row: SweepRow) -> None:
             finished.append(row)
             if journal is not None and id(row.record) not in journaled:
                 journal.append(row.to_record())  # saved as it finishes
             progress.finish(row)
 
         interrupted, lost = 0, ""
-        previous = signal.signal(signal.SIGTERM, _on_sigterm)
+        previous = signal.signal(signal.SIGTERM, raise_terminated)
         try:
             run_kwargs = {"repeats": args.repeats, "sampling": sampling, "warmup": args.warmup}
             if session is None:
@@ -393,9 +386,9 @@ def _measure_and_save(args: argparse.Namespace, console: Console, kernels: list[
 
 
 def _report_and_save(args: argparse.Namespace, console: Console, kernels: list[Kernel],
-                     options: RunOptions, devices: list[int], rows: list[Row], kept: list[dict],
-                     settings: dict, journal: results.Journal | None, interrupted: int,
-                     total: int, session: cluster.Cluster | None = None,
+                     options: RunOptions, devices: list[int], rows: list[SweepRow],
+                     kept: list[dict], settings: dict, journal: results.Journal | None,
+                     interrupted: int, total: int, session: cluster.Cluster | None = None,
                      lost: str = "") -> int:
     """Print the table, write every output; an OSError writing one is one line naming its
     path (exit 2), with the journal kept for --resume. ``lost``: why a cluster sweep
