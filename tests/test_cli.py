@@ -17,7 +17,7 @@ from mmsuite import catalogue, results, workers
 from mmsuite import sweep as sweep_module
 from mmsuite.backends import KernelUnavailable
 from mmsuite.cli import build_parser, main
-from mmsuite.commands import COMMANDS, listing
+from mmsuite.commands import COMMANDS, common, listing
 from mmsuite.commands import run as run_command
 from mmsuite.commands.common import problems_from_args, warn
 
@@ -209,6 +209,22 @@ def test_one_repeatable_shape_takes_mxnxk_a_cube_or_a_comma_list() -> None:
     assert shapes == [(8, 8, 8), (4, 5, 6), (16, 16, 16)]
     assert [(p.m, p.batch) for p in _problems(["--preset", "batch100"])] == [(1000, 100)]
     assert [p.m for p in _problems([])] == [512]
+
+
+def test_each_shape_given_is_parsed_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The argument's type parses the text; the problems are made of what it parsed."""
+    parsed: list[str] = []
+    real_parse = common.parse_shape
+
+    def counting_parse(text: str) -> tuple[int, int, int]:
+        parsed.append(text)
+        return real_parse(text)
+
+    monkeypatch.setattr(common, "parse_shape", counting_parse)
+    problems = _problems(["--shape", "4x5x6,16", "--shape", "32:64"])
+    assert [(p.m, p.n, p.k) for p in problems] == [(4, 5, 6), (16, 16, 16), (32, 32, 32),
+                                                   (64, 64, 64)]
+    assert parsed == ["4x5x6", "16"]
 
 
 @pytest.mark.parametrize("old,new,argv", [
