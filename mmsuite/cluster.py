@@ -51,7 +51,7 @@ from .backend_table import GPU_BACKENDS
 from .backends import RunOptions
 from .catalogue import Kernel
 from .problem import Problem
-from .sweep import Ladder, SweepRow
+from .sweep import Ladder, RunContext, SweepHooks, SweepRow
 
 GPU = "GPU"
 HOST = "HOST"
@@ -510,25 +510,27 @@ class Cluster:
             if warning:
                 print(f"mmsuite: warning: {warning}", file=sys.stderr)
 
-    def sweep(self, kernels: Iterable[Kernel], problems: Iterable[Problem], *,
-              options: RunOptions, on_row: Callable[[SweepRow], None] | None = None,
-              resume: Iterable[dict] = (), retry_crashed: bool = False,
-              timeout: float | None = None, job: workers.JobFn | None = None,
-              on_start: Callable[[Kernel, Problem], None] | None = None,
-              on_plan: Callable[[int], None] | None = None, **run_kwargs) -> list[SweepRow]:
-        """``mmsuite.sweep.sweep`` on the cluster: the same rows, in ladder order.
+    def sweep(self, context: RunContext, *, resume: Iterable[dict] = (),
+              hooks: SweepHooks | None = None,
+              job: workers.JobFn | None = None) -> list[SweepRow]:
+        """``mmsuite.sweep.sweep`` of ``context`` on the cluster: the same rows, in ladder
+        order.
 
-        ``resume``, ``retry_crashed`` and the progress hooks are ``mmsuite.sweep.Ladder``'s,
-        as on one host (``on_start`` is called from the client's event thread as a worker
-        starts a job). A pair is unavailable when no worker offers its resource.
-        ``timeout``: seconds per GPU job (default ``workers.default_timeout``), as on one
-        host; host jobs have none. ``job``: a function of the workers' install to run
-        instead of measuring (tests plant crashing or slow ones).
+        ``resume`` (with ``context.retry_crashed``) and ``hooks`` are
+        ``mmsuite.sweep.Ladder``'s, as on one host (``on_start`` is called from the client's
+        event thread as a worker starts a job). A pair is unavailable when no worker offers
+        its resource. ``context.timeout``: seconds per GPU job (default
+        ``workers.default_timeout``), as on one host; host jobs have none. ``job``: a
+        function of the workers' install to run instead of measuring (tests plant crashing
+        or slow ones).
         """
         from distributed import wait
 
-        ladder = Ladder(kernels, problems, resume=resume, retry_crashed=retry_crashed,
-                        on_row=on_row, on_start=on_start, on_plan=on_plan)
+        options, run_kwargs, timeout = context.options, context.run_kwargs, context.timeout
+        hooks = hooks or SweepHooks()
+        ladder = Ladder(context.kernels, context.problems, resume=resume,
+                        retry_crashed=context.retry_crashed, on_row=hooks.on_row,
+                        on_start=hooks.on_start, on_plan=hooks.on_plan)
         sweep_id = uuid.uuid4().hex
         offered = self.resources()
         pending: dict[Any, tuple[JobSpec, Kernel]] = {}
@@ -548,7 +550,7 @@ class Cluster:
                                   limit, f"{CLAIM_PREFIX}-{sweep_id}-{pair.index}",
                                   start_topic, job, code=job_code(pair.kernel.id),
                                   client_commit=worker_commit()), pair.kernel, resource))
-        if on_start is not None:
+        if hooks.on_start is not None:
             self.client.subscribe_topic(start_topic,
                                         lambda event: ladder.start(event[1]["index"]))
         for spec, kernel, resource in specs:
@@ -588,7 +590,7 @@ class Cluster:
                 # interrupted: jobs not started are dropped; running ones finish there
                 self.client.cancel(list(pending))
             self._forget_claims(claims)
-            if on_start is not None and self.client.status == "running":
+            if hooks.on_start is not None and self.client.status == "running":
                 self.client.unsubscribe_topic(start_topic)
         return ladder.rows()
 
