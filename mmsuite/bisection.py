@@ -25,14 +25,14 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 
-from .continuous import Pair, Settings
+from .continuous import ContinuousRow, Settings
 
 #: How many times an unsure step is measured again, each time with twice the time.
 MAX_LONGER = 2
 
 
 @dataclass(frozen=True)
-class Step:
+class BisectStep:
     """One ``continuous`` run: ``candidate`` against ``good``, and what it said."""
 
     good: str
@@ -46,12 +46,12 @@ class Step:
 
 
 @dataclass
-class Outcome:
+class BisectOutcome:
     """Where the search ended, and every run that took it there."""
 
     first_bad: str | None  # the commit that made the row slower; None where not found
     last_good: str
-    steps: list[Step] = field(default_factory=list)
+    steps: list[BisectStep] = field(default_factory=list)
     why: str = ""  # why no commit was named
 
     @property
@@ -60,22 +60,22 @@ class Outcome:
 
 
 #: Measures a candidate commit against a good one, with these settings: the judged pair.
-Judge = Callable[[str, str, Settings], Pair]
+Judge = Callable[[str, str, Settings], ContinuousRow]
 
 
-def step_of(good: str, candidate: str, settings: Settings, pair: Pair) -> Step:
+def step_of(good: str, candidate: str, settings: Settings, pair: ContinuousRow) -> BisectStep:
     """One run's record, from the pair ``continuous`` judged."""
     estimate = pair.estimate
     if estimate is None:
-        return Step(good, candidate, pair.verdict, pair.reason, None, None, None,
-                    settings.max_seconds)
-    return Step(good, candidate, pair.verdict, pair.reason, estimate.ratio,
-                estimate.low if estimate.bounded else None,
-                estimate.high if estimate.bounded else None, settings.max_seconds)
+        return BisectStep(good, candidate, pair.verdict, pair.reason, None, None, None,
+                          settings.max_seconds)
+    return BisectStep(good, candidate, pair.verdict, pair.reason, estimate.ratio,
+                      estimate.low if estimate.bounded else None,
+                      estimate.high if estimate.bounded else None, settings.max_seconds)
 
 
 def _judge_firmly(judge: Judge, good: str, candidate: str, settings: Settings,
-                  steps: list[Step]) -> Step:
+                  steps: list[BisectStep]) -> BisectStep:
     """The candidate's verdict against ``good``, measured longer while it is unsure."""
     for attempt in range(MAX_LONGER + 1):
         longer = replace(settings, max_seconds=settings.max_seconds * 2**attempt)
@@ -86,17 +86,17 @@ def _judge_firmly(judge: Judge, good: str, candidate: str, settings: Settings,
     return step
 
 
-def search(commits: list[str], good: str, judge: Judge, settings: Settings) -> Outcome:
+def search(commits: list[str], good: str, judge: Judge, settings: Settings) -> BisectOutcome:
     """The first of ``commits`` (oldest first, BAD last) that is slower than ``good``.
 
     Assumes one step: once a commit is slower, every later one is.
     """
     if not commits:
-        return Outcome(None, good, why="no commit between GOOD and BAD")
-    steps: list[Step] = []
+        return BisectOutcome(None, good, why="no commit between GOOD and BAD")
+    steps: list[BisectStep] = []
     ends = _judge_firmly(judge, good, commits[-1], settings, steps)
     if ends.verdict != "slower":
-        return Outcome(None, good, steps, _stopped(ends, "BAD against GOOD"))
+        return BisectOutcome(None, good, steps, _stopped(ends, "BAD against GOOD"))
     low, high = -1, len(commits) - 1  # commits[high] is slower; commits[low] (or GOOD) not
     while high - low > 1:
         middle = (low + high) // 2
@@ -107,14 +107,14 @@ def search(commits: list[str], good: str, judge: Judge, settings: Settings) -> O
         elif step.verdict in ("same", "faster"):
             low = middle
         else:
-            return Outcome(None, last_good, steps,
-                           _stopped(step, f"{commits[middle][:10]} against {last_good[:10]}")
-                           + f"; the first slower commit lies after {last_good[:10]}, up to "
-                           f"{commits[high][:10]}")
-    return Outcome(commits[high], commits[low] if low >= 0 else good, steps)
+            return BisectOutcome(None, last_good, steps,
+                                 _stopped(step, f"{commits[middle][:10]} against {last_good[:10]}")
+                                 + f"; the first slower commit lies after {last_good[:10]}, up to "
+                                 f"{commits[high][:10]}")
+    return BisectOutcome(commits[high], commits[low] if low >= 0 else good, steps)
 
 
-def _stopped(step: Step, what: str) -> str:
+def _stopped(step: BisectStep, what: str) -> str:
     if step.verdict == "unsure":
         return (f"{what} stayed unsure after {MAX_LONGER + 1} runs, the last of "
                 f"{step.seconds:g} s: {step.reason}")
@@ -123,7 +123,7 @@ def _stopped(step: Step, what: str) -> str:
     return f"{what} is {step.verdict}, not slower: nothing to find"
 
 
-def step_line(step: Step) -> str:
+def step_line(step: BisectStep) -> str:
     """``abc1234567 against 0123456789: slower 1.081 [1.062-1.101] (8 s)``"""
     ratio = "-" if step.ratio is None else f"{step.ratio:.3f}"
     interval = f" [{step.low:.3f}-{step.high:.3f}]" if step.low is not None \

@@ -70,7 +70,7 @@ class OutputLost(OSError):
     """Standard output cannot be written (a full disk, a closed pipe)."""
 
 
-class _Output:
+class _SafeStdout:
     """Standard output, whose write errors are told apart from any other OSError: they
     name no file, so nothing else says where they came from."""
 
@@ -176,7 +176,7 @@ def main(argv: list[str] | None = None) -> int:
     if not faulthandler.is_enabled() and sys.__stderr__ is not None:
         faulthandler.enable(sys.__stderr__)  # a native crash here names where it happened
     _tolerant_streams()
-    stdout, sys.stdout = sys.stdout, _Output(sys.stdout)
+    stdout, sys.stdout = sys.stdout, _SafeStdout(sys.stdout)
     try:
         return _main(argv)
     finally:

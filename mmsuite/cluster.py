@@ -10,7 +10,7 @@ worker --resources`` with these names works too):
 
 What crosses the network is a job description (:class:`JobSpec`: a kernel id, the
 problem, the options, the sampling rule) and what comes back is a result record
-(:class:`Outcome`). The function a task runs is named, not sent: a worker imports
+(:class:`JobOutcome`). The function a task runs is named, not sent: a worker imports
 it from its own mmsuite install. On the worker each job runs in a job process of its
 own (``mmsuite.workers.Worker``), so a kernel that crashes or hangs costs one row,
 as in a local sweep.
@@ -51,7 +51,7 @@ from .backend_table import GPU_BACKENDS
 from .backends import RunOptions
 from .catalogue import Kernel
 from .problem import Problem
-from .sweep import Ladder, Row
+from .sweep import Ladder, RunContext, SweepHooks, SweepRow
 
 GPU = "GPU"
 HOST = "HOST"
@@ -78,7 +78,7 @@ class ClusterError(Exception):
 class SchedulerLost(ClusterError):
     """The connection to the scheduler was lost mid-sweep; ``rows`` are those finished."""
 
-    def __init__(self, message: str, rows: list[Row]) -> None:
+    def __init__(self, message: str, rows: list[SweepRow]) -> None:
         super().__init__(message)
         self.rows = rows
 
@@ -134,7 +134,7 @@ class WorkerFacts:
 
 
 @dataclass
-class Outcome:
+class JobOutcome:
     """What a worker sends back for one job."""
 
     status: str
@@ -298,18 +298,18 @@ def _claim(name: str, facts: WorkerFacts) -> dict | None:
         return None
 
 
-def run_job(spec: JobSpec) -> Outcome:
+def run_job(spec: JobSpec) -> JobOutcome:
     """A task: run one job in this worker's job process; never measures a job twice."""
     resource = _worker_resource()
     facts = _facts(resource)
     code = job_code(spec.kernel_id) if spec.code else ""
     if code != spec.code:
-        return Outcome("error", other_code(f"worker {facts.worker} on host {facts.host}",
-                                           code, facts.commit, spec.code, spec.client_commit,
-                                           f" for {spec.kernel_id}"), None, facts)
+        return JobOutcome("error", other_code(f"worker {facts.worker} on host {facts.host}",
+                                              code, facts.commit, spec.code, spec.client_commit,
+                                              f" for {spec.kernel_id}"), None, facts)
     earlier = _claim(spec.claim, facts)
     if earlier is not None:
-        return Outcome("error", lost_reason(earlier), None, facts)
+        return JobOutcome("error", lost_reason(earlier), None, facts)
     _dask_worker().log_event(spec.start_topic, {"index": spec.index})
     job = spec.job or measure_here
     lane, lane_job = _LANES.get(resource, (None, None))
@@ -328,7 +328,7 @@ def run_job(spec: JobSpec) -> Outcome:
         if record.get("device_model"):
             _DEVICES[resource] = (record["device_model"], record.get("device_uuid") or "")
             facts = _facts(resource)
-    return Outcome(status, reason, record, facts, environment)
+    return JobOutcome(status, reason, record, facts, environment)
 
 
 #: Thread settings that a Dask nanny sets to 1 in its worker unless told otherwise.
@@ -510,25 +510,27 @@ class Cluster:
             if warning:
                 print(f"mmsuite: warning: {warning}", file=sys.stderr)
 
-    def sweep(self, kernels: Iterable[Kernel], problems: Iterable[Problem], *,
-              options: RunOptions, on_row: Callable[[Row], None] | None = None,
-              resume: Iterable[dict] = (), retry_crashed: bool = False,
-              timeout: float | None = None, job: workers.JobFn | None = None,
-              on_start: Callable[[Kernel, Problem], None] | None = None,
-              on_plan: Callable[[int], None] | None = None, **run_kwargs) -> list[Row]:
-        """``mmsuite.sweep.sweep`` on the cluster: the same rows, in ladder order.
+    def sweep(self, context: RunContext, *, resume: Iterable[dict] = (),
+              hooks: SweepHooks | None = None,
+              job: workers.JobFn | None = None) -> list[SweepRow]:
+        """``mmsuite.sweep.sweep`` of ``context`` on the cluster: the same rows, in ladder
+        order.
 
-        ``resume``, ``retry_crashed`` and the progress hooks are ``mmsuite.sweep.Ladder``'s,
-        as on one host (``on_start`` is called from the client's event thread as a worker
-        starts a job). A pair is unavailable when no worker offers its resource.
-        ``timeout``: seconds per GPU job (default ``workers.default_timeout``), as on one
-        host; host jobs have none. ``job``: a function of the workers' install to run
-        instead of measuring (tests plant crashing or slow ones).
+        ``resume`` (with ``context.retry_crashed``) and ``hooks`` are
+        ``mmsuite.sweep.Ladder``'s, as on one host (``on_start`` is called from the client's
+        event thread as a worker starts a job). A pair is unavailable when no worker offers
+        its resource. ``context.timeout``: seconds per GPU job (default
+        ``workers.default_timeout``), as on one host; host jobs have none. ``job``: a
+        function of the workers' install to run instead of measuring (tests plant crashing
+        or slow ones).
         """
         from distributed import wait
 
-        ladder = Ladder(kernels, problems, resume=resume, retry_crashed=retry_crashed,
-                        on_row=on_row, on_start=on_start, on_plan=on_plan)
+        options, run_kwargs, timeout = context.options, context.run_kwargs, context.timeout
+        hooks = hooks or SweepHooks()
+        ladder = Ladder(context.kernels, context.problems, resume=resume,
+                        retry_crashed=context.retry_crashed, on_row=hooks.on_row,
+                        on_start=hooks.on_start, on_plan=hooks.on_plan)
         sweep_id = uuid.uuid4().hex
         offered = self.resources()
         pending: dict[Any, tuple[JobSpec, Kernel]] = {}
@@ -548,7 +550,7 @@ class Cluster:
                                   limit, f"{CLAIM_PREFIX}-{sweep_id}-{pair.index}",
                                   start_topic, job, code=job_code(pair.kernel.id),
                                   client_commit=worker_commit()), pair.kernel, resource))
-        if on_start is not None:
+        if hooks.on_start is not None:
             self.client.subscribe_topic(start_topic,
                                         lambda event: ladder.start(event[1]["index"]))
         for spec, kernel, resource in specs:
@@ -588,7 +590,7 @@ class Cluster:
                 # interrupted: jobs not started are dropped; running ones finish there
                 self.client.cancel(list(pending))
             self._forget_claims(claims)
-            if on_start is not None and self.client.status == "running":
+            if hooks.on_start is not None and self.client.status == "running":
                 self.client.unsubscribe_topic(start_topic)
         return ladder.rows()
 
@@ -601,7 +603,7 @@ class Cluster:
                 Variable(name, client=self.client).delete()
 
     def _give_up_without(self, pending: dict, missing_since: dict[str, float],
-                         finish: Callable[[int, Row], None]) -> None:
+                         finish: Callable[[int, SweepRow], None]) -> None:
         """Jobs whose resource has been gone from the cluster for RESOURCE_GRACE_S become
         error rows, so that a sweep never waits for a worker that is not coming."""
         offered, now = self.resources(), time.monotonic()
@@ -620,22 +622,22 @@ class Cluster:
                 spec, kernel = pending.pop(future)
                 # An error, not "unavailable": the fleet had the resource and lost it, and
                 # a run whose rows were never measured must not pass (--resume reruns them).
-                finish(spec.index, Row(kernel, spec.problem, "error",
-                                       f"worker lost: {NO_WORKER[resource]}: the last one "
-                                       "left mid-sweep"))
+                finish(spec.index, SweepRow(kernel, spec.problem, "error",
+                                            f"worker lost: {NO_WORKER[resource]}: the last one "
+                                            "left mid-sweep"))
 
-    def _row(self, future: Any, spec: JobSpec, kernel: Kernel) -> Row:
+    def _row(self, future: Any, spec: JobSpec, kernel: Kernel) -> SweepRow:
         """The row of a finished task. A bug on the worker raises here, with its traceback."""
         from distributed import KilledWorker
 
         if future.status == "finished":
-            outcome: Outcome = future.result()
+            outcome: JobOutcome = future.result()
             if outcome.environment is not None:
                 self.environments[outcome.facts.worker] = outcome.environment
-            record = outcome.record or Row(kernel, spec.problem, outcome.status,
-                                           outcome.reason).to_record()
-            return Row(kernel, spec.problem, outcome.status, outcome.reason,
-                       outcome.facts.stamp(record))
+            record = outcome.record or SweepRow(kernel, spec.problem, outcome.status,
+                                                outcome.reason).to_record()
+            return SweepRow(kernel, spec.problem, outcome.status, outcome.reason,
+                            outcome.facts.stamp(record))
         exception = future.exception() if future.status == "error" else None
         if future.status == "error" and not isinstance(exception, KilledWorker):
             future.result()  # a bug in mmsuite on the worker: raise it here
@@ -644,10 +646,10 @@ class Cluster:
         reason = lost_reason(earlier) if earlier else (
             f"worker lost before the job started: {exception}" if exception
             else f"the scheduler dropped the job ({future.status})")
-        record = Row(kernel, spec.problem, "error", reason).to_record()
+        record = SweepRow(kernel, spec.problem, "error", reason).to_record()
         if earlier:
             record.update(host=earlier.get("host"), worker=earlier.get("worker"))
-        return Row(kernel, spec.problem, "error", reason, record)
+        return SweepRow(kernel, spec.problem, "error", reason, record)
 
     def _claimed(self, name: str) -> dict | None:
         from distributed import Variable

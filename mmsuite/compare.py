@@ -55,7 +55,7 @@ LOAD_MARGIN = 1.0
 
 
 @dataclass
-class Side:
+class CompareSide:
     """One file's figures for a kernel x problem."""
 
     status: str
@@ -71,7 +71,7 @@ class Side:
     throttled: tuple[str, ...] | None = None
 
     @classmethod
-    def of(cls, record: dict, cores: int | None = None) -> Side:
+    def of(cls, record: dict, cores: int | None = None) -> CompareSide:
         """One record's figures; ``cores`` (the host's) lets a CPU row note a loaded host."""
         stats = record.get("kernel_ms") or {}
         samples = [float(s) for s in stats.get("samples") or [] if s is not None]
@@ -105,11 +105,11 @@ def _overload(record: dict, cores: int | None) -> float | None:
 
 
 @dataclass
-class Row:
+class CompareRow:
     kernel: str
     problem: str
-    base: Side
-    new: Side
+    base: CompareSide
+    new: CompareSide
     verdict: str
     why: str
     ratio: float | None = None
@@ -128,7 +128,7 @@ class Row:
 
 @dataclass
 class Comparison:
-    rows: list[Row]
+    rows: list[CompareRow]
     only_base: list[tuple[str, str, str]] = field(default_factory=list)
     only_new: list[tuple[str, str, str]] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
@@ -145,7 +145,7 @@ class Comparison:
         return [VerdictRow(r.kernel, r.problem, r.verdict, r.ratio, r.why) for r in self.rows]
 
 
-def judge(base: Side, new: Side, threshold: float = DEFAULT_THRESHOLD,
+def judge(base: CompareSide, new: CompareSide, threshold: float = DEFAULT_THRESHOLD,
           alpha: float = DEFAULT_ALPHA, changed: list[str] | None = None
           ) -> tuple[str, str, float | None, float | None]:
     """(verdict, why, ratio of medians NEW / BASE, p-value) for one kernel x problem;
@@ -290,12 +290,12 @@ def compare(base_path: Path, new_path: Path, threshold: float = DEFAULT_THRESHOL
     n_cores = (new_doc.get("environment") or {}).get("cpu_cores")
     rows = []
     for key in base.keys() & new.keys():
-        b, n = Side.of(base[key], b_cores), Side.of(new[key], n_cores)
+        b, n = CompareSide.of(base[key], b_cores), CompareSide.of(new[key], n_cores)
         if b.status == n.status == "unavailable":
             continue
         changed = changed_settings(base_doc, new_doc, base[key], new[key])
         verdict, why, ratio, p = judge(b, n, threshold, alpha, changed)
-        rows.append(Row(key[0], key[1], b, n, verdict, why, ratio, p, key, changed))
+        rows.append(CompareRow(key[0], key[1], b, n, verdict, why, ratio, p, key, changed))
     order = {k: i for i, k in enumerate(list(base) + list(new))}
     rows.sort(key=lambda r: order[r.key])
     if not rows:
@@ -315,17 +315,17 @@ def compare(base_path: Path, new_path: Path, threshold: float = DEFAULT_THRESHOL
 HEADERS = ("kernel", "problem", "BASE ms", "NEW ms", "change", "p", "n", "noise", "verdict")
 
 
-def _fmt_ms(side: Side) -> str:
+def _fmt_ms(side: CompareSide) -> str:
     if side.status != "ok" or side.median is None:
         return "n/a" if side.status == "unavailable" else side.status
     return f"{side.median:.4g}" + ("!" if side.noisy else "")
 
 
-def _fmt_noise(side: Side) -> str:
+def _fmt_noise(side: CompareSide) -> str:
     return "-" if side.noise is None else f"{100 * side.noise:.1f}"
 
 
-def verdict_cell(row: Row, notes: dict[str, int] | None = None) -> str:
+def verdict_cell(row: CompareRow, notes: dict[str, int] | None = None) -> str:
     """The verdict as a table shows it: "same (identical code)", "unsure (noisy)"; with
     ``notes``, why identical code moved goes to a numbered footnote ("[1]")."""
     if row.verdict in ("unsure", "broken"):
@@ -344,7 +344,7 @@ def footnotes(notes: dict[str, int]) -> list[str]:
     return [f"[{number}] {text}" for text, number in notes.items()]
 
 
-def cells(row: Row, notes: dict[str, int] | None = None) -> list[str]:
+def cells(row: CompareRow, notes: dict[str, int] | None = None) -> list[str]:
     """One table row; change is NEW/BASE - 1 of the medians, noise BASE/NEW in percent."""
     change = "-" if row.ratio is None else f"{row.ratio - 1:+.1%}"
     p = "-" if row.p_value is None else f"{row.p_value:.1g}"
@@ -375,7 +375,7 @@ def missing_lines(result: Comparison) -> list[str]:
 _EXPENDABLE = ("n", "noise", "p")
 
 
-def _fit_columns(rows: list[Row], body: list[list[str]],
+def _fit_columns(rows: list[CompareRow], body: list[list[str]],
                  width: int) -> tuple[dict[int, int], int]:
     """The columns (index: width) of a terminal table ``width`` wide, and the gap between
     them: two spaces where everything fits, else one, else the expendable columns go. A
@@ -404,7 +404,7 @@ def render_rich(result: Comparison, threshold: float, console) -> None:
     from rich.table import Table
 
     styles = {"slower": "bold red", "broken": "bold red", "faster": "green", "unsure": "yellow"}
-    problems: dict[str, list[Row]] = {}
+    problems: dict[str, list[CompareRow]] = {}
     for row in result.rows:
         problems.setdefault(row.problem, []).append(row)
     notes: dict[str, int] = {}

@@ -239,7 +239,7 @@ class SideWorker:
 
 
 @dataclass
-class Side:
+class ContinuousSide:
     """What one revision gave for a row."""
 
     status: str = "pending"  # ok, failed, error, unavailable, missing
@@ -265,13 +265,13 @@ class Side:
 
 
 @dataclass
-class Pair:
+class ContinuousRow:
     """One kernel x problem measured on both sides, and its verdict."""
 
     kernel: Kernel
     problem: Problem
-    base: Side = field(default_factory=Side)
-    head: Side = field(default_factory=Side)
+    base: ContinuousSide = field(default_factory=ContinuousSide)
+    head: ContinuousSide = field(default_factory=ContinuousSide)
     estimate: PairedRatio | None = None
     verdict: str = "unsure"
     reason: str = ""
@@ -320,7 +320,7 @@ class Pair:
                           self.reason)
 
 
-def decide(pair: Pair, settings: Settings) -> tuple[str, str]:
+def decide(pair: ContinuousRow, settings: Settings) -> tuple[str, str]:
     """The verdict of a pair and why, from its statuses, code identity and rounds."""
     base, head = pair.base, pair.head
     if base.status == "ok" and head.status in ("failed", "error"):
@@ -375,7 +375,7 @@ def decide(pair: Pair, settings: Settings) -> tuple[str, str]:
     return "unsure", f"{why}: more --max-time, or a quieter machine"
 
 
-def throttle_change(pair: Pair) -> str:
+def throttle_change(pair: ContinuousRow) -> str:
     """Where the GPU was throttled in one side's turns by what it was not in the other's,
     what changed ("throttling changed: none in BASE, sw_power_cap in HEAD"); else ""."""
     base, head = pair.base.throttled, pair.head.throttled
@@ -385,7 +385,7 @@ def throttle_change(pair: Pair) -> str:
             f"{', '.join(head) or 'none'} in HEAD")
 
 
-def dissenting_pairs(pair: Pair, settings: Settings) -> list[float]:
+def dissenting_pairs(pair: ContinuousRow, settings: Settings) -> list[float]:
     """Where the whole interval lies beyond the threshold, every worker pair's own ratio
     when one of them points the other way (HEAD no slower, for a slower interval); else
     nothing.
@@ -473,7 +473,7 @@ class Gate:
         for side in SIDES:
             self._drop(side)
 
-    def _open_both(self, pair: Pair, timeout: float) -> None:
+    def _open_both(self, pair: ContinuousRow, timeout: float) -> None:
         """Open the row on both sides at once: an open is not timed, and verifying the
         kernel against its float64 reference is most of a row's fixed cost."""
         # Both sides read their code's identity the way this mmsuite does (its readers).
@@ -482,8 +482,8 @@ class Gate:
         pair.worker_pair_starts.append(len(pair.base.rounds))
         self._ask_both(pair, message, timeout, self._order(0), self._opened)
 
-    def _ask_both(self, pair: Pair, message: dict, timeout: float, order: tuple[str, str],
-                  handle: Callable[[Side, dict], None],
+    def _ask_both(self, pair: ContinuousRow, message: dict, timeout: float, order: tuple[str, str],
+                  handle: Callable[[ContinuousSide, dict], None],
                   cpus: tuple[int, int] | None = None) -> None:
         """Send ``message`` to both sides, in ``order`` (each pinned to its CPU of ``cpus``
         where given), before awaiting either answer; ``handle`` takes each side's answer. A
@@ -504,11 +504,11 @@ class Gate:
                 self._lost(getattr(pair, side), exc)
 
     @staticmethod
-    def _lost(target: Side, exc: WorkerLost) -> None:
+    def _lost(target: ContinuousSide, exc: WorkerLost) -> None:
         target.status, target.reason = "error", str(exc)
 
     @staticmethod
-    def _opened(target: Side, answer: dict) -> None:
+    def _opened(target: ContinuousSide, answer: dict) -> None:
         if answer["status"] == "damaged":
             raise BuildDamaged(answer.get("reason", "the build is damaged"))
         target.status, target.reason = answer["status"], answer.get("reason", "")
@@ -517,7 +517,7 @@ class Gate:
         target.info = answer.get("info") or {}
         target.launch_s = answer.get("launch_s")
 
-    def _round(self, pair: Pair, timeout: float) -> None:
+    def _round(self, pair: ContinuousRow, timeout: float) -> None:
         """One turn of each side: one after the other, in the round's order, or in duet
         both at once, the order saying which side gets which CPU."""
         order = self._order(len(pair.base.rounds))
@@ -540,8 +540,8 @@ class Gate:
             if worker is not None:
                 worker.pin(anywhere)
 
-    def _turn(self, pair: Pair, side: str, timeout: float) -> None:
-        target: Side = getattr(pair, side)
+    def _turn(self, pair: ContinuousRow, side: str, timeout: float) -> None:
+        target: ContinuousSide = getattr(pair, side)
         try:
             answer = self._request(side, self._turn_message, timeout)
         except WorkerLost as exc:
@@ -550,7 +550,7 @@ class Gate:
         self._turned(target, answer)
 
     @staticmethod
-    def _turned(target: Side, answer: dict) -> None:
+    def _turned(target: ContinuousSide, answer: dict) -> None:
         target.samples.append(answer["samples"])
         target.rounds.append(float(np.median(answer["samples"])))
         share = (answer.get("host_load") or {}).get("others_share")
@@ -565,7 +565,7 @@ class Gate:
             return SIDES if round_index % 2 == 0 else SIDES[::-1]
         return SIDES if self.rng.random() < 0.5 else SIDES[::-1]
 
-    def measure(self, pair: Pair) -> Pair:
+    def measure(self, pair: ContinuousRow) -> ContinuousRow:
         """Open the kernel on both sides, take rounds until decided or out of time, judge."""
         timeout = default_timeout(pair.problem)
         started = time.monotonic()
@@ -599,7 +599,7 @@ class Gate:
             self._judge(pair, final=True)
         return pair
 
-    def _time_alone(self, pair: Pair, side: str, timeout: float) -> None:
+    def _time_alone(self, pair: ContinuousRow, side: str, timeout: float) -> None:
         """Turns of the one side that opened a row the other could not: its results file
         then holds the row as it ran there (timed, ``ok``), so that ``compare`` of the two
         files finds what the verdict found (a kernel that broke, say). As many turns as
@@ -610,7 +610,7 @@ class Gate:
             if time.monotonic() - started >= pair.budget / 2:
                 return
 
-    def _unaffordable(self, pair: Pair) -> float | None:
+    def _unaffordable(self, pair: ContinuousRow) -> float | None:
         """The seconds of rounds a verdict would take, where its open shows that they
         exceed the budget; else None. Both sides opened at once, sharing the CPUs, so half
         the faster side's checked launch is taken as a launch's cost: a row is given up
@@ -636,7 +636,7 @@ class Gate:
             return False
         return to_verdict * spent / rounds > 2 * budget
 
-    def _fresh_workers(self, pair: Pair, timeout: float) -> float:
+    def _fresh_workers(self, pair: ContinuousRow, timeout: float) -> float:
         """Replace both sides' workers and open the row on the new ones; the seconds it
         took, which the row's budget for rounds does not pay."""
         started = time.monotonic()
@@ -644,7 +644,7 @@ class Gate:
         self._open_both(pair, timeout)
         return time.monotonic() - started
 
-    def _rounds(self, pair: Pair, timeout: float, started: float) -> None:
+    def _rounds(self, pair: ContinuousRow, timeout: float, started: float) -> None:
         settings = self.settings
         quick = pair.identical and not settings.judge_identical
         looks = set(settings.looks())
@@ -672,7 +672,7 @@ class Gate:
             if out_of_time:
                 return  # measure() judges it once more: the last look
 
-    def _judge(self, pair: Pair, final: bool = False) -> None:
+    def _judge(self, pair: ContinuousRow, final: bool = False) -> None:
         """Look at a row: an early look, or its last (a verdict an early look gave stands
         there too: the last interval, at a lower confidence, lies within it)."""
         settings = self.settings
@@ -686,12 +686,12 @@ class Gate:
             pair.reason = f"interrupted: {pair.reason}"
 
 
-def exit_status(pairs: list[Pair], strict: bool) -> int:
+def exit_status(pairs: list[ContinuousRow], strict: bool) -> int:
     """The gate's exit status over the pairs' verdicts (``verdicts.exit_status``)."""
     return verdicts.exit_status((p.verdict for p in pairs), strict)
 
 
-def side_record(pair: Pair, side: str, build: Build) -> dict:
+def side_record(pair: ContinuousRow, side: str, build: Build) -> dict:
     """One side of a pair as a results-file record: ``compare`` and ``report`` read it."""
     kernel, problem, measured = pair.kernel, pair.problem, getattr(pair, side)
     status = {"missing": "unavailable"}.get(measured.status, measured.status)
@@ -730,7 +730,7 @@ def side_record(pair: Pair, side: str, build: Build) -> dict:
     return record
 
 
-def interval_text(pair: Pair) -> str:
+def interval_text(pair: ContinuousRow) -> str:
     est = pair.estimate
     if est is None:
         return "-"
@@ -739,6 +739,6 @@ def interval_text(pair: Pair) -> str:
     return f"{est.low:.3f}-{est.high:.3f}"
 
 
-def ratio_text(pair: Pair) -> str:
+def ratio_text(pair: ContinuousRow) -> str:
     est = pair.estimate
     return "-" if est is None or not math.isfinite(est.ratio) else f"{est.ratio:.3f}"

@@ -41,7 +41,7 @@ SAVED_PREFIX = "results."
 
 
 @dataclass(frozen=True)
-class Step:
+class SeriesStep:
     """One change point of one series."""
 
     series: Series
@@ -63,12 +63,12 @@ class Step:
 class Finding:
     """The steps found in a history, and the points left out of the search."""
 
-    steps: list[Step]
+    steps: list[SeriesStep]
     left_out: list[tuple[Series, Point]]
     series_searched: int
 
     @property
-    def regressions(self) -> list[Step]:
+    def regressions(self) -> list[SeriesStep]:
         return [s for s in self.steps if s.slower]
 
 
@@ -83,7 +83,7 @@ def per_commit(points: Iterable[Point]) -> list[Point]:
 
 
 def find_steps(series: Series, threshold: float = DEFAULT_THRESHOLD,
-               alpha: float = DEFAULT_ALPHA, include_kept_apart: bool = False) -> list[Step]:
+               alpha: float = DEFAULT_ALPHA, include_kept_apart: bool = False) -> list[SeriesStep]:
     """The steps of one series beyond ``threshold``, at level ``alpha`` (module docstring);
     points kept apart are judged only with ``include_kept_apart``."""
     points = per_commit(p for p in series.points
@@ -99,8 +99,8 @@ def find_steps(series: Series, threshold: float = DEFAULT_THRESHOLD,
         after = values[change.index:bounds[number + 1]]
         ratio = math.exp(float(np.median(after)) - float(np.median(before)))
         if abs(math.log(ratio)) > math.log1p(threshold):
-            steps.append(Step(series, points[change.index].commit,
-                              points[change.index - 1].commit, ratio, change.p_value))
+            steps.append(SeriesStep(series, points[change.index].commit,
+                                    points[change.index - 1].commit, ratio, change.p_value))
     return steps
 
 
@@ -113,7 +113,7 @@ def find(history: History, kernel_ids: Iterable[str] | None = None, metric: str 
     wanted = set(kernel_ids) if kernel_ids is not None else None
     chosen = [s for s in history.values() if s.metric == metric and s.points
               and (wanted is None or s.kernel in wanted)]
-    steps: list[Step] = []
+    steps: list[SeriesStep] = []
     left_out: list[tuple[Series, Point]] = []
     for series in sorted(chosen, key=lambda s: s.key):
         steps.extend(find_steps(series, threshold, alpha, include_kept_apart))
@@ -127,7 +127,7 @@ def _where(series: Series) -> str:
     return f"{series.kernel or series.key.benchmark} [{series.key.machine}] {rest or 'all'}"
 
 
-def step_line(step: Step) -> str:
+def step_line(step: SeriesStep) -> str:
     """kernel [machine] problem: slower by +8.1% at commit (after previous), confidence."""
     how = "slower" if step.slower else "faster"
     return (f"{_where(step.series)}: {how} by {step.ratio - 1:+.1%} at {step.commit[:8]} "

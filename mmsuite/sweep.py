@@ -15,19 +15,22 @@ in each process and shared by its kernels.
 
 What a resumed sweep still runs, and the order in which its rows and progress are
 reported, is :class:`Ladder`'s to decide; a sweep on a cluster (``mmsuite.cluster``)
-uses the same one.
+uses the same one. What a run is asked for is one :class:`RunContext`, built once from
+the command line and handed to the sweep, its table and its files.
 """
 
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Collection, Iterable, Sequence
+from collections.abc import Callable, Collection, Iterable
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from . import results, workers
 from .backend_table import BACKENDS, SELECTED
 from .backends import RunOptions, unavailable_reason
 from .catalogue import Kernel
+from .measure import DEFAULT_WARMUP, Sampling
 from .problem import Problem
 
 ISOLATED = tuple(name for name, backend in BACKENDS.items() if backend.isolated)
@@ -36,8 +39,74 @@ ISOLATED = tuple(name for name, backend in BACKENDS.items() if backend.isolated)
 IN_PROCESS: tuple[str, ...] = ()
 
 
+@dataclass(frozen=True)
+class RunContext:
+    """What one run of the ladder is asked for, built once from the command line and
+    handed to what measures it, shows it and saves it.
+
+    ``kernels`` on ``problems``, each kernel with ``options`` (threads, OpenCL device,
+    pinned buffers, profile, L2, energy); ``repeats`` fixed samples, else ``sampling``'s
+    stopping rule (None: the engine's own), after ``warmup`` launches. ``devices``: the
+    GPUs the kernels of an isolated backend spread over (empty: device 0); ``timeout``:
+    seconds per GPU job (None: ``workers.default_timeout``); ``retry_crashed``: run again
+    the rows of ``resume`` that crashed their worker; ``cluster``: the Dask scheduler that
+    runs the jobs (None: this host). ``backends``: the backends named by ``--backend``
+    (one that cannot run is a note of its own). The outputs: ``json`` (with its journal),
+    ``markdown``, ``plots`` and ``report``, and ``wide`` for the table with every column.
+    """
+
+    kernels: tuple[Kernel, ...]
+    problems: tuple[Problem, ...]
+    options: RunOptions = field(default_factory=RunOptions)
+    repeats: int | None = None
+    sampling: Sampling | None = None
+    warmup: int = DEFAULT_WARMUP
+    devices: tuple[int, ...] = ()
+    timeout: float | None = None
+    retry_crashed: bool = False
+    cluster: str | None = None
+    backends: tuple[str, ...] = ()
+    resume: Path | None = None
+    json: Path | None = None
+    markdown: Path | None = None
+    plots: Path | None = None
+    report: Path | None = None
+    wide: bool = False
+
+    def __post_init__(self) -> None:  # any iterable in, tuples kept: the context is frozen
+        for name in ("kernels", "problems", "devices", "backends"):
+            object.__setattr__(self, name, tuple(getattr(self, name)))
+
+    @property
+    def run_kwargs(self) -> dict:
+        """What each job hands ``mmsuite.measure.run``."""
+        return {"repeats": self.repeats, "sampling": self.sampling, "warmup": self.warmup}
+
+
+@dataclass(frozen=True)
+class SweepHooks:
+    """What a sweep tells its caller as it goes (:class:`Ladder` says in which order):
+    ``on_row(row)`` as each row is done, ``on_plan(jobs)`` once it knows how many pairs
+    run, ``on_start(kernel, problem)`` as each starts."""
+
+    on_row: Callable[[SweepRow], None] | None = None
+    on_start: Callable[[Kernel, Problem], None] | None = None
+    on_plan: Callable[[int], None] | None = None
+
+
+@dataclass(frozen=True)
+class Lanes:
+    """Where a sweep's jobs run and what they run: the kernels of the ``isolated`` backends
+    in one worker process per device, those of ``in_process`` (None: ``IN_PROCESS``) in
+    this process, and ``job`` as each job's function (tests plant crashing ones)."""
+
+    isolated: Collection[str] = ISOLATED
+    in_process: Collection[str] | None = None
+    job: workers.JobFn = workers.measure_job
+
+
 @dataclass
-class Row:
+class SweepRow:
     """One kernel on one problem: status is ok, failed, invalid, unavailable, error or
     crashed (its worker process died)."""
 
@@ -81,7 +150,7 @@ def row_key(kernel_id: str, problem: dict) -> tuple:
 
 
 @dataclass(frozen=True)
-class Pair:
+class PendingRow:
     """A kernel on a problem that a sweep still has to run, at ``index`` in ladder order."""
 
     index: int
@@ -105,18 +174,18 @@ class Ladder:
 
     def __init__(self, kernels: Iterable[Kernel], problems: Iterable[Problem], *,
                  resume: Iterable[dict] = (), retry_crashed: bool = False,
-                 on_row: Callable[[Row], None] | None = None,
+                 on_row: Callable[[SweepRow], None] | None = None,
                  on_start: Callable[[Kernel, Problem], None] | None = None,
                  on_plan: Callable[[int], None] | None = None) -> None:
         self.kernels, self.problems = list(kernels), list(problems)
         kept = results.MEASURED + (() if retry_crashed else ("crashed",))
         self._earlier = {row_key(r["kernel"], r["problem"]): r for r in resume
                          if r.get("status") in kept}
-        self._slots: list[Row | None] = [None] * (len(self.kernels) * len(self.problems))
+        self._slots: list[SweepRow | None] = [None] * (len(self.kernels) * len(self.problems))
         self._on_row, self._on_start, self._on_plan = on_row, on_start, on_plan
         self._lock = threading.Lock()  # rows arrive from several device threads
 
-    def plan(self, unavailable: Callable[[Kernel], str]) -> list[Pair]:
+    def plan(self, unavailable: Callable[[Kernel], str]) -> list[PendingRow]:
         """Finish the kept and unavailable rows; the pairs left to run, in ladder order.
         ``unavailable(kernel)``: why its pairs cannot run here, or an empty string."""
         to_run = []
@@ -125,15 +194,15 @@ class Ladder:
                 index = p_index * len(self.kernels) + k_index
                 earlier = self._earlier.get(row_key(kernel.id, problem.to_dict()))
                 if earlier is not None:
-                    self.finish(index, Row(kernel, problem, earlier["status"],
-                                           earlier.get("reason", ""), earlier,
-                                           earlier.get("device")))
+                    self.finish(index, SweepRow(kernel, problem, earlier["status"],
+                                                earlier.get("reason", ""), earlier,
+                                                earlier.get("device")))
                     continue
                 reason = unavailable(kernel)
                 if reason:
-                    self.finish(index, Row(kernel, problem, "unavailable", reason))
+                    self.finish(index, SweepRow(kernel, problem, "unavailable", reason))
                 else:
-                    to_run.append(Pair(index, kernel, problem))
+                    to_run.append(PendingRow(index, kernel, problem))
         if self._on_plan is not None:
             self._on_plan(len(to_run))
         return to_run
@@ -147,38 +216,32 @@ class Ladder:
         if self._on_start is not None:
             self._on_start(self.kernel(index), self.problems[index // len(self.kernels)])
 
-    def finish(self, index: int, row: Row) -> None:
+    def finish(self, index: int, row: SweepRow) -> None:
         """The row of the pair at ``index`` is done."""
         with self._lock:
             self._slots[index] = row
             if self._on_row is not None:
                 self._on_row(row)
 
-    def rows(self) -> list[Row]:
+    def rows(self) -> list[SweepRow]:
         """The finished rows, in ladder order (all of them once the sweep is done)."""
         return [row for row in self._slots if row is not None]
 
 
-def sweep(kernels: Iterable[Kernel], problems: Iterable[Problem], *, options: RunOptions,
-          on_row: Callable[[Row], None] | None = None, resume: Iterable[dict] = (),
-          devices: Sequence[int] | None = None, timeout: float | None = None,
-          isolated: Collection[str] = ISOLATED, job: workers.JobFn = workers.measure_job,
-          on_start: Callable[[Kernel, Problem], None] | None = None,
-          on_plan: Callable[[int], None] | None = None, retry_crashed: bool = False,
-          in_process: Collection[str] | None = None, **run_kwargs) -> list[Row]:
-    """Run every kernel on every problem and return the rows in ladder order.
+def sweep(context: RunContext, *, resume: Iterable[dict] = (),
+          hooks: SweepHooks = SweepHooks(), lanes: Lanes = Lanes()) -> list[SweepRow]:
+    """Run every kernel of ``context`` on every problem and return the rows in ladder order.
 
-    ``run_kwargs`` go to ``mmsuite.measure.run`` (``repeats``, ``warmup``, ...).
-    ``resume`` and ``retry_crashed`` (what an earlier run's records spare) and the progress
-    hooks ``on_row``, ``on_plan`` and ``on_start`` are :class:`Ladder`'s, as on a cluster.
-    A pair is unavailable here when its kernel cannot run with ``options``.
-    ``devices``: the GPUs the isolated backends' kernels are spread over (default:
-    device 0). ``timeout``: seconds per isolated job (default ``workers.default_timeout``).
-    ``job`` is the function a job runs (tests plant crashing ones).
+    ``resume`` (the records of an earlier run, and ``context.retry_crashed``: what they
+    spare) and ``hooks`` are :class:`Ladder`'s, as on a cluster. A pair is unavailable here
+    when its kernel cannot run with ``context.options``; ``lanes`` says where each runs.
     """
-    ladder = Ladder(kernels, problems, resume=resume, retry_crashed=retry_crashed,
-                    on_row=on_row, on_start=on_start, on_plan=on_plan)
-    in_process = IN_PROCESS if in_process is None else in_process
+    options, run_kwargs, timeout = context.options, context.run_kwargs, context.timeout
+    ladder = Ladder(context.kernels, context.problems, resume=resume,
+                    retry_crashed=context.retry_crashed, on_row=hooks.on_row,
+                    on_start=hooks.on_start, on_plan=hooks.on_plan)
+    isolated, job = lanes.isolated, lanes.job
+    in_process = IN_PROCESS if lanes.in_process is None else lanes.in_process
     host_jobs: list[workers.Job] = []  # in this process
     host_worker_jobs: list[workers.Job] = []
     selected_gpu_jobs: list[workers.Job] = []
@@ -202,8 +265,8 @@ def sweep(kernels: Iterable[Kernel], problems: Iterable[Problem], *, options: Ru
         status, reason, record = result
         if record is not None and device is not None:
             record["device"] = device
-        ladder.finish(item.index, Row(ladder.kernel(item.index), item.problem, status, reason,
-                                      record, device))
+        ladder.finish(item.index, SweepRow(ladder.kernel(item.index), item.problem, status, reason,
+                                           record, device))
 
     if host_jobs:
         lane = workers.HostLane()
@@ -222,6 +285,6 @@ def sweep(kernels: Iterable[Kernel], problems: Iterable[Problem], *, options: Ru
         workers.run_on_devices(selected_gpu_jobs, [None], options, run_kwargs, timeout,
                                record_result, job=job, on_start=started)
     if device_jobs:
-        workers.run_on_devices(device_jobs, list(devices) if devices else [0], options,
+        workers.run_on_devices(device_jobs, list(context.devices) or [0], options,
                                run_kwargs, timeout, record_result, job=job, on_start=started)
     return ladder.rows()

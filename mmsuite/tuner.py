@@ -230,7 +230,7 @@ def beats(samples: list[float], baseline: list[float],
 
 
 @dataclass
-class Outcome:
+class CandidateOutcome:
     """One candidate's fate in a search."""
 
     decision: Decision
@@ -255,7 +255,7 @@ def tune_problem(problem: Problem, limit: int = DEFAULT_CANDIDATES,
         ranked = model.ranked(candidates(m, n, k, batch, timer.device), m, n, k, batch,
                               timer.device, params)
         picks = [c for _, c in ranked if c != chosen.candidate][:max(0, limit - 1)]
-        outcomes = [Outcome(chosen)] + [Outcome(timer.decision(c)) for c in picks]
+        outcomes = [CandidateOutcome(chosen)] + [CandidateOutcome(timer.decision(c)) for c in picks]
         progress(f"{len(outcomes)} candidates for the kernel's {m}x{n}x{k} (batch {batch}); "
                  f"the model's choice: {chosen.candidate.label}")
         for outcome in outcomes:

@@ -13,7 +13,7 @@ import pytest
 from mmsuite import builds, catalogue, continuous
 from mmsuite.bisection import MAX_LONGER, search
 from mmsuite.cli import main
-from mmsuite.continuous import Pair, Settings
+from mmsuite.continuous import ContinuousRow, Settings
 from mmsuite.problem import Problem
 from mmsuite.stats import PairedRatio
 
@@ -36,9 +36,9 @@ class PlantedJudge:
             return 1.0
         return 1.1 if COMMITS.index(commit) >= self.slow else 1.0
 
-    def __call__(self, good: str, candidate: str, settings: Settings) -> Pair:
+    def __call__(self, good: str, candidate: str, settings: Settings) -> ContinuousRow:
         self.calls.append((good, candidate, settings.max_seconds))
-        pair = Pair(KERNEL, Problem(64, 64, 64))
+        pair = ContinuousRow(KERNEL, Problem(64, 64, 64))
         ratio = self._ms(candidate) / self._ms(good)
         pair.estimate = PairedRatio(ratio, ratio * 0.98, ratio * 1.02, 0.001, 40, 0.99)
         if candidate == self.broken:
@@ -135,7 +135,7 @@ def test_the_command_names_the_first_slower_commit(history, tmp_path, monkeypatc
         def __init__(self, base, head, options, settings, logs) -> None:
             self.base, self.head = base.commit, head.commit
 
-        def measure(self, pair: Pair) -> Pair:
+        def measure(self, pair: ContinuousRow) -> ContinuousRow:
             slower = order[self.head] >= order[slow_from] > order[self.base]
             pair.verdict, pair.reason = ("slower" if slower else "same"), "planted"
             ratio = 1.1 if slower else 1.0

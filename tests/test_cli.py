@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import io
 import json
 import os
@@ -17,7 +18,7 @@ from mmsuite import catalogue, results, workers
 from mmsuite import sweep as sweep_module
 from mmsuite.backends import KernelUnavailable
 from mmsuite.cli import build_parser, main
-from mmsuite.commands import COMMANDS, listing
+from mmsuite.commands import COMMANDS, common, listing
 from mmsuite.commands import run as run_command
 from mmsuite.commands.common import problems_from_args, warn
 
@@ -211,6 +212,22 @@ def test_one_repeatable_shape_takes_mxnxk_a_cube_or_a_comma_list() -> None:
     assert [p.m for p in _problems([])] == [512]
 
 
+def test_each_shape_given_is_parsed_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The argument's type parses the text; the problems are made of what it parsed."""
+    parsed: list[str] = []
+    real_parse = common.parse_shape
+
+    def counting_parse(text: str) -> tuple[int, int, int]:
+        parsed.append(text)
+        return real_parse(text)
+
+    monkeypatch.setattr(common, "parse_shape", counting_parse)
+    problems = _problems(["--shape", "4x5x6,16", "--shape", "32:64"])
+    assert [(p.m, p.n, p.k) for p in problems] == [(4, 5, 6), (16, 16, 16), (32, 32, 32),
+                                                   (64, 64, 64)]
+    assert parsed == ["4x5x6", "16"]
+
+
 @pytest.mark.parametrize("old,new,argv", [
     ("--sizes", "--shape", ["run", "OPTION", "8,16"]),
     ("--shapes", "--shape", ["run", "OPTION", "4x5x6"]),
@@ -326,6 +343,34 @@ def test_a_problem_beyond_host_memory_is_refused_up_front(monkeypatch, capsys) -
     assert main(["run", "--backend", "cpu", "--shape", "20000"]) == 2
     err = capsys.readouterr().err
     assert "20000x20000x20000 needs about" in err and "4.0 GiB is available" in err
+
+
+def test_run_hands_one_context_built_from_its_arguments_to_the_sweep_and_the_report(
+        monkeypatch: pytest.MonkeyPatch, tmp_path) -> None:
+    seen: list = []
+    real_sweep, real_report = run_command.sweep, run_command._report_and_save
+
+    def sweep(context, **kwargs):
+        seen.append(context)
+        return real_sweep(context, **kwargs)
+
+    def report_and_save(context, *args):
+        seen.append(context)
+        return real_report(context, *args)
+
+    monkeypatch.setattr(run_command, "sweep", sweep)
+    monkeypatch.setattr(run_command, "_report_and_save", report_and_save)
+    path = tmp_path / "r.json"
+    assert main(CPU_QUICK + ["--kernel", "cpu.seq_naive", "--json", str(path), "--wide"]) == 0
+    context = seen[0]
+    assert len(seen) == 2 and seen[1] is context
+    assert [k.id for k in context.kernels] == ["cpu.seq_naive"]
+    assert [(p.m, p.n, p.k) for p in context.problems] == [(37, 29, 41)]
+    assert (context.repeats, context.warmup, context.sampling) == (2, 0, None)
+    assert (context.json, context.wide, context.backends, context.cluster) == (
+        path, True, ("cpu",), None)
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        context.json = None  # type: ignore[misc]
 
 
 def test_a_bug_shows_its_traceback_and_exits_1(monkeypatch, capsys) -> None:

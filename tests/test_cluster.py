@@ -26,7 +26,7 @@ from mmsuite import Problem, catalogue, cli, identity, peak, results, workers
 from mmsuite.backends import RunOptions
 from mmsuite.host import cpu_model
 from mmsuite.runs import load_runs, merge
-from mmsuite.sweep import Row, sweep
+from mmsuite.sweep import RunContext, SweepHooks, SweepRow, sweep
 
 distributed = pytest.importorskip("distributed", reason="needs the cluster extra (Dask)")
 
@@ -353,10 +353,10 @@ def test_a_worker_killed_mid_job_fails_that_row_and_resume_completes_the_set(
         planned: list[int] = []
         starts: list[tuple[str, int]] = []
         arrived: list = []  # rows as they come back: what `run` appends to its journal
-        rows = session.sweep(kernels, problems, options=RunOptions(), repeats=2, warmup=0,
-                             job=functools.partial(slow_job, {"cpu.seq_ikj@24": str(marker)}),
-                             on_plan=planned.append, on_row=arrived.append,
-                             on_start=lambda k, p: starts.append((k.id, p.m)))
+        rows = session.sweep(RunContext(kernels, problems, repeats=2, warmup=0),
+                             hooks=SweepHooks(on_plan=planned.append, on_row=arrived.append,
+                                              on_start=lambda k, p: starts.append((k.id, p.m))),
+                             job=functools.partial(slow_job, {"cpu.seq_ikj@24": str(marker)}))
     killer.join(timeout=5)
     assert killed and killed[0] in names.values()
     victim = next(a for a, pid in names.items() if pid == killed[0])
@@ -416,10 +416,10 @@ def test_losing_the_scheduler_mid_sweep_gives_back_the_finished_rows(local_sched
         session = cluster.Cluster(local_scheduler.address)
         try:
             with pytest.raises(cluster.SchedulerLost) as lost:
-                session.sweep([catalogue.get("cpu.seq_naive"), catalogue.get("cpu.seq_ikj")],
-                              [Problem(24, 17, 9)], options=RunOptions(), repeats=2,
-                              warmup=0, job=functools.partial(
-                                  slow_job, {"cpu.seq_ikj@24": str(marker)}))
+                session.sweep(RunContext([catalogue.get("cpu.seq_naive"),
+                                          catalogue.get("cpu.seq_ikj")], [Problem(24, 17, 9)],
+                                         repeats=2, warmup=0),
+                              job=functools.partial(slow_job, {"cpu.seq_ikj@24": str(marker)}))
         finally:
             session.close()
     finally:
@@ -433,14 +433,14 @@ def test_run_shows_and_saves_the_rows_finished_before_the_scheduler_was_lost(
         monkeypatch, tmp_path, capsys) -> None:
     from mmsuite.commands import run as run_command
 
-    (finished,) = sweep([catalogue.get("cpu.seq_naive")], [Problem(24, 17, 9)],
-                        options=RunOptions(), repeats=2, warmup=0)
+    (finished,) = sweep(RunContext([catalogue.get("cpu.seq_naive")], [Problem(24, 17, 9)],
+                                   repeats=2, warmup=0))
 
     class LostSession:
         environments: dict = {}
 
-        def sweep(self, kernels, problems, *, on_row, **kwargs):
-            on_row(finished)
+        def sweep(self, context, *, hooks, **kwargs):
+            hooks.on_row(finished)
             raise cluster.SchedulerLost("lost the Dask scheduler at tcp://n1:8786 after 1 "
                                         "of 2 jobs: the connection closed", [finished])
 
@@ -464,21 +464,20 @@ def test_resume_on_the_cluster_keeps_and_reruns_the_rows_a_local_resume_does(
         scheduler, tmp_path, capsys) -> None:
     problem = Problem(24, 17, 9)
     kernels = [catalogue.get(k) for k in LADDER]
-    measured = sweep(kernels[:1], [problem], options=RunOptions(), repeats=1,
-                     warmup=0)[0].to_record()
-    crashed = Row(kernels[1], problem, "crashed", "its worker process died").to_record()
-    lost = Row(kernels[2], problem, "error", "worker lost: worker w9 died").to_record()
+    measured = sweep(RunContext(kernels[:1], [problem], repeats=1, warmup=0))[0].to_record()
+    crashed = SweepRow(kernels[1], problem, "crashed", "its worker process died").to_record()
+    lost = SweepRow(kernels[2], problem, "error", "worker lost: worker w9 died").to_record()
     earlier = [measured, crashed, lost]  # cpu.omp_tiled has no row yet
 
     def kept(rows: list) -> list[str]:
         return [r.kernel.id for r in rows if any(r.to_record() is e for e in earlier)]
 
     planned: dict[str, list[int]] = {"local": [], "cluster": []}
-    local = sweep(kernels, [problem], options=RunOptions(), resume=earlier, repeats=1,
-                  warmup=0, on_plan=planned["local"].append)
+    local = sweep(RunContext(kernels, [problem], repeats=1, warmup=0), resume=earlier,
+                  hooks=SweepHooks(on_plan=planned["local"].append))
     with cluster.Cluster(str(scheduler)) as session:
-        remote = session.sweep(kernels, [problem], options=RunOptions(), resume=earlier,
-                               repeats=1, warmup=0, on_plan=planned["cluster"].append)
+        remote = session.sweep(RunContext(kernels, [problem], repeats=1, warmup=0),
+                               resume=earlier, hooks=SweepHooks(on_plan=planned["cluster"].append))
     assert kept(remote) == kept(local) == ["cpu.blas", "cpu.seq_naive"]
     assert [r.status for r in remote] == [r.status for r in local] == [
         "ok", "crashed", "ok", "ok"]
@@ -656,7 +655,7 @@ def test_jobs_whose_last_worker_left_mid_sweep_are_errors_not_unavailable(monkey
     spec = cluster.JobSpec(3, "cpu.seq_ikj", Problem(8, 8, 8), RunOptions(), {}, None,
                            "claim", "topic")
     pending = {"future": (spec, catalogue.get("cpu.seq_ikj"))}
-    finished: list[tuple[int, Row]] = []
+    finished: list[tuple[int, SweepRow]] = []
     since = {cluster.HOST: time.monotonic() - cluster.RESOURCE_GRACE_S - 1}
     session._give_up_without(pending, since, lambda index, row: finished.append((index, row)))
     ((index, row),) = finished

@@ -37,8 +37,8 @@ def loaded(row: dict, one_minute: float) -> dict:
     return {**row, "load_avg": {"before": [one_minute, 1.0, 1.0], "after": [2.0, 1.0, 1.0]}}
 
 
-def side(samples: list[float], status: str = "ok") -> compare.Side:
-    return compare.Side.of(record("cpu.k", samples, status))
+def side(samples: list[float], status: str = "ok") -> compare.CompareSide:
+    return compare.CompareSide.of(record("cpu.k", samples, status))
 
 
 # ------------------------------------------------------------------ verdicts
@@ -255,7 +255,7 @@ def with_share(row: dict, share: float) -> dict:
 
 
 def compared(tmp_path: Path, base: tuple[float, str, float], new: tuple[float, str, float],
-             noise: float = 0.01) -> tuple[compare.Row, compare.Comparison]:
+             noise: float = 0.01) -> tuple[compare.CompareRow, compare.Comparison]:
     """One row compared: each side is (median ms, code hash, others' share of the CPU)."""
     paths = []
     for name, (ms, code_hash, share), seed in (("a", base, 1), ("b", new, 2)):
@@ -334,8 +334,8 @@ def test_two_outputs_naming_one_file_are_refused(tmp_path, capsys) -> None:
                                                f"the same file {same}")
 
 
-def throttled_side(samples: list[float], reasons: list[str] | None) -> compare.Side:
-    return compare.Side.of({**record("cuda.k", samples), "throttled": reasons})
+def throttled_side(samples: list[float], reasons: list[str] | None) -> compare.CompareSide:
+    return compare.CompareSide.of({**record("cuda.k", samples), "throttled": reasons})
 
 
 def test_a_throttle_change_between_runs_is_unsure_like_a_load_change() -> None:

@@ -17,7 +17,7 @@ import pytest
 
 from mmsuite import builds, catalogue, continuous, results
 from mmsuite.cli import main
-from mmsuite.continuous import Pair, Settings, Side, WorkerLost, decide
+from mmsuite.continuous import ContinuousRow, ContinuousSide, Settings, WorkerLost, decide
 from mmsuite.problem import Problem
 from mmsuite.stats import paired_ratio
 
@@ -30,10 +30,11 @@ DEFAULTS = Settings()
 
 
 def judged(base_ms: list[float], head_ms: list[float], settings: Settings = DEFAULTS,
-           code: tuple[str, str] = ("a", "b")) -> Pair:
-    pair = Pair(KERNEL, PROBLEM, Side("ok", rounds=base_ms, code={"hash": code[0]}),
-                Side("ok", rounds=head_ms, code={"hash": code[1]}),
-                worker_pair_starts=halves(len(base_ms), settings.min_worker_pairs))
+           code: tuple[str, str] = ("a", "b")) -> ContinuousRow:
+    pair = ContinuousRow(KERNEL, PROBLEM,
+                         ContinuousSide("ok", rounds=base_ms, code={"hash": code[0]}),
+                         ContinuousSide("ok", rounds=head_ms, code={"hash": code[1]}),
+                         worker_pair_starts=halves(len(base_ms), settings.min_worker_pairs))
     pair.estimate = paired_ratio(base_ms, head_ms, settings.confidence)
     pair.verdict, pair.reason = decide(pair, settings)
     return pair
@@ -83,14 +84,17 @@ def test_identical_code_is_same_whatever_the_times() -> None:
 
 
 def test_a_kernel_that_breaks_in_head_is_broken_and_one_missing_is_unsure() -> None:
-    broken = Pair(KERNEL, PROBLEM, Side("ok", rounds=[1.0]), Side("failed", reason="err 0.5"))
+    broken = ContinuousRow(KERNEL, PROBLEM, ContinuousSide("ok", rounds=[1.0]),
+                           ContinuousSide("failed", reason="err 0.5"))
     assert decide(broken, Settings())[0] == "broken"
-    new = Pair(KERNEL, PROBLEM, Side("missing"), Side("ok", rounds=[1.0]))
+    new = ContinuousRow(KERNEL, PROBLEM, ContinuousSide("missing"),
+                        ContinuousSide("ok", rounds=[1.0]))
     assert decide(new, Settings()) == ("unsure", "not in BASE: nothing to compare")
 
 
 def test_exit_status_fails_on_slower_and_broken_and_with_strict_on_unsure() -> None:
-    slower, unsure = Pair(KERNEL, PROBLEM, verdict="slower"), Pair(KERNEL, PROBLEM)
+    slower = ContinuousRow(KERNEL, PROBLEM, verdict="slower")
+    unsure = ContinuousRow(KERNEL, PROBLEM)
     assert continuous.exit_status([slower], strict=False) == 1
     assert continuous.exit_status([unsure], strict=False) == 0
     assert continuous.exit_status([unsure], strict=True) == 1
@@ -152,7 +156,7 @@ def test_rounds_alternate_so_that_drift_hits_both_sides(fake_workers, tmp_path) 
     """A machine that slows down 1% per turn would make the later side look slower in
     sequential runs; paired rounds in random order see equal sides."""
     pair = gate(1.0, 1.0, tmp_path, max_seconds=60, max_rounds=40).measure(
-        Pair(KERNEL, PROBLEM))
+        ContinuousRow(KERNEL, PROBLEM))
     assert pair.verdict == "same" and 0.98 < pair.estimate.ratio < 1.02
     firsts = fake_workers.log[::2]
     assert 0 < firsts.count("base") < len(firsts)  # both sides went first sometimes
@@ -160,7 +164,7 @@ def test_rounds_alternate_so_that_drift_hits_both_sides(fake_workers, tmp_path) 
 
 def test_abba_order(fake_workers, tmp_path) -> None:
     gate(1.0, 1.0, tmp_path, order="abba", max_seconds=60, max_rounds=4).measure(
-        Pair(KERNEL, PROBLEM))
+        ContinuousRow(KERNEL, PROBLEM))
     assert fake_workers.log[:8] == ["base", "head", "head", "base"] * 2
 
 
@@ -179,8 +183,9 @@ def test_a_row_is_looked_at_a_few_times_each_at_a_share_of_the_error() -> None:
 def test_the_last_look_may_decide_what_the_early_ones_could_not(tmp_path) -> None:
     rng = np.random.default_rng(2)  # 20 rounds, HEAD 12% slower, 6% noise a side
     base, head = list(rng.lognormal(0, 0.06, 20)), list(1.12 * rng.lognormal(0, 0.06, 20))
-    pair = Pair(KERNEL, PROBLEM, Side("ok", rounds=base, code={"hash": "a"}),
-                Side("ok", rounds=head, code={"hash": "b"}), worker_pair_starts=[0, 10])
+    pair = ContinuousRow(KERNEL, PROBLEM, ContinuousSide("ok", rounds=base, code={"hash": "a"}),
+                         ContinuousSide("ok", rounds=head, code={"hash": "b"}),
+                         worker_pair_starts=[0, 10])
     judge = gate(1.0, 1.0, tmp_path)
     judge._judge(pair)
     assert pair.verdict == "unsure" and pair.estimate.low < 1.05
@@ -190,7 +195,7 @@ def test_the_last_look_may_decide_what_the_early_ones_could_not(tmp_path) -> Non
 
 def test_a_decided_row_stops_at_the_first_look_with_two_worker_pairs(fake_workers,
                                                                       tmp_path) -> None:
-    pair = gate(1.0, 1.5, tmp_path, max_seconds=60).measure(Pair(KERNEL, PROBLEM))
+    pair = gate(1.0, 1.5, tmp_path, max_seconds=60).measure(ContinuousRow(KERNEL, PROBLEM))
     assert pair.verdict == "slower" and pair.worker_pairs == 2
     assert len(pair.base.rounds) == Settings().looks()[1]
 
@@ -221,7 +226,7 @@ def test_undecided_looks_open_fresh_workers_until_enough_pairs(fake_workers, tmp
     for wanted in (2, 3):
         started.clear()
         pair = gate(1.0, 1.0, tmp_path, max_seconds=60, max_rounds=30,
-                    min_worker_pairs=wanted).measure(Pair(KERNEL, PROBLEM))
+                    min_worker_pairs=wanted).measure(ContinuousRow(KERNEL, PROBLEM))
         assert pair.verdict == "unsure" and len(pair.base.rounds) == 30
         assert pair.worker_pairs == wanted
         assert sorted(started) == ["base"] * wanted + ["head"] * wanted
@@ -242,7 +247,7 @@ def test_a_row_too_slow_for_its_budget_stops_when_opened_and_says_what_would_do(
 
     monkeypatch.setattr(FakeWorker, "request", slow_open)
     settings = Settings(max_seconds=6)
-    pair = gate(1.0, 1.5, tmp_path, max_seconds=6).measure(Pair(KERNEL, PROBLEM))
+    pair = gate(1.0, 1.5, tmp_path, max_seconds=6).measure(ContinuousRow(KERNEL, PROBLEM))
     assert fake_workers.log == [] and pair.verdict == "unsure"
     needed = settings.rounds_to_verdict() * 2 * 1.0
     assert settings.rounds_to_verdict() == settings.looks()[1] == 18
@@ -252,7 +257,8 @@ def test_a_row_too_slow_for_its_budget_stops_when_opened_and_says_what_would_do(
     assert record["status"] == "unavailable" and "kernel_ms" not in record
     assert record["reason"] == f"verified, not timed: {pair.reason}"
     assert results.check_record(record) == ""
-    enough = gate(1.0, 1.5, tmp_path, max_seconds=needed + 10).measure(Pair(KERNEL, PROBLEM))
+    enough = gate(1.0, 1.5, tmp_path, max_seconds=needed + 10).measure(
+        ContinuousRow(KERNEL, PROBLEM))
     assert enough.verdict == "slower"  # the fakes take no time: the budget suffices
 
 
@@ -270,12 +276,12 @@ def test_a_row_whose_rounds_show_it_too_slow_stops_early(fake_workers, tmp_path,
         return answer(self, message, timeout)
 
     monkeypatch.setattr(FakeWorker, "request", slow_turn)
-    pair = gate(1.0, 1.5, tmp_path, max_seconds=6).measure(Pair(KERNEL, PROBLEM))
+    pair = gate(1.0, 1.5, tmp_path, max_seconds=6).measure(ContinuousRow(KERNEL, PROBLEM))
     assert len(pair.base.rounds) == continuous.HOPELESS_AFTER_ROUNDS
     assert pair.verdict == "unsure"
     assert pair.needs_seconds == pytest.approx(36.0)
     assert "raise --max-time to 36" in pair.reason
-    near = gate(1.0, 1.5, tmp_path, max_seconds=20).measure(Pair(KERNEL, PROBLEM))
+    near = gate(1.0, 1.5, tmp_path, max_seconds=20).measure(ContinuousRow(KERNEL, PROBLEM))
     assert len(near.base.rounds) > 3 and near.needs_seconds is None  # 36 s is within 2x
 
 
@@ -302,23 +308,23 @@ def test_rows_that_finish_early_leave_their_time_to_later_rows_up_to_twice_their
     monkeypatch.setattr(FakeWorker, "request", timed)
     judge = gate(1.0, 1.0, tmp_path, max_seconds=6, max_rounds=400)
     hashes["head"] = "changed"
-    alone = judge.measure(Pair(KERNEL, PROBLEM))
+    alone = judge.measure(ContinuousRow(KERNEL, PROBLEM))
     assert alone.verdict == "unsure" and alone.budget == 6  # nothing left before it
     hashes["head"] = "same"
     for _ in range(3):  # identical code: its first look, 12 rounds of 0.2 s
-        quick = judge.measure(Pair(KERNEL, PROBLEM))
+        quick = judge.measure(ContinuousRow(KERNEL, PROBLEM))
         assert quick.reason == "identical code" and quick.rounds_seconds < 2.5
     hashes["head"] = "changed"
-    later = judge.measure(Pair(KERNEL, PROBLEM))
+    later = judge.measure(ContinuousRow(KERNEL, PROBLEM))
     assert later.budget == 12  # three rows left 3.6 s each: capped at twice its own
     assert later.rounds_seconds >= 12 > alone.rounds_seconds
-    assert judge.measure(Pair(KERNEL, PROBLEM)).budget < 12  # the later row spent it
+    assert judge.measure(ContinuousRow(KERNEL, PROBLEM)).budget < 12  # the later row spent it
 
 
 def test_both_sides_open_at_once(fake_workers, tmp_path) -> None:
     """Opening (preparing and verifying against float64) is untimed and most of a row's
     fixed cost, so both sides are asked before either answer is awaited."""
-    gate(1.0, 1.0, tmp_path, max_seconds=60, max_rounds=4).measure(Pair(KERNEL, PROBLEM))
+    gate(1.0, 1.0, tmp_path, max_seconds=60, max_rounds=4).measure(ContinuousRow(KERNEL, PROBLEM))
     opens = [c for c in fake_workers.messages if c.endswith(" open")]
     assert opens[:4] == ["send open", "send open", "receive open", "receive open"]
 
@@ -341,7 +347,7 @@ def test_duet_measures_both_sides_at_once_on_cpus_drawn_per_round(fake_workers, 
     workers may run anywhere again."""
     monkeypatch.setattr(continuous, "duet_cpus", lambda: (4, 7))
     pair = gate(1.0, 1.0, tmp_path, duet=True, max_seconds=60, max_rounds=20).measure(
-        Pair(KERNEL, PROBLEM))
+        ContinuousRow(KERNEL, PROBLEM))
     assert pair.duet and pair.verdict == "same"
     turns = [c for c in fake_workers.messages if c.endswith(" turn")]
     assert turns[:4] == ["send turn", "send turn", "receive turn", "receive turn"]
@@ -360,7 +366,7 @@ def test_a_threaded_row_is_measured_in_turns_even_in_duet(fake_workers, tmp_path
                                                           monkeypatch) -> None:
     monkeypatch.setattr(continuous, "duet_cpus", lambda: (0, 1))
     pair = gate(1.0, 1.0, tmp_path, duet=True, max_seconds=60, max_rounds=4).measure(
-        Pair(catalogue.get("cpu.omp_tiled"), PROBLEM))
+        ContinuousRow(catalogue.get("cpu.omp_tiled"), PROBLEM))
     assert not pair.duet
     assert not any(entry.startswith("pin") for entry in fake_workers.log)
 
@@ -371,9 +377,10 @@ def test_a_duet_round_costs_one_turn_when_judging_a_row_against_its_budget(tmp_p
     settings = Settings(max_seconds=8.0)
     launch = 1.5 * settings.max_seconds / settings.rounds_to_verdict()  # s, per side
     for duet, affordable in ((False, False), (True, True)):
-        pair = Pair(KERNEL, PROBLEM, Side("ok", code={"hash": "a"}, launch_s=launch),
-                    Side("ok", code={"hash": "b"}, launch_s=launch), duet=duet,
-                    budget=settings.max_seconds)
+        pair = ContinuousRow(KERNEL, PROBLEM,
+                             ContinuousSide("ok", code={"hash": "a"}, launch_s=launch),
+                             ContinuousSide("ok", code={"hash": "b"}, launch_s=launch), duet=duet,
+                             budget=settings.max_seconds)
         judge = gate(1.0, 1.0, tmp_path, duet=True, max_seconds=settings.max_seconds)
         assert (judge._unaffordable(pair) is None) == affordable
 
@@ -414,9 +421,10 @@ def test_a_slowdown_must_move_each_worker_pairs_own_rounds() -> None:
 def test_a_pair_with_too_few_rounds_has_no_say() -> None:
     base, head = rounds(1.0, n=40, seed=1), rounds(1.15, n=40, seed=4)
     few = continuous.AGREEING_PAIR_ROUNDS - 1
-    pair = Pair(KERNEL, PROBLEM, Side("ok", rounds=base, code={"hash": "a"}),
-                Side("ok", rounds=head[:40 - few] + base[40 - few:], code={"hash": "b"}),
-                worker_pair_starts=[0, 16, 40 - few])
+    pair = ContinuousRow(KERNEL, PROBLEM, ContinuousSide("ok", rounds=base, code={"hash": "a"}),
+                         ContinuousSide("ok", rounds=head[:40 - few] + base[40 - few:],
+                                        code={"hash": "b"}),
+                         worker_pair_starts=[0, 16, 40 - few])
     assert len(pair.worker_pair_ratios()) == 2
     pair.estimate = paired_ratio(pair.base.rounds, pair.head.rounds, DEFAULTS.confidence)
     assert decide(pair, DEFAULTS)[0] == "slower"
@@ -441,7 +449,7 @@ def test_a_biased_worker_pair_cannot_call_a_row_slower(fake_workers, tmp_path,
 
     monkeypatch.setattr(FakeWorker, "request", biased)
     pair = gate(1.0, 1.0, tmp_path, max_seconds=60, max_rounds=80).measure(
-        Pair(KERNEL, PROBLEM))
+        ContinuousRow(KERNEL, PROBLEM))
     assert pair.estimate.low > 1.05  # the pooled interval alone would call it slower
     assert pair.verdict == "unsure" and "point both ways" in pair.reason
     first, second = pair.worker_pair_ratios()
@@ -457,7 +465,7 @@ def test_a_worker_that_dies_makes_an_error_row(fake_workers, tmp_path, monkeypat
         return answer(self, message, timeout)
 
     monkeypatch.setattr(FakeWorker, "request", dies)
-    pair = gate(1.0, 1.0, tmp_path).measure(Pair(KERNEL, PROBLEM))
+    pair = gate(1.0, 1.0, tmp_path).measure(ContinuousRow(KERNEL, PROBLEM))
     assert pair.verdict == "broken" and "SIGSEGV" in pair.reason
 
 
@@ -728,11 +736,11 @@ def test_outputs_that_name_a_folder_or_one_file_twice_are_refused(fake_builds, t
 
 def test_a_throttle_change_between_the_sides_is_unsure() -> None:
     base_ms, head_ms = rounds(1.0, seed=1), rounds(1.10, seed=2)
-    pair = Pair(KERNEL, PROBLEM, Side("ok", rounds=base_ms, code={"hash": "a"},
-                                      throttles=[[], []]),
-                Side("ok", rounds=head_ms, code={"hash": "b"},
-                     throttles=[[], ["sw_power_cap"]]),
-                worker_pair_starts=halves(len(base_ms), DEFAULTS.min_worker_pairs))
+    pair = ContinuousRow(KERNEL, PROBLEM, ContinuousSide("ok", rounds=base_ms, code={"hash": "a"},
+                                                         throttles=[[], []]),
+                         ContinuousSide("ok", rounds=head_ms, code={"hash": "b"},
+                                        throttles=[[], ["sw_power_cap"]]),
+                         worker_pair_starts=halves(len(base_ms), DEFAULTS.min_worker_pairs))
     pair.estimate = paired_ratio(base_ms, head_ms, DEFAULTS.confidence)
     verdict, reason = decide(pair, DEFAULTS)
     assert verdict == "unsure"
@@ -752,7 +760,7 @@ def test_turns_read_throttled_are_recorded_and_marked_noisy(fake_workers, tmp_pa
 
     monkeypatch.setattr(FakeWorker, "request", with_gpu)
     g = gate(1.0, 1.0, tmp_path, max_seconds=2.0)
-    pair = g.measure(Pair(KERNEL, PROBLEM))
+    pair = g.measure(ContinuousRow(KERNEL, PROBLEM))
     build = SimpleNamespace(revision="head", commit="c0ffee")
     record = continuous.side_record(pair, "head", build)  # type: ignore[arg-type]
     assert record["throttled"] == ["hw_slowdown"] and record["noisy"] is True

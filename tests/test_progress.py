@@ -9,13 +9,13 @@ from rich.console import Console
 
 from mmsuite import Problem, catalogue
 from mmsuite.commands.progress import RunProgress
-from mmsuite.sweep import Row
+from mmsuite.sweep import SweepRow
 
 PROBLEM = Problem(8, 8, 8)
 
 
-def _row(kernel_id: str, status: str = "ok") -> Row:
-    return Row(catalogue.get(kernel_id), PROBLEM, status)
+def _row(kernel_id: str, status: str = "ok") -> SweepRow:
+    return SweepRow(catalogue.get(kernel_id), PROBLEM, status)
 
 
 def test_the_bar_names_the_running_kernel_and_counts_only_runnable_jobs() -> None:

@@ -2,16 +2,18 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 import pytest
 
 from mmsuite import Problem, catalogue, verify, workers
 from mmsuite.backends import KernelFailed, KernelUnavailable, RunOptions
-from mmsuite.sweep import Ladder, Row, row_key, sweep
+from mmsuite.sweep import Ladder, Lanes, RunContext, SweepHooks, SweepRow, row_key, sweep
 
 QUICK = {"repeats": 1, "warmup": 0}
 # Tests that patch this process's functions run the host kernels here, not in the host worker.
-HERE = {"in_process": ("cpu",)}
+HERE = Lanes(in_process=("cpu",))
 
 
 def _kernels(*ids: str) -> list:
@@ -22,7 +24,7 @@ def test_rows_for_every_kernel_and_problem_in_order() -> None:
     kernels = _kernels("cpu.blas", "cpu.seq_naive")
     problems = [Problem(5, 6, 7), Problem(3, 3, 3, batch=2)]
     seen = []
-    rows = sweep(kernels, problems, options=RunOptions(), on_row=seen.append, **QUICK)
+    rows = sweep(RunContext(kernels, problems, **QUICK), hooks=SweepHooks(on_row=seen.append))
     assert [(r.kernel.id, r.problem) for r in rows] == [
         (k.id, p) for p in problems for k in kernels]
     assert seen == rows and all(r.status == "ok" for r in rows)
@@ -38,8 +40,8 @@ def test_a_raising_kernel_becomes_an_error_row_and_the_sweep_goes_on(monkeypatch
         return real_run(kernel_id, *args, **kwargs)
 
     monkeypatch.setattr(workers, "run", run)
-    rows = sweep(_kernels("cpu.seq_naive", "cpu.blas"), [Problem(4, 4, 4)], options=RunOptions(),
-                 **QUICK, **HERE)
+    rows = sweep(RunContext(_kernels("cpu.seq_naive", "cpu.blas"), [Problem(4, 4, 4)], **QUICK),
+                 lanes=HERE)
     assert [r.status for r in rows] == ["error", "ok"]
     assert rows[0].reason == "KernelFailed: launch failed: illegal address"
 
@@ -59,8 +61,7 @@ def test_a_kernel_found_unavailable_at_run_time_is_an_unavailable_row(monkeypatc
         raise KernelUnavailable(f"{kernel_id} cannot run on this device: 2 KiB local memory")
 
     monkeypatch.setattr(workers, "run", run)
-    rows = sweep(_kernels("cpu.blas"), [Problem(4, 4, 4)], options=RunOptions(), **QUICK,
-                 **HERE)
+    rows = sweep(RunContext(_kernels("cpu.blas"), [Problem(4, 4, 4)], **QUICK), lanes=HERE)
     assert rows[0].status == "unavailable" and "2 KiB local memory" in rows[0].reason
 
 
@@ -73,8 +74,7 @@ def test_wrong_output_becomes_a_failed_row(monkeypatch) -> None:
         return original(output, ref, k, precision)
 
     monkeypatch.setattr(verify, "check", corrupt)
-    rows = sweep(_kernels("cpu.seq_naive"), [Problem(8, 8, 8)], options=RunOptions(), **QUICK,
-                 **HERE)
+    rows = sweep(RunContext(_kernels("cpu.seq_naive"), [Problem(8, 8, 8)], **QUICK), lanes=HERE)
     assert rows[0].status == "failed" and "exceeds tolerance" in rows[0].reason
 
 
@@ -82,21 +82,21 @@ def test_unavailable_kernels_become_rows_with_their_reason() -> None:
     kernel = catalogue.get("cuda.01_naive")
     if kernel.available:
         pytest.skip("CUDA is available here")
-    rows = sweep([kernel], [Problem(4, 4, 4)], options=RunOptions(), **QUICK)
+    rows = sweep(RunContext([kernel], [Problem(4, 4, 4)], **QUICK))
     assert rows[0].status == "unavailable" and rows[0].reason == kernel.reason
 
 
 def test_resume_skips_what_is_already_measured() -> None:
     problem = Problem(6, 5, 4)
-    first = sweep(_kernels("cpu.blas"), [problem], options=RunOptions(), **QUICK)
+    first = sweep(RunContext(_kernels("cpu.blas"), [problem], **QUICK))
     calls = []
 
     def job(kernel_id, problem, options, run_kwargs):
         calls.append(kernel_id)
         return workers.measure_job(kernel_id, problem, options, run_kwargs)
 
-    rows = sweep(_kernels("cpu.blas", "cpu.seq_naive"), [problem], options=RunOptions(),
-                 resume=[r.to_record() for r in first], job=job, **QUICK, **HERE)
+    rows = sweep(RunContext(_kernels("cpu.blas", "cpu.seq_naive"), [problem], **QUICK),
+                 resume=[r.to_record() for r in first], lanes=replace(HERE, job=job))
     assert calls == ["cpu.seq_naive"]
     assert [r.kernel.id for r in rows] == ["cpu.blas", "cpu.seq_naive"]
     assert rows[0].to_record() is first[0].to_record()
@@ -105,14 +105,14 @@ def test_resume_skips_what_is_already_measured() -> None:
 def test_progress_hooks_plan_only_the_pairs_that_run_and_see_each_start() -> None:
     """on_plan counts neither unavailable nor resumed pairs; on_start precedes each row."""
     problem = Problem(6, 5, 4)
-    first = sweep(_kernels("cpu.blas"), [problem], options=RunOptions(), **QUICK)
+    first = sweep(RunContext(_kernels("cpu.blas"), [problem], **QUICK))
     unavailable = next(k for k in catalogue.kernels() if not k.available)
     events: list[tuple] = []
-    rows = sweep(_kernels("cpu.blas", "cpu.seq_naive", "cpu.seq_ikj") + [unavailable],
-                 [problem], options=RunOptions(), resume=[r.to_record() for r in first],
-                 on_plan=lambda n: events.append(("plan", n)),
-                 on_start=lambda k, p: events.append(("start", k.id)),
-                 on_row=lambda r: events.append(("row", r.kernel.id)), **QUICK)
+    rows = sweep(RunContext(_kernels("cpu.blas", "cpu.seq_naive", "cpu.seq_ikj") + [unavailable],
+                            [problem], **QUICK), resume=[r.to_record() for r in first],
+                 hooks=SweepHooks(on_plan=lambda n: events.append(("plan", n)),
+                                  on_start=lambda k, p: events.append(("start", k.id)),
+                                  on_row=lambda r: events.append(("row", r.kernel.id))))
     assert len(rows) == 4
     plan = events.index(("plan", 2))
     assert {e for e in events[:plan]} == {("row", "cpu.blas"), ("row", unavailable.id)}
@@ -123,10 +123,10 @@ def test_progress_hooks_plan_only_the_pairs_that_run_and_see_each_start() -> Non
 def test_resume_reruns_errors_and_other_problems() -> None:
     error = {"kernel": "cpu.blas", "status": "error", "reason": "timed out",
              "problem": Problem(4, 4, 4).to_dict()}
-    other_seed = sweep(_kernels("cpu.blas"), [Problem(4, 4, 4, seed=1)], options=RunOptions(),
-                       **QUICK)[0].to_record()
-    rows = sweep(_kernels("cpu.blas"), [Problem(4, 4, 4)], options=RunOptions(),
-                 resume=[error, other_seed], **QUICK)
+    other_seed = sweep(RunContext(_kernels("cpu.blas"), [Problem(4, 4, 4, seed=1)],
+                                  **QUICK))[0].to_record()
+    rows = sweep(RunContext(_kernels("cpu.blas"), [Problem(4, 4, 4)], **QUICK),
+                 resume=[error, other_seed])
     assert rows[0].status == "ok" and rows[0].to_record() is not other_seed
 
 
@@ -164,7 +164,7 @@ def test_the_ladder_keeps_measured_rows_and_leaves_errors_unavailable_and_missin
     events.clear()
     for pair in reversed(to_run):  # rows may finish in any order ...
         ladder.start(pair.index)
-        ladder.finish(pair.index, Row(pair.kernel, pair.problem, "ok"))
+        ladder.finish(pair.index, SweepRow(pair.kernel, pair.problem, "ok"))
     assert events == [e for pair in reversed(to_run) for e in (
         ("start", pair.kernel.id, problem), ("row", pair.kernel.id, "ok"))]
     # ... and come back in ladder order.
@@ -177,8 +177,8 @@ def test_row_key_ignores_field_order() -> None:
 
 def test_a_problem_too_big_for_host_memory_is_an_error_row(monkeypatch) -> None:
     monkeypatch.setattr(workers, "available_host_memory", lambda: 4 * 2**30)
-    rows = sweep(_kernels("cpu.blas", "cpu.seq_naive"), [Problem(20000, 20000, 20000)],
-                 options=RunOptions(), **QUICK, **HERE)
+    rows = sweep(RunContext(_kernels("cpu.blas", "cpu.seq_naive"), [Problem(20000, 20000, 20000)],
+                            **QUICK), lanes=HERE)
     assert [r.status for r in rows] == ["error", "error"]
     assert "GiB of host memory" in rows[0].reason and "4.0 GiB is available" in rows[0].reason
 
@@ -187,9 +187,9 @@ def test_resume_keeps_crashed_rows_unless_asked_to_retry_them() -> None:
     crashed = {"kernel": "cpu.seq_naive", "backend": "cpu", "status": "crashed",
                "reason": "its worker process died: Fatal Python error: Segmentation fault",
                "problem": Problem(4, 4, 4).to_dict()}
-    rows = sweep(_kernels("cpu.seq_naive"), [Problem(4, 4, 4)], options=RunOptions(),
-                 resume=[crashed], **QUICK)
+    rows = sweep(RunContext(_kernels("cpu.seq_naive"), [Problem(4, 4, 4)], **QUICK),
+                 resume=[crashed])
     assert rows[0].status == "crashed" and rows[0].to_record() is crashed  # not run again
-    rows = sweep(_kernels("cpu.seq_naive"), [Problem(4, 4, 4)], options=RunOptions(),
-                 resume=[crashed], retry_crashed=True, **QUICK)
+    rows = sweep(RunContext(_kernels("cpu.seq_naive"), [Problem(4, 4, 4)], retry_crashed=True,
+                            **QUICK), resume=[crashed])
     assert rows[0].status == "ok"

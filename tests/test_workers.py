@@ -19,7 +19,7 @@ from mmsuite import sweep as sweep_module
 from mmsuite.backends import KernelFailed, RunOptions, is_kernel_failure
 from mmsuite.catalogue import Kernel
 from mmsuite.launch import CudaLaunch, LaunchLimit
-from mmsuite.sweep import sweep
+from mmsuite.sweep import Lanes, RunContext, sweep
 from tests.planted.native import build, plant
 
 QUICK = {"repeats": 1, "warmup": 0}
@@ -48,8 +48,8 @@ SMALL = Problem(9, 7, 5)
 
 
 def _isolated_sweep(plan: dict, problems=(SMALL,), **kwargs):
-    return sweep([catalogue.get(k) for k in LADDER], list(problems), options=RunOptions(),
-                 isolated=("cpu",), job=functools.partial(planted_job, plan), **QUICK, **kwargs)
+    return sweep(RunContext([catalogue.get(k) for k in LADDER], list(problems), **QUICK, **kwargs),
+                 lanes=Lanes(isolated=("cpu",), job=functools.partial(planted_job, plan)))
 
 
 def test_a_worker_that_aborts_fails_one_row_and_is_replaced() -> None:
@@ -133,8 +133,8 @@ def pid_job(kernel_id, problem, options, run_kwargs):
 @pytest.mark.skipif(not catalogue.get("opencl.naive").available, reason="no OpenCL device")
 def test_opencl_on_a_gpu_runs_in_a_worker_of_its_own(monkeypatch) -> None:
     monkeypatch.setattr(sweep_module, "_selected_gpu", lambda backend, options: backend == "opencl")
-    rows = sweep([catalogue.get("cpu.blas"), catalogue.get("opencl.naive")], [SMALL],
-                 options=RunOptions(), job=pid_job)
+    rows = sweep(RunContext([catalogue.get("cpu.blas"), catalogue.get("opencl.naive")], [SMALL]),
+                 lanes=Lanes(job=pid_job))
     host, cl = (r.to_record()["pid"] for r in rows)
     assert len({host, cl, os.getpid()}) == 3  # the host worker, the GPU's, this process
     assert "device" not in rows[1].to_record()  # bound to no CUDA device
@@ -266,8 +266,8 @@ def test_planted_crash_and_hang_cost_one_row_each_on_the_gpu(shape) -> None:
                catalogue.get(real[1]), catalogue.get(real[2]),
                PLANTED["cuda.planted_spin_forever"], catalogue.get(real[3]),
                catalogue.get(real[4])]
-    rows = sweep(kernels, [Problem(*shape)], options=RunOptions(), job=measure_with_planted,
-                 timeout=PLANTED_TIMEOUT_S, repeats=3, warmup=1)
+    rows = sweep(RunContext(kernels, [Problem(*shape)], timeout=PLANTED_TIMEOUT_S, repeats=3,
+                            warmup=1), lanes=Lanes(job=measure_with_planted))
     by_id = {r.kernel.id: r for r in rows}
     for row in rows:  # shown when the test fails, and with -s
         print(f"{row.kernel.id:32} {row.status:6} {row.reason}")
@@ -288,8 +288,7 @@ def test_the_cuda_ladder_spreads_over_every_gpu() -> None:
         pytest.skip("needs two GPUs")
     kernels = catalogue.kernels("cuda")
     problems = [Problem(s, s, s) for s in (256, 384, 512, 640)]
-    rows = sweep(kernels, problems, options=RunOptions(), devices=list(range(count)),
-                 repeats=3, warmup=1)
+    rows = sweep(RunContext(kernels, problems, devices=list(range(count)), repeats=3, warmup=1))
     assert [(r.kernel.id, r.problem) for r in rows] == [(k.id, p) for p in problems
                                                         for k in kernels]
     measured = [r for r in rows if r.status != "unavailable"]
@@ -300,8 +299,8 @@ def test_the_cuda_ladder_spreads_over_every_gpu() -> None:
 
 # ----------------------------------------------------------- the host worker
 def test_host_kernels_share_one_long_lived_worker() -> None:
-    rows = sweep([catalogue.get(k) for k in LADDER], [SMALL, Problem(3, 4, 5)],
-                 options=RunOptions(), job=pid_job)
+    rows = sweep(RunContext([catalogue.get(k) for k in LADDER], [SMALL, Problem(3, 4, 5)]),
+                 lanes=Lanes(job=pid_job))
     pids = {r.to_record()["pid"] for r in rows}
     assert len(pids) == 1 and os.getpid() not in pids  # one worker, not this process
 
@@ -317,8 +316,8 @@ def test_a_segfaulting_c_rung_costs_one_crashed_row(tmp_path) -> None:
     build(tmp_path)
     kernels = [catalogue.get(k) for k in ["cpu.blas", "cpu.seq_naive", "cpu.seq_ikj",
                                           "cpu.seq_tiled"]]
-    rows = sweep(kernels, [Problem(35, 79, 19)], options=RunOptions(), **QUICK,
-                 job=functools.partial(measure_with_planted_segfault, str(tmp_path)))
+    rows = sweep(RunContext(kernels, [Problem(35, 79, 19)], **QUICK),
+                 lanes=Lanes(job=functools.partial(measure_with_planted_segfault, str(tmp_path))))
     assert [r.status for r in rows] == ["ok", "ok", "crashed", "ok"]
     assert rows[2].reason == "its worker process died: Fatal Python error: Segmentation fault"
     assert rows[2].to_record()["status"] == "crashed"

@@ -109,7 +109,7 @@ def _build(source: str, entry: str, cflags: str, name: str, folder: Path) -> Pat
         shutil.rmtree(work, ignore_errors=True)
 
 
-class _Output:
+class _CapturedOutput:
     def __init__(self, file) -> None:
         self._file = file
 
@@ -127,7 +127,7 @@ def _captured_output():
         try:
             for fd in (1, 2):
                 os.dup2(sink.fileno(), fd)
-            yield _Output(sink)
+            yield _CapturedOutput(sink)
         finally:
             for fd, copy in zip((1, 2), saved):
                 os.dup2(copy, fd)

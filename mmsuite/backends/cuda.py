@@ -251,6 +251,11 @@ def launch_of(kernel: KernelSpec) -> CudaLaunch:
     return launch if isinstance(launch, CudaLaunch) else CudaLaunch(**dict(launch))
 
 
+def _job_key(kernel: KernelSpec, call: GemmCall) -> tuple:
+    """What a planner reads of a job: the rung and the call's sizes and scalars."""
+    return (kernel.id, call.layout, call.m, call.n, call.k, call.batch, call.alpha, call.beta)
+
+
 class CudaBackend(Backend):
     name = "cuda"
     runtime_packages = ("cupy", "cupy_backends")
@@ -258,6 +263,9 @@ class CudaBackend(Backend):
     def __init__(self, options: RunOptions) -> None:
         super().__init__(options)
         self._stream = None
+        #: The plans the last ``warm`` decided, each handed to its job's ``prepare``: a job's
+        #: planner runs once, not once to build ahead and again to launch.
+        self._warmed: dict[tuple, CudaPlan] = {}
 
     def probe(self) -> str:
         cp = _import_cupy()
@@ -352,14 +360,16 @@ class CudaBackend(Backend):
         the GIL, so a cold cache costs a sweep about one compile per thread, not the sum
         (about 0.4 s a module on the H100's host, 30-odd modules in the default run)."""
         modules: dict[tuple, None] = {}
+        self._warmed = {}
         for kernel, call in jobs:
             if kernel.reference or kernel.function:  # nothing of mmsuite's to compile
                 continue
             try:
-                steps = self.plan(kernel, call).steps
+                plan = self.plan(kernel, call)
             except Exception:  # the job plans again and reports it in its own row
                 continue
-            for step in steps:
+            self._warmed[_job_key(kernel, call)] = plan
+            for step in plan.steps:
                 modules[(step.source or kernel.source, _define_key(step.defines),
                          step.arch)] = None
         missing = [key for key in modules if key not in _MODULES]
@@ -408,7 +418,10 @@ class CudaBackend(Backend):
         cp = self._cupy
         if self._stream is None:
             self._stream = cp.cuda.Stream(non_blocking=True)
-        plan = None if kernel.reference or kernel.function else (plan or self.plan(kernel, call))
+        if kernel.reference or kernel.function:
+            plan = None
+        elif plan is None:  # the plan ``warm`` decided for this job, else a fresh one
+            plan = self._warmed.pop(_job_key(kernel, call), None) or self.plan(kernel, call)
         c0 = call.c_size if call.beta != 0.0 else 0
         elems = call.a.size + call.b.size + call.c_size + c0 + (
             plan.workspace if plan else 0)

@@ -20,7 +20,7 @@ from rich.console import Console
 
 from .. import bisection, builds, catalogue, continuous, plugins
 from ..backends import RunOptions, unavailable_reason
-from ..continuous import Pair, Settings
+from ..continuous import ContinuousRow, Settings
 from .common import (
     UsageError,
     add_device_arguments,
@@ -116,7 +116,7 @@ def run(args: argparse.Namespace, console: Console) -> int:
                       "l2": options.l2}
     problem = problems[0]
 
-    def judge(good: str, candidate: str, settings: Settings) -> Pair:
+    def judge(good: str, candidate: str, settings: Settings) -> ContinuousRow:
         built = []
         for commit in (good, candidate):
             try:
@@ -127,7 +127,7 @@ def run(args: argparse.Namespace, console: Console) -> int:
         gate = continuous.Gate(built[0], built[1], worker_options, settings,
                                logs=built[1].root)
         try:
-            pair = gate.measure(Pair(kernel, problem))
+            pair = gate.measure(ContinuousRow(kernel, problem))
         finally:
             gate.close()
         _log(bisection.step_line(bisection.step_of(good, candidate, settings, pair)))

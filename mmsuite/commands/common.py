@@ -277,22 +277,22 @@ def preset_name(text: str) -> str:
     return text
 
 
-def shape_list(text: str) -> list[str]:
+def shape_list(text: str) -> list[tuple[int, int, int]]:
     """An argparse type: ``MxNxK``, ``S`` (a cube), a range of cubes ``START:STOP[:STEP]``
-    (``128:4096:x2``, ``128:1024:128``) or a comma list of them."""
+    (``128:4096:x2``, ``128:1024:128``) or a comma list of them, as (m, n, k) sizes: parsed
+    here, once."""
     items = [t.strip() for t in text.split(",") if t.strip()]
     if not items:
         raise argparse.ArgumentTypeError(
             "nothing given; expected MxNxK, S, a range START:STOP[:STEP] or a comma list "
             "(e.g. 512x512x512, 128,256 or 128:4096:x2)")
-    shapes = []
+    shapes: list[tuple[int, int, int]] = []
     for item in items:
         try:
             if ":" in item:
-                shapes += [str(size) for size in parse_size_range(item)]
+                shapes += [(size, size, size) for size in parse_size_range(item)]
             else:
-                parse_shape(item)
-                shapes.append(item)
+                shapes.append(parse_shape(item))
         except ValueError as exc:
             raise argparse.ArgumentTypeError(str(exc)) from None
     return shapes
@@ -370,7 +370,7 @@ def problems_from_args(args: argparse.Namespace) -> list[Problem]:
             raise UsageError("--preset sets the shape and batch; drop --shape/--batch")
         shapes = [(p.m, p.n, p.k, p.batch) for p in preset(args.preset)]
     else:
-        shapes = [(*parse_shape(t), args.batch) for t in args.shape or [DEFAULT_SHAPE]]
+        shapes = [(*sizes, args.batch) for sizes in args.shape or [parse_shape(DEFAULT_SHAPE)]]
     try:
         return [Problem(m, n, k, batch, args.layout, args.alpha, args.beta, args.seed,
                         getattr(args, "inputs", "uniform")) for m, n, k, batch in shapes]

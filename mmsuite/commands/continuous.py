@@ -25,7 +25,7 @@ from rich.table import Table
 
 from .. import builds, continuous, environment, plugins, results, verdicts, workers
 from ..backends import RunOptions, unavailable_reason
-from ..continuous import ORDERS, Pair, Settings
+from ..continuous import ORDERS, ContinuousRow, Settings
 from .common import (
     UsageError,
     add_device_arguments,
@@ -41,7 +41,7 @@ from .common import (
     problems_from_args,
     select_kernels,
 )
-from .signals import deferred_signals
+from .signals import Terminated, deferred_signals, raise_terminated
 
 if TYPE_CHECKING:
     from rich.console import JustifyMethod
@@ -191,15 +191,15 @@ def run(args: argparse.Namespace, console: Console) -> int:
     worker_options = {"threads": options.threads, "cl_device": options.cl_device,
                       "l2": options.l2}
     gate = continuous.Gate(base, head, worker_options, settings, logs=head.root)
-    pairs: list[Pair] = []
-    todo = [Pair(k, p) for p in problems for k in runnable]
+    pairs: list[ContinuousRow] = []
+    todo = [ContinuousRow(k, p) for p in problems for k in runnable]
     if gate.duet_cpus is not None:
         duets = sum(gate.in_duet(pair.kernel) for pair in todo)
         cpus = " and ".join(map(str, gate.duet_cpus))
         _log(f"duet: {duets} of {len(todo)} rows run on one thread and are measured on both "
              f"sides at once, on CPUs {cpus}; the others in turns")
     interrupted = 0
-    previous = signal.signal(signal.SIGTERM, _terminate)
+    previous = signal.signal(signal.SIGTERM, raise_terminated)
     try:
         for index, pair in enumerate(todo, 1):
             gate.measure(pair)
@@ -232,21 +232,13 @@ def run(args: argparse.Namespace, console: Console) -> int:
     return continuous.exit_status(pairs, args.strict)
 
 
-class Terminated(BaseException):
-    """SIGTERM: ends the gate like Ctrl-C, with the finished rows judged and saved."""
-
-
-def _terminate(signum: int, frame: object) -> None:
-    raise Terminated()
-
-
-def _verdict_text(pair: Pair) -> str:
+def _verdict_text(pair: ContinuousRow) -> str:
     if pair.verdict == "same" and pair.reason == "identical code":
         return "same (identical code)"
     return pair.verdict
 
 
-def render(pairs: list[Pair], settings: Settings, console: Console) -> None:
+def render(pairs: list[ContinuousRow], settings: Settings, console: Console) -> None:
     """A table per problem (kernel, BASE ms, HEAD ms, ratio, interval, verdict), the reason
     of every row that is not plainly same, and a count of the unsure ones."""
     console.print(f"HEAD / BASE, {settings.confidence:.0%} interval, threshold "
@@ -285,7 +277,7 @@ def _ms(value: float | None) -> str:
     return "-" if value is None else f"{value:.4g}"
 
 
-def _save(args: argparse.Namespace, pairs: list[Pair], base: builds.Build,
+def _save(args: argparse.Namespace, pairs: list[ContinuousRow], base: builds.Build,
           head: builds.Build, settings: Settings, options: RunOptions,
           console: Console) -> None:
     if args.json is not None:

@@ -23,7 +23,7 @@ from rich.progress import (
 
 from ..catalogue import Kernel
 from ..problem import Problem
-from ..sweep import Row
+from ..sweep import SweepRow
 
 
 def _label(kernel: Kernel, problem: Problem) -> str:
@@ -65,7 +65,7 @@ class RunProgress:
             self._running[(kernel.id, problem)] = _label(kernel, problem)
             self._describe()
 
-    def finish(self, row: Row) -> None:
+    def finish(self, row: SweepRow) -> None:
         with self._lock:
             self.finished_rows += 1
             ran = self._running.pop((row.kernel.id, row.problem), None) is not None

@@ -8,7 +8,7 @@ import os
 import signal
 import sys
 from collections import defaultdict
-from dataclasses import asdict
+from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from rich.console import Console
@@ -20,7 +20,7 @@ from ..catalogue import Kernel
 from ..catalogue import kernels as catalogue_kernels
 from ..measure import CLI_SAMPLING, CPU_NOISE_TARGET, DEFAULT_WARMUP, Sampling
 from ..problem import Problem
-from ..sweep import Row, row_key, sweep
+from ..sweep import RunContext, SweepHooks, SweepRow, row_key, sweep
 from .common import (
     UsageError,
     add_device_arguments,
@@ -41,7 +41,7 @@ from .common import (
     warn,
 )
 from .progress import RunProgress
-from .signals import deferred_signals
+from .signals import Terminated, deferred_signals, raise_terminated
 
 
 def add_parser(sub) -> argparse.ArgumentParser:
@@ -104,9 +104,10 @@ def add_parser(sub) -> argparse.ArgumentParser:
     return p
 
 
-def _collapse_unavailable(rows: list[Row], explicit: set[str]) -> tuple[list[Row], list[str]]:
+def _collapse_unavailable(rows: list[SweepRow],
+                          explicit: set[str]) -> tuple[list[SweepRow], list[str]]:
     """Whole backends that are unavailable for one reason become one note, unless asked for."""
-    by_backend: dict[str, list[Row]] = defaultdict(list)
+    by_backend: dict[str, list[SweepRow]] = defaultdict(list)
     for row in rows:
         by_backend[row.kernel.backend].append(row)
     keep, notes = [], []
@@ -119,14 +120,6 @@ def _collapse_unavailable(rows: list[Row], explicit: set[str]) -> tuple[list[Row
         else:
             keep.extend(backend_rows)
     return keep, notes
-
-
-class Terminated(BaseException):
-    """SIGTERM: ends a run like Ctrl-C, with the finished rows saved (exit 143)."""
-
-
-def _on_sigterm(signum: int, frame: object) -> None:
-    raise Terminated()
 
 
 def _devices(requested: str | list[int] | None, kernels: list[Kernel],
@@ -197,59 +190,60 @@ def _warn_if_cores_are_busy(kernels: list[Kernel], threads: int | None) -> None:
             warn(line)
 
 
-def _check_outputs(args: argparse.Namespace) -> None:
+def _check_outputs(context: RunContext) -> None:
     """Every output path is checked before the first kernel runs; folders the user named
     (--plots, --report) are created now, their parents never."""
-    check_output_file("--json", args.json)
-    if args.json is not None:
-        check_output_file("--json's journal", results.journal_path(args.json))
-    check_output_file("--markdown", args.markdown)
-    check_output_folder("--plots", args.plots)
-    check_output_folder("--report", getattr(args, "report", None))
+    check_output_file("--json", context.json)
+    if context.json is not None:
+        check_output_file("--json's journal", results.journal_path(context.json))
+    check_output_file("--markdown", context.markdown)
+    check_output_folder("--plots", context.plots)
+    check_output_folder("--report", context.report)
 
 
-def _default_json(args: argparse.Namespace) -> None:
-    """With ``--resume FILE`` and no --json, results go to FILE's final results file."""
+def _json_path(args: argparse.Namespace) -> Path | None:
+    """--json; with ``--resume FILE`` and no --json, FILE's final results file."""
     if args.resume is not None and not args.resume.exists() \
             and not results.journal_path(args.resume).exists():
         raise UsageError(f"--resume: no such result file: {args.resume}")
     if args.resume is not None and args.json is None:
         name = args.resume.name
-        args.json = args.resume.with_name(name[:-1]) if name.endswith(".jsonl") else args.resume
+        return args.resume.with_name(name[:-1]) if name.endswith(".jsonl") else args.resume
+    return args.json
 
 
-def _own_results(args: argparse.Namespace) -> results.Lock | None:
+def _own_results(context: RunContext) -> results.Lock | None:
     """Take --json's lock for the run's life, and refuse to start over a journal that an
     interrupted run left unless this run resumes it: its rows are never wiped."""
-    if args.json is None:
+    if context.json is None:
         return None
-    lock = results.Lock(args.json)
+    lock = results.Lock(context.json)
     try:
         lock.acquire()
     except results.ResultsLocked as exc:
         raise UsageError(str(exc)) from None
-    journal = results.journal_path(args.json)
+    journal = results.journal_path(context.json)
     left = results.unfinished_rows(journal)
-    resumes_it = args.resume is not None and args.resume in (args.json, journal)
+    resumes_it = context.resume is not None and context.resume in (context.json, journal)
     if left and not resumes_it:
         lock.release()
         raise UsageError(f"{journal} holds {left} rows of an interrupted run; finish it with "
-                         f"--resume {args.json}, or move {journal} away to start over")
+                         f"--resume {context.json}, or move {journal} away to start over")
     return lock
 
 
-def _resumed(args: argparse.Namespace) -> list[dict]:
+def _resumed(context: RunContext) -> list[dict]:
     """The records of ``--resume FILE``, one per kernel and problem (a later row wins), and
     the rows the journal of --json holds beyond them (a resumed run killed in turn)."""
-    if args.resume is None:
+    if context.resume is None or context.json is None:  # --resume always sets --json
         return []
-    source = args.resume
+    source = context.resume
     journal = results.journal_path(source)
     if not source.exists() and source.suffix == ".json" and journal.exists():
         source = journal  # killed before the final file was written: its journal has the rows
     try:
         records = results.load_rows(source)
-        own = results.journal_path(args.json)
+        own = results.journal_path(context.json)
         if own != source and results.unfinished_rows(own):
             records += results.load_rows(own)
     except results.ResultsError as exc:
@@ -283,6 +277,22 @@ def _connect(target: str | None) -> cluster.Cluster | None:
 
 
 def run(args: argparse.Namespace, console: Console) -> int:
+    context = _context(args)
+    _check_outputs(context)
+    lock = _own_results(context)
+    try:
+        session = _connect(context.cluster)
+        if session is None:  # every input is checked: the last word before measuring
+            _warn_if_cores_are_busy(list(context.kernels), context.options.threads)
+        return _measure_and_save(context, console, session)
+    finally:
+        if lock is not None:
+            lock.release()
+
+
+def _context(args: argparse.Namespace) -> RunContext:
+    """What the run is asked for, built once from the arguments, each checked (UsageError
+    for a bad one)."""
     problems = problems_from_args(args)
     kernels = select_kernels(args.backend, args.kernel)
     options = RunOptions(threads=args.threads, cl_device=args.cl_device, pinned=args.pinned,
@@ -305,63 +315,69 @@ def run(args: argparse.Namespace, console: Console) -> int:
                          "has its own")
     devices = _devices(args.devices, kernels, options) if args.cluster is None else []
     check_omp_env()
-    _default_json(args)
-    _check_outputs(args)
-    lock = _own_results(args)
-    try:
-        session = _connect(args.cluster)
-        if session is None:  # every input is checked: the last word before measuring
-            _warn_if_cores_are_busy(kernels, args.threads)
-        return _measure_and_save(args, console, kernels, problems, options, sampling, devices,
-                                 session)
-    finally:
-        if lock is not None:
-            lock.release()
+    return RunContext(
+        tuple(kernels), tuple(problems), options, repeats=args.repeats, sampling=sampling,
+        warmup=args.warmup, devices=tuple(devices), timeout=args.timeout,
+        retry_crashed=args.retry_crashed, cluster=args.cluster,
+        backends=tuple(args.backend or ()), resume=args.resume, json=_json_path(args),
+        markdown=args.markdown, plots=args.plots, report=getattr(args, "report", None),
+        wide=args.wide)
 
 
-def _measure_and_save(args: argparse.Namespace, console: Console, kernels: list[Kernel],
-                      problems: list[Problem], options: RunOptions, sampling: Sampling | None,
-                      devices: list[int], session: cluster.Cluster | None) -> int:
+def _settings(context: RunContext) -> dict:
+    """How the rows were measured, as the results file and its journal record it."""
+    return {"repeats": context.repeats,
+            "sampling": asdict(context.sampling) if context.sampling else None,
+            "l2": context.options.l2, "warmup": context.warmup,
+            "threads": context.options.threads, "cl_device": context.options.cl_device,
+            "pinned": context.options.pinned, "profile": context.options.profile,
+            "energy": context.options.energy, "devices": list(context.devices),
+            "timeout": context.timeout, "cluster": context.cluster,
+            "problems": [p.to_dict() for p in context.problems]}
+
+
+@dataclass
+class _Swept:
+    """What a sweep leaves to show and save."""
+
+    rows: list[SweepRow]  # in ladder order
+    kept: list[dict]  # rows of --resume's file outside this run's selection, saved after
+    settings: dict  # the results file's (``_settings``), and why the sweep stopped short
+    interrupted: int = 0  # 130 (SIGINT) or 143 (SIGTERM): the exit status of a stopped run
+    lost: str = ""  # why a cluster sweep stopped short (exit 2, with the --resume hint)
+    workers: dict | None = None  # each cluster worker's host environment; None on one host
+
+
+def _measure_and_save(context: RunContext, console: Console,
+                      session: cluster.Cluster | None) -> int:
     """The sweep, its table and its outputs, with --json's lock held."""
-    resumed = _resumed(args)
+    kernels, problems = context.kernels, context.problems
+    resumed = _resumed(context)
     selected = {row_key(k.id, p.to_dict()) for p in problems for k in kernels}
     # Rows of --resume's file outside this selection stay in the output, after this run's.
     kept = [r for r in resumed if row_key(r["kernel"], r["problem"]) not in selected]
     journaled = {id(r) for r in resumed}
 
-    order = [f"{k.id} @ {p.shape_label}" for p in problems for k in kernels]
-    total = len(order)
-    settings = {"repeats": args.repeats, "sampling": asdict(sampling) if sampling else None,
-                "l2": args.l2, "warmup": args.warmup, "threads": args.threads,
-                "cl_device": args.cl_device, "pinned": args.pinned, "profile": args.profile,
-                "energy": args.energy,
-                "devices": devices, "timeout": args.timeout, "cluster": args.cluster,
-                "problems": [p.to_dict() for p in problems]}
-    journal = results.Journal(results.journal_path(args.json), settings, resumed) \
-        if args.json else None
-    finished: list[Row] = []
-    with RunProgress(total) as progress:
+    settings = _settings(context)
+    journal = results.Journal(results.journal_path(context.json), settings, resumed) \
+        if context.json else None
+    finished: list[SweepRow] = []
+    with RunProgress(len(problems) * len(kernels)) as progress:
 
-        def on_row(row: Row) -> None:
+        def on_row(row: SweepRow) -> None:
             finished.append(row)
             if journal is not None and id(row.record) not in journaled:
                 journal.append(row.to_record())  # saved as it finishes
             progress.finish(row)
 
+        hooks = SweepHooks(on_row=on_row, on_start=progress.start, on_plan=progress.plan)
         interrupted, lost = 0, ""
-        previous = signal.signal(signal.SIGTERM, _on_sigterm)
+        previous = signal.signal(signal.SIGTERM, raise_terminated)
         try:
-            run_kwargs = {"repeats": args.repeats, "sampling": sampling, "warmup": args.warmup}
             if session is None:
-                rows = sweep(kernels, problems, options=options, on_row=on_row,
-                             resume=resumed, devices=devices, timeout=args.timeout,
-                             on_start=progress.start, on_plan=progress.plan,
-                             retry_crashed=args.retry_crashed, **run_kwargs)
+                rows = sweep(context, resume=resumed, hooks=hooks)
             else:
-                rows = session.sweep(kernels, problems, options=options, on_row=on_row,
-                                     resume=resumed, timeout=args.timeout,
-                                     on_start=progress.start, on_plan=progress.plan,
-                                     retry_crashed=args.retry_crashed, **run_kwargs)
+                rows = session.sweep(context, resume=resumed, hooks=hooks)
         except (KeyboardInterrupt, Terminated) as exc:
             # Keep every finished row, in ladder order, and save them like a full run.
             interrupted = 143 if isinstance(exc, Terminated) else 130
@@ -378,11 +394,12 @@ def _measure_and_save(args: argparse.Namespace, console: Console, kernels: list[
             signal.signal(signal.SIGTERM, previous)
             if session is not None:
                 session.close()
+    swept = _Swept(rows, kept, settings, interrupted, lost,
+                   session.environments if session is not None else None)
 
     with deferred_signals() as deferred:  # a second Ctrl-C waits for the results file
         try:
-            status = _report_and_save(args, console, kernels, options, devices, rows, kept,
-                                      settings, journal, interrupted, total, session, lost)
+            status = _report_and_save(context, console, swept, journal)
         finally:
             if journal is not None:
                 journal.close()
@@ -392,75 +409,75 @@ def _measure_and_save(args: argparse.Namespace, console: Console, kernels: list[
     return status
 
 
-def _report_and_save(args: argparse.Namespace, console: Console, kernels: list[Kernel],
-                     options: RunOptions, devices: list[int], rows: list[Row], kept: list[dict],
-                     settings: dict, journal: results.Journal | None, interrupted: int,
-                     total: int, session: cluster.Cluster | None = None,
-                     lost: str = "") -> int:
+def _report_and_save(context: RunContext, console: Console, swept: _Swept,
+                     journal: results.Journal | None) -> int:
     """Print the table, write every output; an OSError writing one is one line naming its
-    path (exit 2), with the journal kept for --resume. ``lost``: why a cluster sweep
-    stopped short (exit 2, with the --resume hint)."""
+    path (exit 2), with the journal kept for --resume. A sweep that a cluster's loss
+    stopped short exits 2, with the --resume hint."""
+    rows, settings, options = swept.rows, swept.settings, context.options
     # --wide and --markdown: a backend unavailable as a whole is one note, not a row a
     # kernel; the default table puts every unavailable kernel under it, one line a reason.
-    shown, notes = _collapse_unavailable(rows, set(args.backend or []))
-    records = [row.to_record() for row in rows] + kept
+    shown, notes = _collapse_unavailable(rows, set(context.backends))
+    records = [row.to_record() for row in rows] + swept.kept
     shown_records = [row.to_record() for row in shown]
-    table_records, table_notes = (shown_records, notes) if args.wide else \
+    table_records, table_notes = (shown_records, notes) if context.wide else \
         ([row.to_record() for row in rows], [])
-    env = environment.collect(sorted({k.backend for k in kernels}), options)
-    if session is not None:  # each worker's host, for its rows' peak and the report
-        env["workers"] = session.environments
+    env = environment.collect(sorted({k.backend for k in context.kernels}), options)
+    if swept.workers is not None:  # each worker's host, for its rows' peak and the report
+        env["workers"] = swept.workers
     else:  # what each row's device was, for the backends that ran one worker per device
         for name, facts in (env.get("backends") or {}).items():
             if BACKENDS[name].isolated and facts and any(
                     r.kernel.backend == name and r.record for r in rows):
-                facts["devices"] = get_backend(name, options).devices_environment(devices)
+                facts["devices"] = get_backend(name, options).devices_environment(
+                    list(context.devices))
     peak.annotate(records + shown_records, env)  # % peak; above 100% is a measurement error
     roof.annotate(records + shown_records, env)  # bytes, GB/s, % of the roofline's roof
     distorted = load.distortion_warning(records)
     if distorted:  # above the table, where the distorted figures are read
         warn(distorted)
-    report.render_rich(table_records, console, wide=args.wide)
+    report.render_rich(table_records, console, wide=context.wide)
     for note in table_notes:
         console.print(note, style="dim")
     for warning in environment.warnings(env):
         warn(warning)
-    threads = threads_note(records, args.threads)
+    threads = threads_note(records, options.threads)
     if threads:
         warn(threads)
     unwritten: list[OSError] = []
-    if args.json:
+    if context.json:
         try:
-            results.save(args.json, records, env, settings)
+            results.save(context.json, records, env, settings)
             # The journal only guarded the rows until this file held them; a save that
             # failed leaves it for --resume.
-            results.journal_path(args.json).unlink(missing_ok=True)
-            console.print(f"results written to {args.json}")
+            results.journal_path(context.json).unlink(missing_ok=True)
+            console.print(f"results written to {context.json}")
         except OSError as exc:
             unwritten.append(exc)
             if journal is not None and journal.error is not None:
                 unwritten.append(journal.error)
     try:
-        _write_other_outputs(args, console, records, shown_records, notes, env, settings)
+        _write_other_outputs(context, console, records, shown_records, notes, env, settings)
     except OSError as exc:
         unwritten.append(exc)
     for error in unwritten:
         print(f"mmsuite: error: {results.write_error(error)}", file=sys.stderr)
     if unwritten:
-        if args.json:
-            print(f"mmsuite: {results.journal_path(args.json)} keeps the rows it could write: "
-                  f"once {args.json} can be written, run the same command with --resume "
-                  f"{args.json}", file=sys.stderr)
+        if context.json:
+            print(f"mmsuite: {results.journal_path(context.json)} keeps the rows it could "
+                  f"write: once {context.json} can be written, run the same command with "
+                  f"--resume {context.json}", file=sys.stderr)
         return 2
-    resume = f"; run the same command with --resume {args.json} to finish" if args.json \
-        else ""
-    if lost:
-        print(f"mmsuite: error: {lost}{resume}", file=sys.stderr)
+    resume = f"; run the same command with --resume {context.json} to finish" \
+        if context.json else ""
+    if swept.lost:
+        print(f"mmsuite: error: {swept.lost}{resume}", file=sys.stderr)
         return 2
-    if interrupted:
+    if swept.interrupted:
+        total = len(context.problems) * len(context.kernels)
         print(f"mmsuite: interrupted after {len(rows)} of {total} rows{resume}",
               file=sys.stderr)
-        return interrupted
+        return swept.interrupted
     if rows and all(r.status == "unavailable" for r in rows):  # found only when they ran
         print("mmsuite: error: nothing requested could run here (see the reasons above)",
               file=sys.stderr)
@@ -470,24 +487,24 @@ def _report_and_save(args: argparse.Namespace, console: Console, kernels: list[K
     return 1 if failed else 0
 
 
-def _write_other_outputs(args: argparse.Namespace, console: Console, records: list[dict],
+def _write_other_outputs(context: RunContext, console: Console, records: list[dict],
                          shown_records: list[dict], notes: list[str], env: dict,
                          settings: dict) -> None:
     """--markdown, --plots and --report, each written atomically (OSError propagates)."""
-    if args.markdown:
-        results.write_atomically(args.markdown, report.render_markdown(shown_records)
+    if context.markdown:
+        results.write_atomically(context.markdown, report.render_markdown(shown_records)
                                  + "".join(f"\n{note}\n" for note in notes))
-    if args.plots:
+    if context.plots:
         from .. import charts  # matplotlib loads only when plots are asked for
 
-        for path in charts.plot(records, args.plots):
+        for path in charts.plot(records, context.plots):
             console.print(f"plot written to {path}")
-    if args.report:
+    if context.report:
         from .. import report_html
 
-        saved = args.json or args.report / "results.json"
-        if not args.json:
-            args.report.mkdir(parents=True, exist_ok=True)
+        saved = context.json or context.report / "results.json"
+        if not context.json:
+            context.report.mkdir(parents=True, exist_ok=True)
             results.save(saved, records, env, settings)
-        index = report_html.build([saved], args.report)
+        index = report_html.build([saved], context.report)
         console.print(f"report written to {index}")

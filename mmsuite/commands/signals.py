@@ -8,6 +8,15 @@ import sys
 from collections.abc import Iterator
 
 
+class Terminated(BaseException):
+    """SIGTERM: ends a command like Ctrl-C, with what it finished saved (exit 143)."""
+
+
+def raise_terminated(signum: int, frame: object) -> None:
+    """The SIGTERM handler of a command that saves what it finished."""
+    raise Terminated()
+
+
 @contextlib.contextmanager
 def deferred_signals() -> Iterator[list[int]]:
     """SIGINT and SIGTERM wait until the block ends (the results are shown and written);

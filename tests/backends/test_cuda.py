@@ -225,6 +225,55 @@ def test_warm_compiles_each_module_the_plans_launch_once(monkeypatch) -> None:
                                        (naive.source, (("bad", "1"),), "")])
 
 
+def test_a_job_warmed_ahead_is_planned_once(monkeypatch) -> None:
+    """The plan ``warm`` decided for a job (to compile its modules ahead) is the one that
+    job's ``prepare`` launches: rung 22's dispatcher decides once per job, not twice; a
+    job ``warm`` never saw, or one prepared a second time, is planned afresh."""
+    from mmsuite.cuda_dispatch import planners
+
+    decided: list[tuple[int, int, int]] = []
+    real_decide = planners.decide
+
+    def counting_decide(m: int, n: int, k: int, *args, **kwargs):
+        decided.append((m, n, k))
+        return real_decide(m, n, k, *args, **kwargs)
+
+    launched: list[CudaPlan] = []
+
+    class FakeSession:  # what prepare builds, without a GPU's buffers
+        def __init__(self, kernel, call, cp, stream, env) -> None:
+            self.info: dict = {}
+            self.steps: list = []
+
+    def steps_of(session, plan: CudaPlan, function, profile) -> list:
+        launched.append(plan)
+        return []
+
+    monkeypatch.setattr(planners, "decide", counting_decide)
+    monkeypatch.setattr(cuda_backend, "CudaSession", FakeSession)
+    monkeypatch.setattr(cuda_backend, "kernel_steps", steps_of)
+    fake_cupy = SimpleNamespace(cuda=SimpleNamespace(Stream=lambda non_blocking: None))
+    monkeypatch.setattr(cuda_backend.CudaBackend, "_cupy", property(lambda self: fake_cupy))
+    backend = cuda_backend.CudaBackend(RunOptions())
+    monkeypatch.setitem(backend.__dict__, "device_facts", DeviceFacts("test GPU", 132))
+    monkeypatch.setitem(backend.__dict__, "_env", {})
+    monkeypatch.setattr(backend, "_check_memory", lambda nbytes, what: None)
+    monkeypatch.setattr(backend, "_module", lambda source, defines, arch: None)
+    adaptive = get("cuda.22_adaptive")
+    problems = [Problem(300, 200, 700), Problem(64, 4096, 64)]
+    backend.warm([(adaptive, sized_call(p, adaptive.layout)) for p in problems])
+    warmed = list(decided)
+    assert sorted(warmed) == sorted((p.n, p.m, p.k) for p in problems)  # col-major rung
+
+    for problem in problems:
+        backend.prepare(adaptive, sized_call(problem, adaptive.layout))
+    assert decided == warmed  # no job decided again
+    assert len(launched) == 2 and launched[0] is not launched[1]
+    backend.prepare(adaptive, sized_call(problems[0], adaptive.layout))
+    assert len(decided) == len(warmed) + 1  # a plan launches once; another prepare decides
+    assert launched[2] is not launched[0]
+
+
 @pytest.mark.parametrize("kernel_id", ["cuda.25_tf32_mma", "cuda.26_fp32_accurate"])
 def test_tensor_rungs_plan_through_the_dispatchers_seam(kernel_id: str, monkeypatch) -> None:
     """A planner is a function of (call, device facts, forced plan), for every rung; the
