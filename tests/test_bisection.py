@@ -246,7 +246,7 @@ def test_the_command_bisects_a_users_plugin_repository(plugin_history, tmp_path,
         def _slow(self, side) -> bool:  # what the side's own exported source says
             return "SLOW" in (Path(side.plugin_paths[0]).parent / "gemm.c").read_text()
 
-        def measure(self, pair: Pair) -> Pair:
+        def measure(self, pair: ContinuousRow) -> ContinuousRow:
             assert pair.kernel.id == "mine.gemm"
             measured.append((self.base.commit, self.head.commit))
             slower = self._slow(self.head) and not self._slow(self.base)
