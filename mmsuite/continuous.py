@@ -582,7 +582,7 @@ class Gate:
                 for side in SIDES:
                     if getattr(pair, side).status == "ok":
                         self._time_alone(pair, side, timeout)
-        except KeyboardInterrupt:
+        except BaseException:  # Ctrl-C, SIGTERM: cut short where the signal came
             pair.interrupted = True
             raise
         finally:
@@ -682,8 +682,9 @@ class Gate:
                 pair.base.rounds[:rounds], pair.head.rounds[:rounds],
                 settings.final_confidence if final else settings.look_confidence)
         pair.verdict, pair.reason = decide(pair, self.settings)
-        if pair.interrupted and pair.verdict == "unsure":
-            pair.reason = f"interrupted: {pair.reason}"
+        if pair.interrupted:  # its rounds end where the signal came, not at a look: no verdict
+            pair.verdict, pair.reason = "unsure", (
+                f"interrupted after {rounds} rounds: not judged (--resume measures it again)")
 
 
 def exit_status(pairs: list[ContinuousRow], strict: bool) -> int:

@@ -199,10 +199,11 @@ class Journal:
     run: the rows are still saved at the end, or that save names the error.
     """
 
-    def __init__(self, path: Path, settings: dict, records: Iterable[dict] = ()) -> None:
+    def __init__(self, path: Path, settings: dict, records: Iterable[dict] = (),
+                 format: str = JOURNAL_FORMAT) -> None:
         self.path = Path(path)
         self.error: OSError | None = None
-        header = {"format": JOURNAL_FORMAT, "settings": settings, "pid": os.getpid()}
+        header = {"format": format, "settings": settings, "pid": os.getpid()}
         lines = [header, *records]
         write_atomically(self.path, "".join(json.dumps(_clean(x)) + "\n" for x in lines))
         self._fh = open(self.path, "a")  # kept open for the whole run

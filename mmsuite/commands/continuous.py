@@ -23,7 +23,16 @@ from rich import box
 from rich.console import Console
 from rich.table import Table
 
-from .. import builds, continuous, environment, plugins, results, verdicts, workers
+from .. import (
+    builds,
+    continuous,
+    continuous_journal,
+    environment,
+    plugins,
+    results,
+    verdicts,
+    workers,
+)
 from ..backends import RunOptions, unavailable_reason
 from ..continuous import ORDERS, ContinuousRow, Settings
 from .common import (
@@ -45,6 +54,9 @@ from .signals import Terminated, deferred_signals, raise_terminated
 
 if TYPE_CHECKING:
     from rich.console import JustifyMethod
+
+    from ..catalogue import Kernel
+    from ..problem import Problem
 
 #: ``--plugin`` names files of ``--repo``'s revisions, not of the working directory: the
 #: command line leaves them to this command.
@@ -99,6 +111,9 @@ def add_parser(sub) -> argparse.ArgumentParser:
                      help="write every verdict as JSON")
     out.add_argument("--junit", type=output_file, metavar="FILE",
                      help="write the verdicts as JUnit XML for a CI test report")
+    out.add_argument("--resume", action="store_true",
+                     help="finish the gate that a kill or Ctrl-C cut short: keep the rows "
+                     "its journal (--json's FILE.jsonl) holds, measure the rest")
     return p
 
 
@@ -150,6 +165,7 @@ def run(args: argparse.Namespace, console: Console) -> int:
         check_output_file(option, path)
     if args.json is not None:
         check_output_file("--json's BASE file", base_path(args.json))
+        check_output_file("--json's journal", results.journal_path(args.json))
     check_distinct_outputs([
         ("--json", args.json), ("--json's BASE file", base_path(args.json) if args.json
                                 else None),
@@ -164,7 +180,47 @@ def run(args: argparse.Namespace, console: Console) -> int:
                         duet=args.duet)
     if args.duet and continuous.duet_cpus() is None:
         raise UsageError("--duet needs two CPUs this process may run on")
+    lock = _own_journal(args)
+    try:
+        return _gate(args, console, cache, exported, problems, runnable, skipped, options,
+                     settings)
+    finally:
+        if lock is not None:
+            lock.release()
 
+
+def _own_journal(args: argparse.Namespace) -> results.Lock | None:
+    """Take --json's lock for the gate's life; refuse to start over the journal of a gate
+    that was cut short unless resuming it (its rows are never wiped), and to resume one
+    that is not there."""
+    if args.json is None:
+        if args.resume:
+            raise UsageError("--resume finishes the gate whose journal is beside --json FILE: "
+                             "give the --json of the gate that was cut short")
+        return None
+    lock = results.Lock(args.json)
+    try:
+        lock.acquire()
+    except results.ResultsLocked as exc:
+        raise UsageError(str(exc)) from None
+    journal = results.journal_path(args.json)
+    left = results.unfinished_rows(journal)
+    if args.resume and not journal.exists():
+        lock.release()
+        raise UsageError(f"--resume: no journal at {journal}: no gate writing {args.json} "
+                         f"was cut short")
+    if left and not args.resume:
+        lock.release()
+        raise UsageError(f"{journal} holds {left} rows of a gate that was cut short; finish "
+                         f"it with --resume, or move {journal} away to start over")
+    return lock
+
+
+def _gate(args: argparse.Namespace, console: Console, cache: Path,
+          exported: dict[str, builds.Build] | None, problems: list[Problem],
+          runnable: list[Kernel], skipped: int, options: RunOptions, settings: Settings) -> int:
+    """Build both revisions, measure the rows (those a resumed journal lacks), show and
+    save them; --json's lock is held."""
     built = exported or {}
     for side, revision in (("BASE", args.base), ("HEAD", args.head)):
         try:
@@ -183,53 +239,96 @@ def run(args: argparse.Namespace, console: Console) -> int:
         except builds.BuildError as exc:
             raise UsageError(f"{side}: {exc}") from None
     base, head = built["BASE"], built["HEAD"]
+    worker_options = {"threads": options.threads, "cl_device": options.cl_device,
+                      "l2": options.l2}
+    gate = continuous.Gate(base, head, worker_options, settings, logs=head.root)
+    todo = [ContinuousRow(k, p) for p in problems for k in runnable]
+    identity = continuous_journal.gate_identity(base.commit, head.commit, settings,
+                                                worker_options, todo)
+    pairs, journal = _journaled(args, identity, gate)
     _log(f"BASE {base.revision} = {base.short}, HEAD {head.revision} = {head.short}; "
          f"{len(runnable) * len(problems)} rows ({skipped} unavailable kernels left out), "
          f"{settings.max_seconds:g} s each (up to twice that for a row, from what "
          f"rows before it leave)")
-
-    worker_options = {"threads": options.threads, "cl_device": options.cl_device,
-                      "l2": options.l2}
-    gate = continuous.Gate(base, head, worker_options, settings, logs=head.root)
-    pairs: list[ContinuousRow] = []
-    todo = [ContinuousRow(k, p) for p in problems for k in runnable]
+    if pairs:
+        _log(f"resumed: {len(pairs)} of {len(todo)} rows finished before, the rest measured "
+             f"now")
     if gate.duet_cpus is not None:
         duets = sum(gate.in_duet(pair.kernel) for pair in todo)
         cpus = " and ".join(map(str, gate.duet_cpus))
         _log(f"duet: {duets} of {len(todo)} rows run on one thread and are measured on both "
              f"sides at once, on CPUs {cpus}; the others in turns")
-    interrupted = 0
+    interrupted, deferred, saved = 0, [], False
     previous = signal.signal(signal.SIGTERM, raise_terminated)
     try:
-        for index, pair in enumerate(todo, 1):
-            gate.measure(pair)
-            pairs.append(pair)
-            _log(f"[{index}/{len(todo)}] {pair.kernel.id} @ {pair.problem.shape_label}: "
-                 f"{_verdict_text(pair)} {continuous.ratio_text(pair)} "
-                 f"[{continuous.interval_text(pair)}] ({pair.seconds:.1f} s)")
-    except continuous.BuildDamaged as exc:
-        raise UsageError(f"{exc}: delete the build's folder, or give --cache-dir") from None
-    except (KeyboardInterrupt, Terminated) as exc:
-        interrupted = 143 if isinstance(exc, Terminated) else 130
-        if todo[len(pairs)].base.rounds:  # the row under way keeps its finished rounds
-            pairs.append(todo[len(pairs)])
+        try:
+            for index, pair in enumerate(todo[len(pairs):], len(pairs) + 1):
+                gate.measure(pair)
+                pairs.append(pair)
+                if journal is not None:  # kept the moment it is judged: a kill spares it
+                    continuous_journal.append(journal, pair, gate.unspent)
+                _log(f"[{index}/{len(todo)}] {pair.kernel.id} @ {pair.problem.shape_label}: "
+                     f"{_verdict_text(pair)} {continuous.ratio_text(pair)} "
+                     f"[{continuous.interval_text(pair)}] ({pair.seconds:.1f} s)")
+        except continuous.BuildDamaged as exc:
+            raise UsageError(f"{exc}: delete the build's folder, or give --cache-dir") \
+                from None
+        except (KeyboardInterrupt, Terminated) as exc:
+            interrupted = 143 if isinstance(exc, Terminated) else 130
+            under_way = todo[len(pairs)] if len(pairs) < len(todo) else None
+            if under_way is not None and under_way.base.rounds:
+                pairs.append(under_way)  # shown and saved as cut short, never journaled
+        # From the last row on, a Ctrl-C (SIGTERM) waits for the table and the files.
+        with deferred_signals() as deferred:
+            gate.close()
+            render(pairs, settings, console)
+            rows = [p.verdict_row() for p in pairs]
+            console.print(verdicts.summary_line(rows), highlight=False)
+            saved = _save(args, pairs, base, head, settings, options, console)
+            if journal is not None:
+                journal.close()
+                if saved and len(pairs) == len(todo) and \
+                        not any(p.interrupted for p in pairs):
+                    # The files hold every row: the journal's work is done.
+                    results.journal_path(args.json).unlink(missing_ok=True)
     finally:
         signal.signal(signal.SIGTERM, previous)
         gate.close()
-
-    with deferred_signals() as deferred:  # a Ctrl-C now waits for the files
-        render(pairs, settings, console)
-        rows = [p.verdict_row() for p in pairs]
-        console.print(verdicts.summary_line(rows), highlight=False)
-        _save(args, pairs, base, head, settings, options, console)
+        if journal is not None:
+            journal.close()
+    if not saved:
+        return 2
     if deferred and not interrupted:
         _log("interrupted while saving; every row was saved")
         return 130 if deferred[0] == signal.SIGINT else 143
     if interrupted:
+        hint = "; run the same command with --resume to finish" if args.json else ""
         _log(f"interrupted after {len(pairs)} of {len(todo)} rows; their finished rounds "
-             f"are judged and saved above")
+             f"are shown and saved above{hint}")
         return interrupted
     return continuous.exit_status(pairs, args.strict)
+
+
+def _journaled(args: argparse.Namespace, identity: dict,
+               gate: continuous.Gate) -> tuple[list[ContinuousRow], results.Journal | None]:
+    """The rows a resumed journal holds (the gate's unspent time as it left it), and the
+    journal this gate appends to (none without --json)."""
+    if args.json is None:
+        return [], None
+    path = results.journal_path(args.json)
+    done: list[tuple[ContinuousRow, float]] = []
+    if args.resume:
+        try:
+            done = continuous_journal.read(path, identity)
+        except continuous_journal.JournalError as exc:
+            raise UsageError(f"--resume: {exc}") from None
+    if done:
+        gate.unspent = done[-1][1]
+    try:
+        journal = continuous_journal.open_journal(path, identity, done)
+    except OSError as exc:
+        raise UsageError(results.write_error(exc)) from None
+    return [pair for pair, _ in done], journal
 
 
 def _verdict_text(pair: ContinuousRow) -> str:
@@ -279,7 +378,25 @@ def _ms(value: float | None) -> str:
 
 def _save(args: argparse.Namespace, pairs: list[ContinuousRow], base: builds.Build,
           head: builds.Build, settings: Settings, options: RunOptions,
-          console: Console) -> None:
+          console: Console) -> bool:
+    """Write every output asked for; False (with one line naming the path, and the
+    journal kept for --resume) where one cannot be written."""
+    try:
+        _write(args, pairs, base, head, settings, options, console)
+    except OSError as exc:
+        if exc.filename is None:  # standard output, not a file: the command line's to say
+            raise
+        _log(f"error: {results.write_error(exc)}")
+        if args.json is not None and results.journal_path(args.json).exists():
+            _log(f"{results.journal_path(args.json)} keeps the finished rows: once the "
+                 f"outputs can be written, run the same command with --resume")
+        return False
+    return True
+
+
+def _write(args: argparse.Namespace, pairs: list[ContinuousRow], base: builds.Build,
+           head: builds.Build, settings: Settings, options: RunOptions,
+           console: Console) -> None:
     if args.json is not None:
         env = environment.collect(sorted({p.kernel.backend for p in pairs}), options)
         common = {"continuous": {"base": base.commit, "head": head.commit,
