@@ -31,6 +31,7 @@ otherwise, 2 for bad input (an unreadable file, a file without samples).
 from __future__ import annotations
 
 import math
+from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -42,6 +43,7 @@ from .host import CPU_MODEL
 from .load import CHANGED_SHARE, others_share
 from .machines import device_model
 from .problem import label_of
+from .report import TERMINAL_ROWS
 from .stats import U_TEST_LEVEL, VERDICT_SAMPLES, mann_whitney_u, robust_noise
 from .verdicts import DEFAULT_THRESHOLD, VERDICTS, VerdictRow, summary_line
 
@@ -399,13 +401,34 @@ def _fit_columns(rows: list[CompareRow], body: list[list[str]],
     return widths, 1
 
 
-def render_rich(result: Comparison, threshold: float, console) -> None:
+#: The verdicts a terminal shows first when a comparison has more rows than it prints.
+_FIRST_SHOWN = ("broken", "slower", "unsure", "faster")
+
+
+def terminal_rows(rows: list[CompareRow], limit: int | None) -> list[CompareRow]:
+    """The rows a terminal shows, in their order: every one where there are at most
+    ``limit`` (or ``limit`` is None); else ``limit`` of them, the findings first (broken,
+    slower, unsure, faster), then same rows."""
+    if limit is None or len(rows) <= limit:
+        return rows
+    ranked = sorted(range(len(rows)), key=lambda i: (
+        _FIRST_SHOWN.index(rows[i].verdict) if rows[i].verdict in _FIRST_SHOWN
+        else len(_FIRST_SHOWN), i))
+    return [rows[i] for i in sorted(ranked[:limit])]
+
+
+def render_rich(result: Comparison, threshold: float, console,
+                limit: int | None = TERMINAL_ROWS) -> None:
+    """One table per problem, the footnotes, the legend and the summary. Beyond ``limit``
+    rows, the findings are shown first and a line counts what is left out (None: every
+    row)."""
     from rich import box
     from rich.table import Table
 
     styles = {"slower": "bold red", "broken": "bold red", "faster": "green", "unsure": "yellow"}
     problems: dict[str, list[CompareRow]] = {}
-    for row in result.rows:
+    printed = terminal_rows(result.rows, limit)
+    for row in printed:
         problems.setdefault(row.problem, []).append(row)
     notes: dict[str, int] = {}
     for problem, rows in problems.items():  # one table per problem, as the run's report
@@ -424,6 +447,13 @@ def render_rich(result: Comparison, threshold: float, console) -> None:
         console.print(table)
     for line in footnotes(notes):
         console.print(line, markup=False, highlight=False)
+    if len(printed) < len(result.rows):
+        left_out = Counter(row.verdict for row in result.rows) - \
+            Counter(row.verdict for row in printed)
+        counts = ", ".join(f"{n} {verdict}" for verdict, n in left_out.items())
+        console.print(f"... {len(result.rows) - len(printed)} more rows not shown ({counts}), "
+                      f"of {len(result.rows)}: --all-rows prints every row; --markdown FILE "
+                      f"writes them all", markup=False, highlight=False)
     console.print("change: NEW/BASE - 1; p: two-sided Mann-Whitney U on the samples; "
                   "n and noise (1.4826*MAD/median, %): BASE/NEW", style="dim")
     for line in missing_lines(result) + result.notes:

@@ -434,8 +434,41 @@ _STYLE = {"ok": None, "failed": "red", "error": "red", "crashed": "red", "invali
           "unavailable": "dim"}
 
 
+#: Table rows a terminal is shown before the rest of a large file is only counted: a
+#: sweep of thousands of problems printed whole is tens of thousands of lines nobody reads
+#: in a terminal (``--all-rows`` prints them; the report's Markdown and CSV hold them all).
+TERMINAL_ROWS = 200
+#: What shows the rows a terminal table leaves out.
+ALL_ROWS_HINT = "--all-rows prints every table; report --out DIR writes them all (Markdown, CSV)"
+
+
+def within_terminal(groups: list[list[dict]], limit: int | None) -> list[list[dict]]:
+    """The groups (tables) a terminal shows: whole tables, in order, until ``limit`` rows
+    (the first always); every one where ``limit`` is None."""
+    if limit is None:
+        return groups
+    shown: list[list[dict]] = []
+    rows = 0
+    for group in groups:
+        if shown and rows + len(group) > limit:
+            break
+        shown.append(group)
+        rows += len(group)
+    return shown
+
+
+def left_out_line(groups: list[list[dict]], shown: int, what: str = "problems") -> str:
+    """The line under a terminal's tables that counts what they leave out ("" if none)."""
+    rest = groups[shown:]
+    if not rest:
+        return ""
+    rows = sum(len(g) for g in rest)
+    return (f"... and {len(rest)} more {what} ({rows} rows) not shown, of {len(groups)}: "
+            f"{ALL_ROWS_HINT}")
+
+
 def render_rich(records: list[dict], console=None, wide: bool = False,
-                title_suffix: str = "") -> None:
+                title_suffix: str = "", limit: int | None = TERMINAL_ROWS) -> None:
     """Print one ladder table per problem to the terminal.
 
     The default table fits 80 columns: kernel ids never wrap, a column title wider than
@@ -443,11 +476,20 @@ def render_rich(records: list[dict], console=None, wide: bool = False,
     under the table, kernels that could not run are one line a reason under it ("cuda.*
     (32) unavailable: ...", once under the last table where every problem shares it), and
     the legend wraps between definitions; ``wide`` prints every column and every kernel
-    with reasons inline."""
+    with reasons inline. Tables are printed whole until ``limit`` rows, then one line
+    counts the problems left out (None: every table)."""
     from rich.console import Console
 
     console = console or Console(markup=False)
-    groups = list(group_by_problem(records).values())
+    every = list(group_by_problem(records).values())
+    groups = within_terminal(every, limit)
+    _render_groups(console, groups, wide, title_suffix)
+    left_out = left_out_line(every, len(groups))
+    if left_out:
+        _print_wrapped(console, [left_out], console.width)
+
+
+def _render_groups(console, groups: list[list[dict]], wide: bool, title_suffix: str) -> None:
     if wide:
         for group in groups:
             rows = table_rows(group)

@@ -26,6 +26,7 @@ from .environment_table import environment_table, max_load
 from .load import contention_footnote, distortion_warning
 from .problem import label_of
 from .report import (
+    TERMINAL_ROWS,
     flops_scale,
     fmt,
     group_by_problem,
@@ -43,13 +44,15 @@ if TYPE_CHECKING:
 FIGURES = "figures"
 
 
-def render_terminal(paths: list[Path], console: Console, wide: bool = False) -> None:
-    """The ladder tables of merged result files, one set per machine."""
+def render_terminal(paths: list[Path], console: Console, wide: bool = False,
+                    limit: int | None = TERMINAL_ROWS) -> None:
+    """The ladder tables of merged result files, one set per machine; each machine's
+    tables until ``limit`` rows (None: all), the rest counted in a line."""
     from .report import render_rich
 
     machines = by_machine(merge(load_runs([Path(p) for p in paths])))
     for machine, records in machines.items():
-        render_rich(records, console, wide=wide,
+        render_rich(records, console, wide=wide, limit=limit,
                     title_suffix=f" on {machine}" if len(machines) > 1 else "")
 
 

@@ -52,7 +52,8 @@ class RunContext:
     the rows of ``resume`` that crashed their worker; ``cluster``: the Dask scheduler that
     runs the jobs (None: this host). ``backends``: the backends named by ``--backend``
     (one that cannot run is a note of its own). The outputs: ``json`` (with its journal),
-    ``markdown``, ``plots`` and ``report``, and ``wide`` for the table with every column.
+    ``markdown``, ``plots`` and ``report``, and ``wide`` for the table with every column,
+    ``all_rows`` for every table of a large sweep.
     """
 
     kernels: tuple[Kernel, ...]
@@ -72,6 +73,7 @@ class RunContext:
     plots: Path | None = None
     report: Path | None = None
     wide: bool = False
+    all_rows: bool = False
 
     def __post_init__(self) -> None:  # any iterable in, tuples kept: the context is frozen
         for name in ("kernels", "problems", "devices", "backends"):

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
@@ -348,3 +349,30 @@ def test_a_throttle_change_between_runs_is_unsure_like_a_load_change() -> None:
                          throttled_side(new, ["hw_thermal"]))[0] == "slower"
     assert compare.judge(throttled_side(base, None),
                          throttled_side(new, ["sw_power_cap"]))[0] == "slower"
+
+
+def test_a_large_comparison_prints_its_findings_first_and_counts_the_rest(
+        tmp_path: Path, capsys) -> None:
+    """Thousands of rows once printed for minutes: a terminal gets about TERMINAL_ROWS of
+    them, the slower and broken ones first, and a line counting the rest by verdict."""
+    from mmsuite.report import TERMINAL_ROWS
+
+    sizes = range(8, 8 + 3 * TERMINAL_ROWS)
+    base = [record("cpu.a", timings(1.0, 0.01, seed=m), m=m, n=m, k=m) for m in sizes]
+    new = [record("cpu.a", timings(1.5 if m == 500 else 1.0, 0.01, seed=m + 1), m=m, n=m, k=m)
+           for m in sizes]
+    base_path, new_path = write(tmp_path / "b.json", base), write(tmp_path / "n.json", new)
+    assert cli.main(["compare", str(base_path), str(new_path)]) == 1
+    out = capsys.readouterr().out
+    assert out.count("NEW against BASE") <= TERMINAL_ROWS
+    assert "500x500x500" in out  # the one slower row, far beyond the first tables
+    assert f"of {3 * TERMINAL_ROWS}: --all-rows prints every row" in out
+    assert cli.main(["compare", str(base_path), str(new_path), "--all-rows"]) == 1
+    out = capsys.readouterr().out
+    assert out.count("NEW against BASE") == 3 * TERMINAL_ROWS and "not shown" not in out
+
+
+def test_terminal_rows_keep_their_order_with_findings_first() -> None:
+    rows = [SimpleNamespace(verdict=v) for v in ("same", "slower", "same", "faster", "broken")]
+    assert [r.verdict for r in compare.terminal_rows(rows, 3)] == ["slower", "faster", "broken"]
+    assert compare.terminal_rows(rows, None) == rows and compare.terminal_rows(rows, 5) == rows

@@ -399,3 +399,52 @@ def test_a_quiet_run_has_no_marks() -> None:
     records = [_loaded(r, 0.02) for r in _contended_ladder()]
     md = render_markdown(records)
     assert "?" not in md and "\\*" not in md.replace("1.4826\\*MAD", "")
+
+
+def _sweep(path: Path, rows: int) -> Path:
+    """The fixture's first problem's rows, over square sizes from 8 up, ``rows`` in all."""
+    document = json.loads(FIXTURE.read_text())
+    seed = [r for r in document["results"] if r["problem"] == document["results"][0]["problem"]]
+    out = []
+    for index in range(rows):
+        size = 8 + index // len(seed)
+        row = seed[index % len(seed)]
+        out.append({**row, "problem": {**row["problem"], "m": size, "n": size, "k": size}})
+    document["results"] = out
+    path.write_text(json.dumps(document))
+    return path
+
+
+def test_a_terminal_is_shown_whole_tables_up_to_a_bound_and_the_rest_counted(
+        tmp_path: Path, capsys) -> None:
+    """A file of 10,000 rows once printed 18,000 lines: now a few hundred, and a line saying
+    what was left out and how to see it; --all-rows prints every table."""
+    import time
+
+    from mmsuite import report
+    from mmsuite.cli import main
+
+    big = _sweep(tmp_path / "big.json", 10_000)
+    started = time.monotonic()
+    assert main(["report", str(big)]) == 0
+    assert time.monotonic() - started < 60
+    lines = capsys.readouterr().out.splitlines()
+    assert len(lines) < 3 * report.TERMINAL_ROWS
+    assert sum(line.startswith("cpu.blas") for line in lines) == report.TERMINAL_ROWS // 12
+    left_out = " ".join(lines[-2:])
+    assert re.search(r"\.\.\. and 818 more problems \(9808 rows\) not shown, of 834: "
+                     r"--all-rows prints every table", left_out)
+    small = _sweep(tmp_path / "small.json", 12 * 30)
+    assert main(["report", str(small), "--all-rows"]) == 0
+    every = capsys.readouterr().out
+    assert sum(line.startswith("cpu.blas") for line in every.splitlines()) == 30
+    assert "not shown" not in every
+
+
+def test_a_file_within_the_bound_is_printed_whole(capsys) -> None:
+    from rich.console import Console
+
+    records = json.loads(FIXTURE.read_text())["results"]
+    console = Console(width=80)
+    render_rich(records, console)
+    assert "not shown" not in capsys.readouterr().out

@@ -8,6 +8,7 @@ from pathlib import Path
 
 from .. import results
 from ..compare import DEFAULT_ALPHA, DEFAULT_THRESHOLD, compare, render_markdown, render_rich
+from ..report import TERMINAL_ROWS
 from ..verdicts import write_junit, write_verdict_json
 from .common import (
     UsageError,
@@ -46,6 +47,9 @@ def add_parser(sub) -> argparse.ArgumentParser:
     p.add_argument("--junit", type=output_file, metavar="FILE",
                    help="also write the verdicts as JUnit XML for a CI test report (slower "
                    "and broken fail, unsure is skipped)")
+    p.add_argument("--all-rows", action="store_true",
+                   help=f"print every row (by default about {TERMINAL_ROWS} are printed, "
+                   "findings first, and the rest are counted)")
     return p
 
 
@@ -61,7 +65,8 @@ def run(args: argparse.Namespace, console) -> int:
         result = compare(args.base, args.new, args.threshold, args.significance)
     except ValueError as exc:  # an unreadable or damaged file, named in the message
         raise UsageError(str(exc)) from None
-    render_rich(result, args.threshold, console)
+    render_rich(result, args.threshold, console,
+                limit=None if args.all_rows else TERMINAL_ROWS)
     if args.markdown is not None:
         results.write_atomically(args.markdown, render_markdown(result, args.threshold))
         console.print(f"Markdown written to {args.markdown}")

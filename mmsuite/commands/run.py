@@ -100,6 +100,9 @@ def add_parser(sub) -> argparse.ArgumentParser:
                      help="write the HTML/Markdown/CSV report here (and results.json)")
     out.add_argument("--wide", action="store_true",
                      help="print every column, reasons inline (the default table fits 80 columns)")
+    out.add_argument("--all-rows", action="store_true",
+                     help=f"print every table (by default the tables stop after about "
+                     f"{report.TERMINAL_ROWS} rows and the rest are counted)")
 
     return p
 
@@ -321,7 +324,7 @@ def _context(args: argparse.Namespace) -> RunContext:
         retry_crashed=args.retry_crashed, cluster=args.cluster,
         backends=tuple(args.backend or ()), resume=args.resume, json=_json_path(args),
         markdown=args.markdown, plots=args.plots, report=getattr(args, "report", None),
-        wide=args.wide)
+        wide=args.wide, all_rows=args.all_rows)
 
 
 def _settings(context: RunContext) -> dict:
@@ -436,7 +439,8 @@ def _report_and_save(context: RunContext, console: Console, swept: _Swept,
     distorted = load.distortion_warning(records)
     if distorted:  # above the table, where the distorted figures are read
         warn(distorted)
-    report.render_rich(table_records, console, wide=context.wide)
+    report.render_rich(table_records, console, wide=context.wide,
+                       limit=None if context.all_rows else report.TERMINAL_ROWS)
     for note in table_notes:
         console.print(note, style="dim")
     for warning in environment.warnings(env):
