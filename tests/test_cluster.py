@@ -169,6 +169,20 @@ def test_mmsuite_worker_keeps_the_hosts_thread_settings(scheduler) -> None:
     assert w1["daemon"] is False
 
 
+def test_a_second_worker_of_a_connected_workers_name_is_one_line_exit_2(scheduler) -> None:
+    """Dask's own refusal was some 70 lines of tracebacks from the nanny and its worker."""
+    done = subprocess.run([sys.executable, "-m", "mmsuite.cli", "worker", str(scheduler),
+                           "--gpus", "none", "--name", "w1"], env=_environ(),
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 2
+    assert done.stdout == ""
+    (line,) = done.stderr.splitlines()
+    assert line.startswith("mmsuite: error: a worker named w1-host is already connected to "
+                           "the scheduler at tcp://")
+    assert line.endswith("give this host's workers another --name")
+    assert "w1-host" in _worker_names(scheduler)  # the first one is untouched
+
+
 def test_a_host_worker_limited_to_fewer_threads_than_cores_is_named() -> None:
     answer = {"host": "n1", "cores": 16, "threads": {"OMP_NUM_THREADS": "1"}}
     assert cluster.thread_warning("n1-host", answer, {"HOST": 1}).startswith(

@@ -86,6 +86,33 @@ async def _reachable(address: str) -> None:
     await comm.close()
 
 
+async def _names_taken(address: str) -> dict[str, str]:
+    """The names of the workers connected to the scheduler at ``address``, each with its
+    address; empty where the scheduler does not say (Dask then refuses a taken name in
+    its own words)."""
+    from distributed.core import rpc
+
+    try:
+        async with rpc(address, connection_args=_security().get_connection_args("worker")) \
+                as scheduler:
+            known = await asyncio.wait_for(scheduler.identity(), PROBE_TIMEOUT_S)
+        return {str(facts.get("name")): str(worker)
+                for worker, facts in (known.get("workers") or {}).items()}
+    except (OSError, TimeoutError, AttributeError, KeyError, TypeError):
+        return {}
+
+
+def check_names_free(address: str, plans: list[cluster.WorkerPlan]) -> None:
+    """Refuse, in one line, worker names the scheduler already has: Dask's own refusal of a
+    second worker of one name is a page of tracebacks from each of its processes."""
+    taken = asyncio.run(_names_taken(address))
+    for plan in plans:
+        if plan.name in taken:
+            raise UsageError(f"a worker named {plan.name} is already connected to the "
+                             f"scheduler at {address} (from {taken[plan.name]}); give this "
+                             f"host's workers another --name")
+
+
 def listen_host(address: str) -> str:
     """This host's address toward the scheduler at ``address`` (the interface a packet to
     it leaves by): the workers listen there and nowhere else."""
@@ -184,6 +211,7 @@ def run(args: argparse.Namespace, console: Console) -> int:
     plans = cluster.worker_plans(_gpus(args.gpus), not args.no_host, args.name)
     if not plans:
         raise UsageError("nothing to offer: --no-host and no GPU")
+    check_names_free(address, plans)
     where = listen_options(address, args.listen_address, args.interface)
     base = {**os.environ, **WORKER_CONFIG}
     children: list[tuple[cluster.WorkerPlan, subprocess.Popen]] = []
