@@ -9,7 +9,9 @@ build is marked by ``built.json``, which records a hash of the package it instal
 is reused on the next call only if the package is still there, whole and unchanged
 (else it is built again), and a lock makes concurrent calls wait for one build instead
 of racing. Files of the cache are opened without following symbolic links: a shared
-cache folder must not let another user's link redirect a write.
+cache folder must not let another user's link redirect a write. pip and the compilers
+it starts run in a process group of their own that dies with the command, even when the
+command is killed (``run_supervised``).
 """
 
 from __future__ import annotations
@@ -19,12 +21,14 @@ import hashlib
 import json
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import tarfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import IO
 
 
 class RevisionError(ValueError):
@@ -267,6 +271,44 @@ def _export(repo: Path, commit: str, target: Path) -> None:
         raise BuildError(f"{commit[:10]} has an empty tree: nothing to build")
 
 
+#: Runs a build's command (argv[1:]) in the process group it leads, and kills the whole
+#: group (pip, setuptools, gcc) the moment its standard input reaches its end: when the
+#: process that started it closes the pipe or dies, even by SIGKILL, which no handler sees.
+#: A pipe's end is portable; Linux's PR_SET_PDEATHSIG would reach the first child only.
+SUPERVISOR = """
+import os, signal, subprocess, sys, threading
+command = subprocess.Popen(sys.argv[1:], stdin=subprocess.DEVNULL)
+def watch():
+    while os.read(0, 4096):
+        pass
+    os.killpg(os.getpgrp(), signal.SIGKILL)
+threading.Thread(target=watch, daemon=True).start()
+code = command.wait()
+os._exit(code if code >= 0 else 128 - code)
+"""
+
+
+def run_supervised(command: list[str], log: IO) -> int:
+    """Run a build step, its output to ``log``; its exit status. It and every process it
+    starts die with this process, however this one ends (a Ctrl-C here, a SIGKILL of a CI
+    timeout): none is left to go on compiling into the cache. See ``SUPERVISOR``."""
+    process = subprocess.Popen([sys.executable, "-c", SUPERVISOR, *command],
+                               stdin=subprocess.PIPE, stdout=log, stderr=subprocess.STDOUT,
+                               start_new_session=True)
+    try:
+        return process.wait()
+    except BaseException:
+        try:  # the group's leader is not reaped yet: its id is still this group's
+            os.killpg(process.pid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass
+        raise
+    finally:
+        assert process.stdin is not None  # asked for
+        process.stdin.close()
+        process.wait()
+
+
 def _install(root: Path, revision: str, commit: str) -> None:
     """pip install the exported tree into ``site`` without its dependencies (this
     interpreter has them). First without a build environment, with the setuptools and
@@ -280,7 +322,7 @@ def _install(root: Path, revision: str, commit: str) -> None:
             command = base[:4] + extra + base[4:]
             log.write(f"$ {' '.join(command)}\n")
             log.flush()
-            if subprocess.run(command, stdout=log, stderr=subprocess.STDOUT).returncode == 0:
+            if run_supervised(command, log) == 0:
                 return
             shutil.rmtree(root / "site", ignore_errors=True)
     lines = [ln for ln in log_path.read_text().splitlines()

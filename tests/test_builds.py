@@ -134,3 +134,72 @@ def test_an_empty_tree_is_a_build_error(tmp_path, installs) -> None:
     with pytest.raises(builds.BuildError, match="empty tree|cannot be exported"):
         builds.build(repo, "HEAD", tmp_path / "cache")
     assert installs == []
+
+
+# ------------------------------------------------------------ a build's processes
+def _group(pgid: int) -> list[int]:
+    """The live (not zombie) processes of process group ``pgid``."""
+    alive = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+            except OSError:
+                continue
+            if int(fields[2]) == pgid and fields[0] != "Z":
+                alive.append(int(entry.name))
+    return alive
+
+
+@pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="reads /proc (Linux)")
+def test_a_build_killed_by_sigkill_leaves_no_process_behind(tmp_path) -> None:
+    """A CI timeout's SIGKILL of `continuous` during a build left pip and gcc compiling on:
+    the build's processes, a child and a grandchild here, die with it."""
+    import signal
+    import sys
+    import time
+
+    marker = tmp_path / "started"
+    step = ["sh", "-c", f"sleep 300 & echo $$ > {marker}; sleep 300; wait"]
+    driver = subprocess.Popen([sys.executable, "-c",
+                               "import sys; from mmsuite import builds; "
+                               "builds.run_supervised(sys.argv[1:], sys.stdout)", *step],
+                              stdout=subprocess.DEVNULL)
+    deadline = time.monotonic() + 60
+    while not marker.exists() or not marker.read_text().strip():
+        assert driver.poll() is None and time.monotonic() < deadline
+        time.sleep(0.05)
+    pgid = os.getpgid(int(marker.read_text()))
+    assert pgid != os.getpgrp() and len(_group(pgid)) >= 3  # supervisor, sh, two sleeps
+    try:
+        driver.send_signal(signal.SIGKILL)
+        driver.wait()
+        deadline = time.monotonic() + 10
+        while _group(pgid) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert _group(pgid) == []
+    finally:
+        try:
+            os.killpg(pgid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+
+
+def test_a_build_step_reports_its_exit_status_and_output(tmp_path) -> None:
+    log = tmp_path / "build.log"
+    with open(log, "w") as out:
+        assert builds.run_supervised(["sh", "-c", "echo compiling; exit 3"], out) == 3
+    assert log.read_text() == "compiling\n"
+
+
+def test_pip_runs_supervised(repo, tmp_path, monkeypatch) -> None:
+    steps: list[list[str]] = []
+
+    def supervised(command, log) -> int:
+        steps.append(command)
+        return 1
+
+    monkeypatch.setattr(builds, "run_supervised", supervised)
+    with pytest.raises(builds.BuildError, match="failed to build"):
+        builds.build(repo, "HEAD", tmp_path / "cache")
+    assert steps and all(step[1:4] == ["-m", "pip", "install"] for step in steps)
