@@ -188,23 +188,26 @@ def results_file(
 
 
 def timed(*args: str, cwd: Path) -> tuple[subprocess.CompletedProcess, float, float]:
-    """``mmsuite ARGS``, its wall seconds and its peak resident memory (MiB)."""
+    """``mmsuite ARGS``, its wall seconds and its own peak resident memory (MiB)."""
     started = time.monotonic()
-    process = subprocess.Popen(
-        [sys.executable, "-m", "mmsuite.cli", *args],
-        env=env_with(),
-        cwd=cwd,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
-    out, err = process.communicate()
+    with open(cwd / "timed.out", "w") as out, open(cwd / "timed.err", "w") as err:
+        process = subprocess.Popen(
+            [sys.executable, "-m", "mmsuite.cli", *args],
+            env=env_with(),
+            cwd=cwd,
+            stdout=out,
+            stderr=err,
+        )
+        _, status, usage = os.wait4(process.pid, 0)  # this child's rusage alone
     seconds = time.monotonic() - started
-    # communicate() reaped it: read its peak from the rusage of the reaped children.
-    import resource
-
-    peak = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
-    return subprocess.CompletedProcess(process.args, process.returncode, out, err), seconds, peak
+    process.returncode = os.waitstatus_to_exitcode(status)
+    done = subprocess.CompletedProcess(
+        process.args,
+        process.returncode,
+        (cwd / "timed.out").read_text(),
+        (cwd / "timed.err").read_text(),
+    )
+    return done, seconds, usage.ru_maxrss / 1024
 
 
 _CACHE: list[Path] = []
