@@ -299,7 +299,8 @@ DRIVER = textwrap.dedent("""
 def gate_process(tmp_path: Path, hook: str, *args: str) -> subprocess.Popen:
     driver = tmp_path / "driver.py"
     driver.write_text(DRIVER)
-    env = {**os.environ, "GATE_HOOK": hook, "PYTHONPATH": str(REPO)}
+    path = os.pathsep.join(p for p in (str(REPO), os.environ.get("PYTHONPATH")) if p)
+    env = {**os.environ, "GATE_HOOK": hook, "PYTHONPATH": path}
     return subprocess.Popen(
         [
             sys.executable,
