@@ -127,8 +127,10 @@ def contention_footnote(records: list[dict]) -> str | None:
     marked = [r for r in records if contended(r)]
     if not marked:
         return None
-    shares = [s for r in marked if (s := others_share(r)) is not None]
-    on_gpu = sum(1 for r in marked if device_neighbours(r))
+    from .backend_table import runs_on_host  # here: the module itself is loaded by path
+
+    shares = [s for r in marked if runs_on_host(r) and (s := others_share(r)) is not None]
+    on_gpu = sum(1 for r in marked if not runs_on_host(r))
     parts = []
     if shares:
         low, high = min(shares), max(shares)

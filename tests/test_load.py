@@ -96,6 +96,19 @@ def test_contention_footnote_counts_the_marked_rows_and_gives_the_shares() -> No
     assert load.contention_footnote([_row(share=0.01)]) is None
 
 
+def test_contention_footnote_gives_gpu_rows_their_own_reason() -> None:
+    """A GPU row is marked for the other processes on its device: the host's share of the
+    CPU beside it (here 6%) is no reason and is not quoted as one."""
+    rows = [_row("cuda.cublas", "cuda", share=0.06, other_processes=1),
+            _row("cuda.22_adaptive", "cuda", share=0.06, other_processes=1)]
+    note = load.contention_footnote(rows)
+    assert note is not None and note.startswith(
+        "* 2 of 2 rows were measured while other processes computed on the GPU:")
+    both = load.contention_footnote(rows + [_row(share=0.5)])
+    assert both is not None and "took 50% of the CPU (above 10%) or other processes " \
+        "computed on the GPU" in both
+
+
 def test_busy_cores_warning_when_fewer_cores_are_free_than_threads() -> None:
     line = load.busy_cores_warning(threads=2, cores=2, free=1.0, share=0.5)
     assert line is not None and "about 1.0 of its 2 cores are free for 2 threads" in line
