@@ -21,12 +21,17 @@ keeps the verdict's error within it):
   would settle it; ``broken``: the kernel passed in BASE and fails or errs in HEAD.
 
 Rows stop at the first look that decides them; undecided ones take rounds until their
-time is spent, as NVBench's stopping criterion does for noise. A row's time is
-``max_seconds``, plus what the rows before it left of theirs (rows of identical code,
-and rows decided early, leave most of it), up to ``MAX_BUDGET_FACTOR`` times its own:
-the selection's time still goes no further than every row spending its own, and it
-goes to the rows that are hard to decide. The row's budget is fixed when it starts,
-so that when it stops never depends on its own rounds beyond its looks.
+time is spent, as NVBench's stopping criterion does for noise. The selection's time is
+fixed up front, ``max_seconds`` for every row, pooled (:mod:`mmsuite.continuous_plan`):
+rows of identical code are settled first, with a short check, and the rows whose code
+changed share what they leave, each an equal share of what is left when it starts. A
+row's budget is fixed when it starts, so that when it stops never depends on its own
+rounds beyond its looks.
+
+Where other processes leave fewer cores free than a C row's threads (the load meter,
+read as the row starts), each side runs on the free cores' threads, in turns, or with
+``--on-busy-machine at-once`` both sides at once, unpinned, in one window of time (see
+:mod:`mmsuite.continuous_plan`); what was done is recorded with the row.
 
 A worker process carried a bias of its own that no number of its rounds averaged away:
 two processes of identical code, measured in turns, differed by up to ±11% for minutes
@@ -62,17 +67,18 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 import numpy as np
 
-from . import continuous_worker, identity, load, plugins, verdicts
+from . import continuous_plan, continuous_worker, identity, load, plugins, verdicts
 from .backend_table import BACKENDS, HOST_BACKEND
 from .backends import cuda_timing
 from .builds import Build
 from .catalogue import Kernel
+from .continuous_plan import RowPlan, TimePool
 from .load import DISTORTING_SHARE
 from .problem import Problem
 from .stats import PairedRatio, min_paired_rounds, paired_ratio
@@ -88,11 +94,6 @@ HOPELESS_AFTER_ROUNDS = 3
 #: Rounds a worker pair needs before its own ratio must point the way of a slower or faster
 #: call.
 AGREEING_PAIR_ROUNDS = 8
-#: A row may take up to this many times ``max_seconds`` of rounds, from the time the rows
-#: before it left unspent. Under a busy neighbour, a 6-14% slowdown at 512^3 stayed
-#: unsure after 10 s of its own more often than not, while the rows of code that did not
-#: change spent under 2 s each.
-MAX_BUDGET_FACTOR = 2.0
 
 
 @dataclass(frozen=True)
@@ -102,8 +103,8 @@ class Settings:
     threshold: float = DEFAULT_THRESHOLD  # the smallest change that counts, as a fraction
     confidence: float = 0.99  # of the interval on HEAD / BASE
     round_seconds: float = 0.05  # each side's turn in a round (at least one sample)
-    # Per row, both sides' turns together (see MAX_BUDGET_FACTOR). 8 s keeps a run that
-    # must time every row within 2.5x one `mmsuite run` of the selection (10 s took 3x).
+    # Per row, both sides' turns together, pooled over the selection (continuous_plan). 8 s
+    # keeps a run that must time every row within 2.5x one `mmsuite run` of the selection.
     max_seconds: float = 8.0
     max_rounds: int = 400
     order: str = "random"  # which side goes first in a round: "random" or "abba"
@@ -111,6 +112,8 @@ class Settings:
     seed: int = 0  # of the random order
     min_worker_pairs: int = 2  # fresh pairs of worker processes a verdict needs rounds from
     duet: bool = False  # single-threaded CPU rows: both sides at once, each on a CPU
+    # Where fewer cores are free than a C row's threads: one of continuous_plan.BUSY_MODES
+    busy: str = continuous_plan.BUSY_MODES[0]
 
     @property
     def bounds(self) -> tuple[float, float]:
@@ -283,6 +286,9 @@ class ContinuousRow:
     budget: float = 0.0  # seconds of rounds allowed, set when the row starts
     rounds_seconds: float = 0.0  # seconds its rounds took
     duet: bool = False  # both sides measured at once, each on a CPU of its own
+    #: its threads and mode where it runs on the host's C ladder (continuous_plan.choose)
+    measurement: RowPlan | None = None
+    settled_first: bool = False  # needed no more than a short check: measured first
 
     @property
     def identical(self) -> bool:
@@ -314,10 +320,33 @@ class ContinuousRow:
         shares = self.base.shares + self.head.shares
         return float(np.mean(shares)) if shares else None
 
+    @property
+    def together(self) -> bool:
+        """Whether both sides took their turns at once, unpinned."""
+        return self.measurement is not None and self.measurement.together
+
+    def how(self) -> str:
+        """How the row was measured, in words: ``threads 2 → 1 (0.9 of 2 cores free), both
+        sides at once``, ``duet`` (pinned), or "" where in turns, as asked."""
+        if self.duet:
+            return "duet, each side on a CPU of its own"
+        return self.measurement.note() if self.measurement is not None else ""
+
+    def spent(self) -> dict:
+        """What the row was given and spent, and how it was measured, for the records."""
+        record = {"rounds": min(len(self.base.rounds), len(self.head.rounds)),
+                  "seconds": round(self.seconds, 2),
+                  "rounds_seconds": round(self.rounds_seconds, 2),
+                  "budget": round(self.budget, 2), "settled_first": self.settled_first,
+                  "mode": "duet" if self.duet else "turns"}
+        if self.measurement is not None:
+            record.update(self.measurement.record())
+        return record
+
     def verdict_row(self) -> VerdictRow:
         ratio = self.estimate.ratio if self.estimate is not None else None
         return VerdictRow(self.kernel.id, self.problem.shape_label, self.verdict, ratio,
-                          self.reason)
+                          self.reason, measured=self.spent())
 
 
 def decide(pair: ContinuousRow, settings: Settings) -> tuple[str, str]:
@@ -432,7 +461,7 @@ class Gate:
         self.workers: dict[str, SideWorker | None] = {"base": None, "head": None}
         self.rng = random.Random(settings.seed)
         self.duet_cpus = duet_cpus() if settings.duet else None
-        self.unspent = 0.0  # seconds of rounds the rows so far left of their own budgets
+        self.current: ContinuousRow | None = None  # the row under way in measure_all
 
     def in_duet(self, kernel: Kernel) -> bool:
         """Whether rows of ``kernel`` are measured in duet here."""
@@ -477,8 +506,11 @@ class Gate:
         """Open the row on both sides at once: an open is not timed, and verifying the
         kernel against its float64 reference is most of a row's fixed cost."""
         # Both sides read their code's identity the way this mmsuite does (its readers).
+        options = self.options
+        if pair.measurement is not None:  # the threads chosen for the row, on both sides
+            options = {**options, "threads": pair.measurement.threads}
         message = {"op": "open", "kernel": pair.kernel.id, "problem": pair.problem.to_dict(),
-                   "options": self.options, "code": asdict(BACKENDS[pair.kernel.backend].code)}
+                   "options": options, "code": asdict(BACKENDS[pair.kernel.backend].code)}
         pair.worker_pair_starts.append(len(pair.base.rounds))
         self._ask_both(pair, message, timeout, self._order(0), self._opened)
 
@@ -518,9 +550,13 @@ class Gate:
         target.launch_s = answer.get("launch_s")
 
     def _round(self, pair: ContinuousRow, timeout: float) -> None:
-        """One turn of each side: one after the other, in the round's order, or in duet
-        both at once, the order saying which side gets which CPU."""
+        """One turn of each side: one after the other, in the round's order, or both at
+        once: unpinned on a busy machine, or in duet, the order saying which side gets
+        which CPU."""
         order = self._order(len(pair.base.rounds))
+        if pair.together:
+            self._ask_both(pair, self._window_message(pair), timeout, order, self._turned)
+            return
         if not pair.duet:
             for side in order:
                 self._turn(pair, side, timeout)
@@ -532,6 +568,15 @@ class Gate:
     @property
     def _turn_message(self) -> dict:
         return {"op": "turn", "seconds": self.settings.round_seconds}
+
+    def _window_message(self, pair: ContinuousRow) -> dict:
+        """A turn both sides take at once, in one window of time that holds a few samples
+        (``continuous_plan.window``); the worker keeps the samples that end within it."""
+        last = [float(np.median(s.samples[-1])) / 1e3 for s in (pair.base, pair.head)
+                if s.samples]
+        launches = [s.launch_s for s in (pair.base, pair.head) if s.launch_s is not None]
+        start, seconds = continuous_plan.window(self.settings.round_seconds, last or launches)
+        return {"op": "turn", "seconds": seconds, "window": [start, start + seconds]}
 
     def _unpin(self) -> None:
         """Let both workers run anywhere again, as the next row may not be in duet."""
@@ -565,16 +610,56 @@ class Gate:
             return SIDES if round_index % 2 == 0 else SIDES[::-1]
         return SIDES if self.rng.random() < 0.5 else SIDES[::-1]
 
-    def measure(self, pair: ContinuousRow) -> ContinuousRow:
-        """Open the kernel on both sides, take rounds until decided or out of time, judge."""
+    def measure_all(self, pairs: list[ContinuousRow],
+                    pool: TimePool | None = None) -> Iterator[ContinuousRow]:
+        """Measure every pair, yielding each once judged: first the rows that need no
+        more than a short check (identical code on both sides, or a side that cannot run
+        it), then the rows of changed code, each given an equal share of what is left of
+        the selection's pooled time when it starts (``pool``: by default every row's
+        ``max_seconds``; a resumed gate's holds what its finished rows left)."""
+        if pool is None:
+            pool = TimePool.for_rows(len(pairs), self.settings.max_seconds)
+        changed = []
+        for pair in pairs:
+            self.current = pair
+            if self.settle(pair):
+                pool.spend(pair.rounds_seconds)
+                yield pair
+            else:
+                changed.append(pair)
+        for index, pair in enumerate(changed):
+            self.current = pair
+            self.measure(pair, pool.share(len(changed) - index))
+            pool.spend(pair.rounds_seconds)
+            yield pair
+        self.current = None
+
+    def settle(self, pair: ContinuousRow) -> bool:
+        """Open a row and, where a short check is all it needs (identical code, or a side
+        that cannot run it), measure and judge it now: True. A row of changed code is
+        closed again, for ``measure`` with its share of the time: False."""
+        return self._measure(pair, None, settle_only=True)
+
+    def measure(self, pair: ContinuousRow, budget: float | None = None) -> ContinuousRow:
+        """Open the kernel on both sides, take rounds until decided or out of ``budget``
+        seconds of rounds (default ``max_seconds``), judge."""
+        self._measure(pair, budget, settle_only=False)
+        return pair
+
+    def _measure(self, pair: ContinuousRow, budget: float | None, settle_only: bool) -> bool:
         timeout = default_timeout(pair.problem)
         started = time.monotonic()
-        pair.duet = self.in_duet(pair.kernel)
-        own = self.settings.max_seconds
-        pair.budget = own + min(self.unspent, own * (MAX_BUDGET_FACTOR - 1))
+        pair.budget = self.settings.max_seconds if budget is None else budget
+        measured = False
         try:
+            self._plan(pair)
             self._open_both(pair, timeout)
-            if pair.base.status == pair.head.status == "ok":  # the budget is for rounds
+            both = pair.base.status == pair.head.status == "ok"
+            if settle_only and both and not self._quick(pair):
+                pair.worker_pair_starts.clear()  # opened again when it is measured
+                return False
+            measured, pair.settled_first = True, settle_only
+            if both:  # the budget is for rounds
                 pair.needs_seconds = self._unaffordable(pair)
                 if pair.needs_seconds is None:
                     self._rounds(pair, timeout, time.monotonic())
@@ -583,7 +668,7 @@ class Gate:
                     if getattr(pair, side).status == "ok":
                         self._time_alone(pair, side, timeout)
         except BaseException:  # Ctrl-C, SIGTERM: cut short where the signal came
-            pair.interrupted = True
+            pair.interrupted = measured = True
             raise
         finally:
             if pair.duet:
@@ -594,10 +679,29 @@ class Gate:
                         self._request(side, {"op": "close"}, timeout)
                     except WorkerLost:
                         pass
-            pair.seconds = time.monotonic() - started
-            self.unspent = max(0.0, self.unspent + own - pair.rounds_seconds)
-            self._judge(pair, final=True)
-        return pair
+            pair.seconds += time.monotonic() - started
+            if measured:
+                self._judge(pair, final=True)
+        return True
+
+    def _quick(self, pair: ContinuousRow) -> bool:
+        """Whether an opened row is decided by its code alone (identical on both sides)."""
+        return pair.identical and not self.settings.judge_identical
+
+    def _plan(self, pair: ContinuousRow) -> None:
+        """How the row is measured: in pinned duet where asked for (``--duet``); for the
+        other rows of the host's C ladder, the load meter's reading decides the threads
+        and whether both sides run at once (``continuous_plan.choose``)."""
+        kernel = pair.kernel
+        pair.duet = self.in_duet(kernel)
+        pair.measurement = None
+        if kernel.backend != HOST_BACKEND.name or pair.duet:
+            return
+        cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") \
+            else os.cpu_count() or 1
+        reading = load.free_cores(cpus) if self.settings.busy != "as-asked" else None
+        pair.measurement = continuous_plan.choose(kernel.threaded, self.options.get("threads"),
+                                                  cpus, reading, self.settings.busy)
 
     def _time_alone(self, pair: ContinuousRow, side: str, timeout: float) -> None:
         """Turns of the one side that opened a row the other could not: its results file
@@ -607,7 +711,8 @@ class Gate:
         started, target = time.monotonic(), getattr(pair, side)
         while target.status == "ok" and len(target.rounds) < self.settings.min_rounds:
             self._turn(pair, side, timeout)
-            if time.monotonic() - started >= pair.budget / 2:
+            pair.rounds_seconds = time.monotonic() - started
+            if pair.rounds_seconds >= pair.budget / 2:
                 return
 
     def _unaffordable(self, pair: ContinuousRow) -> float | None:
@@ -616,12 +721,12 @@ class Gate:
         the faster side's checked launch is taken as a launch's cost: a row is given up
         only when even that optimistic guess cannot fit."""
         settings = self.settings
-        if pair.identical and not settings.judge_identical:
+        if self._quick(pair):
             return None  # decided already: its rounds only show the ratio, within budget
         launches = [s.launch_s for s in (pair.base, pair.head) if s.launch_s is not None]
         if len(launches) < 2:
             return None  # an older revision: judged from its first rounds instead
-        turns = 1 if pair.duet else 2  # a duet round is one turn long
+        turns = 1 if pair.duet or pair.together else 2  # both at once: one turn long
         per_round = turns * max(settings.round_seconds, min(launches) / 2)
         needed = settings.rounds_to_verdict() * per_round
         return needed if needed > pair.budget else None
@@ -646,7 +751,7 @@ class Gate:
 
     def _rounds(self, pair: ContinuousRow, timeout: float, started: float) -> None:
         settings = self.settings
-        quick = pair.identical and not settings.judge_identical
+        quick = self._quick(pair)
         looks = set(settings.looks())
         to_verdict = settings.rounds_to_verdict()
         while True:
@@ -726,7 +831,7 @@ def side_record(pair: ContinuousRow, side: str, build: Build) -> dict:
             "low": est.low if est.bounded else None, "high": est.high if est.bounded else None,
             "p_value": est.p_value, "rounds": est.rounds, "confidence": est.confidence,
             "identical_code": pair.identical, "duet": pair.duet,
-            "worker_pair_starts": pair.worker_pair_starts,
+            "worker_pair_starts": pair.worker_pair_starts, "measured": pair.spent(),
         }
     return record
 

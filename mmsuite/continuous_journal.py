@@ -22,6 +22,7 @@ from pathlib import Path
 
 from . import catalogue, results
 from .continuous import ContinuousRow, ContinuousSide, Settings
+from .continuous_plan import RowPlan
 from .problem import Problem
 from .stats import PairedRatio
 
@@ -74,6 +75,7 @@ def pair_record(pair: ContinuousRow, unspent: float) -> dict:
         base=asdict(pair.base),
         head=asdict(pair.head),
         estimate=asdict(pair.estimate) if pair.estimate is not None else None,
+        measurement=asdict(pair.measurement) if pair.measurement is not None else None,
         unspent=unspent,
     )
     return record
@@ -110,8 +112,11 @@ def pair_from_record(record: dict) -> tuple[ContinuousRow, float]:
     rest = {
         k: v
         for k, v in record.items()
-        if k in names and k not in ("kernel", "problem", "base", "head", "estimate")
+        if k in names and k not in ("kernel", "problem", "base", "head", "estimate",
+                                    "measurement")
     }
+    if record.get("measurement") is not None:  # how a busy machine's row was measured
+        rest["measurement"] = RowPlan(**record["measurement"])
     pair = ContinuousRow(kernel, problem, sides["base"], sides["head"], estimate, **rest)
     return pair, float(record.get("unspent") or 0.0)
 

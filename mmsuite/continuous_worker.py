@@ -15,6 +15,10 @@ that an older revision can be measured the same way. The worker speaks JSON line
         -> {"samples": [ms, ...], "host_load": {...}}: samples for at least S seconds,
            and for a GPU row {"gpu": {"before": ..., "after": ...}}: NVML's state at
            both ends of the turn
+    {"op": "turn", "seconds": S, "window": [FROM, UNTIL]}: both sides at once, in a
+           window of ``time.monotonic()`` (one clock for every process on Linux): from
+           FROM, the samples that end by UNTIL (at least one), so that every sample kept
+           ran while the other side was sampling too
     {"op": "close"} -> {"status": "closed"}
 
 An open's ``code`` is the driver's readers of a code identity for the kernel's backend
@@ -124,11 +128,12 @@ class _Worker:
         # A GPU session's NVML reader, where the revision's has one: the turn's throttling.
         read_gpu = getattr(getattr(sampler, "session", None), "device_state", None)
         gpu_before = read_gpu() if read_gpu is not None else None
+        shared = request.get("window")
+        if shared is not None:
+            time.sleep(max(0.0, shared[0] - time.monotonic()))
         window = self.load["LoadWindow"].start()
-        started = time.perf_counter()  # before the first sample: a slow kernel takes one
-        samples = [sampler.kernel_ms()]
-        while time.perf_counter() - started < request["seconds"]:
-            samples.append(sampler.kernel_ms())
+        samples = _shared(sampler, shared[1]) if shared is not None else \
+            _timed(sampler, request["seconds"])
         answer = {"samples": samples, "host_load": window.finish()}
         if read_gpu is not None:
             answer["gpu"] = _jsonable({"before": gpu_before, "after": read_gpu()})
@@ -139,6 +144,31 @@ class _Worker:
             self.sampler.close()
             self.sampler = None
         return {"status": "closed"}
+
+
+def _timed(sampler: KernelSampler, seconds: float) -> list[float]:
+    """Samples for at least ``seconds``, the first one counted in them: a kernel slower
+    than the turn takes one."""
+    started = time.perf_counter()
+    samples = [sampler.kernel_ms()]
+    while time.perf_counter() - started < seconds:
+        samples.append(sampler.kernel_ms())
+    return samples
+
+
+def _shared(sampler: KernelSampler, until: float) -> list[float]:
+    """The samples that end by ``until`` (``time.monotonic()``), or the first one where none
+    does. A sample that runs past it is left out: the other side may have stopped by then,
+    leaving the machine to this one, which would pull a slower side's times towards the
+    faster's."""
+    samples = [sampler.kernel_ms()]
+    if time.monotonic() > until:
+        return samples
+    while True:
+        ms = sampler.kernel_ms()
+        if time.monotonic() > until:
+            return samples
+        samples.append(ms)
 
 
 def main() -> None:

@@ -5,7 +5,9 @@ gate that measures both revisions side by side) hands its rows here as
 :class:`VerdictRow` values, so that every verdict file has one shape:
 
 - JSON (``--verdict-json``): ``{"format": "mmsuite-verdicts/1", "exit_status", "threshold",
-  "counts", "geomean_ratio", "rows": [{kernel, problem, verdict, ratio, reason}]}``;
+  "counts", "geomean_ratio", "rows": [{kernel, problem, verdict, ratio, reason}]}``, and
+  where the gate measured the row, ``measured``: its rounds, seconds, budget, threads and
+  how both sides ran (``continuous.ContinuousRow.spent``);
 - JUnit XML (``--junit``): one ``testcase`` per kernel x problem, named ``problem`` in the
   class ``kernel``; ``slower`` and ``broken`` are failures, ``unsure`` is skipped with its
   reason (no decision either way), ``same`` and ``faster`` pass. CI systems (GitLab,
@@ -43,6 +45,7 @@ class VerdictRow:
     verdict: str
     ratio: float | None
     reason: str = ""
+    measured: dict | None = None  # how a gate that measured the row did it, and for how long
 
     def __post_init__(self) -> None:
         if self.verdict not in VERDICTS:
@@ -90,8 +93,15 @@ def write_verdict_json(path: Path, rows: Sequence[VerdictRow], *, threshold: flo
     mean, n = geometric_mean_ratio(rows)
     document = {"format": FORMAT, "exit_status": exit_status(r.verdict for r in rows),
                 "threshold": threshold, "counts": counts(rows), "geomean_ratio": mean,
-                "geomean_rows": n, **(extra or {}), "rows": [asdict(r) for r in rows]}
+                "geomean_rows": n, **(extra or {}), "rows": [_row_record(r) for r in rows]}
     write_atomically(Path(path), json.dumps(document, indent=1) + "\n")
+
+
+def _row_record(row: VerdictRow) -> dict:
+    record = asdict(row)
+    if record["measured"] is None:  # compare measured nothing: the field is the gate's
+        del record["measured"]
+    return record
 
 
 def _message(row: VerdictRow) -> str:

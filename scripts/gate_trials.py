@@ -12,7 +12,9 @@ trials that exited 0 or 1 and the rows called slower:
 - ``same code``: HEAD against HEAD, judged by the times (``--judge-identical``), so that
   the statistics, not the code hashes, must find nothing;
 - ``planted``: HEAD against a commit that makes one rung do more work (``--plant c``:
-  ``cpu.omp_tiled`` recomputes about a tenth of its tiles; ``--plant cuda``: the CUDA rung
+  ``cpu.omp_tiled`` recomputes about a tenth of its tiles in a parallel loop of their own;
+  ``--plant c10``: it computes every 10th tile twice, 12.5% more work at 768^3, in its one
+  parallel loop; ``--plant cuda``: the CUDA rung
   ``cuda.07_blocktile_2d`` runs its K loop 1/17 further over zeros, 2.6% slower on an
   H100), which must be called slower, and no other row.
 
@@ -25,6 +27,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import signal
 import subprocess
 import sys
@@ -50,6 +53,27 @@ def _plant_c(text: str) -> str:
     return text.replace(old, extra + old, 1)
 
 
+def _plant_c10(text: str) -> str:
+    """Compute every 10th tile twice (beta is 0 in the trials, so the second pass writes
+    the same), inside the one parallel loop: the same result, 3 of the 24 tiles more at
+    768^3 (12.5% more work), with no barrier added."""
+    old = ("            for (long tj = 0; tj < tiles_j; ++tj)\n"
+           "                ladder_tile(m, n, k, alpha, MM_A(p), MM_B(p), beta, MM_C(p), "
+           "ti * LADDER_TI,\n"
+           "                            tj * LADDER_TJ);\n")
+    new = ("            for (long tj = 0; tj < tiles_j; ++tj) {\n"
+           "                if (beta == 0.0f && (ti * tiles_j + tj) % 10 == 0)\n"
+           "                    ladder_tile(m, n, k, alpha, MM_A(p), MM_B(p), beta, MM_C(p),\n"
+           "                                ti * LADDER_TI, tj * LADDER_TJ);\n"
+           "                ladder_tile(m, n, k, alpha, MM_A(p), MM_B(p), beta, MM_C(p), "
+           "ti * LADDER_TI,\n"
+           "                            tj * LADDER_TJ);\n"
+           "            }\n")
+    if old not in text:
+        raise ValueError("its loop over the tiles changed")
+    return text.replace(old, new, 1)
+
+
 def _plant_cuda(text: str) -> str:
     """Run the K loop 1/17 further, over zeros (the loads are predicated on K): the same
     result, 2.5-2.7% slower on the H100 at 4096^3. An iteration that loads nothing costs
@@ -63,6 +87,7 @@ def _plant_cuda(text: str) -> str:
 
 PLANTS = {  # kind: (source file, the kernel it slows, the edit)
     "c": ("csrc/05_omp_tiled.c", "cpu.omp_tiled", _plant_c),
+    "c10": ("csrc/05_omp_tiled.c", "cpu.omp_tiled", _plant_c10),
     "cuda": ("cuda/07_blocktile_2d.cu", "cuda.07_blocktile_2d", _plant_cuda),
 }
 
@@ -89,8 +114,8 @@ def trial(repo: Path, base: str, head: str, args: argparse.Namespace, cache: Pat
         command = [sys.executable, "-m", "mmsuite.cli", "continuous", base, head,
                    "--repo", str(repo), "--cache-dir", str(cache), "--threshold",
                    str(args.threshold), "--verdict-json", str(verdict_file), *extra]
-        if keep_as is not None:
-            command += ["--json", str(keep_as)]
+        results_file = keep_as or Path(tmp) / "rows.json"
+        command += ["--json", str(results_file)]
         if args.max_time is not None:
             command += ["--max-time", str(args.max_time)]
         for glob in args.kernel:
@@ -98,13 +123,35 @@ def trial(repo: Path, base: str, head: str, args: argparse.Namespace, cache: Pat
         if args.shape:
             command += ["--shape", args.shape]
         command += _measurement(args) + (["--duet"] if args.duet else [])
+        command += args.continuous_option
         started = time.monotonic()
         done = subprocess.run(command, capture_output=True, text=True)
         seconds = time.monotonic() - started
         if done.returncode not in (0, 1):
             sys.exit(f"continuous failed ({done.returncode}):\n{done.stderr[-2000:]}")
         rows = json.loads(verdict_file.read_text())["rows"]
+        records = json.loads(results_file.read_text())["results"]
+    # The interval, rounds and load of each row, from HEAD's results (in the same order).
+    for row, record in zip(rows, records):
+        row["paired"] = record.get("paired") or {}
+        row["others_share"] = (record.get("host_load") or {}).get("others_share")
     return {"exit": done.returncode, "rows": rows, "seconds": seconds}
+
+
+def _row_text(row: dict) -> str:
+    """``cpu.omp_tiled @ 768^3 slower 1.121 [1.071-1.170] 84 rounds 14.2 s, load 52%``."""
+    paired = row.get("paired") or {}
+    low, high = paired.get("low"), paired.get("high")
+    interval = f" [{low:.3f}-{high:.3f}]" if low is not None and high is not None else ""
+    share = row.get("others_share")
+    measured = row.get("measured") or {}  # the gate's record of the row, where it has one
+    spent, threads = measured.get("rounds_seconds"), measured.get("threads")
+    return (f"{row['kernel']} @ {row['problem']} {row['verdict']} {row['ratio'] or 0:.3f}"
+            f"{interval} {paired.get('rounds', 0)} rounds"
+            + (f" in {spent:.1f} s" if spent is not None else "")
+            + (f", threads {threads}" if threads is not None else "")
+            + (f", {measured['mode']}" if measured.get("mode") else "")
+            + (f", load {share:.0%}" if share is not None else ""))
 
 
 def _measurement(args: argparse.Namespace) -> list[str]:
@@ -140,6 +187,11 @@ def main() -> None:
                         "worker pair began) in DIR")
     parser.add_argument("--busy-neighbour", action="store_true",
                         help="keep one core busy with another process meanwhile")
+    parser.add_argument("--nice-neighbour", metavar="COMMAND", default=None,
+                        help="also run this shell command over and over at nice 19 meanwhile "
+                        "(a second job: a test suite, say)")
+    parser.add_argument("--continuous-option", action="append", default=[], metavar="OPT",
+                        help="pass OPT on to every continuous call (repeatable)")
     parser.add_argument("--cache-dir", type=Path,
                         default=Path(tempfile.gettempdir()) / "mmsuite-gate-builds")
     args = parser.parse_args()
@@ -147,6 +199,10 @@ def main() -> None:
     repo = args.repo.resolve()
     spinner = subprocess.Popen([sys.executable, "-c", "while True: pass"]) \
         if args.busy_neighbour else None
+    niced = subprocess.Popen(["nice", "-n", "19", "sh", "-c",
+                              f"while true; do {args.nice_neighbour}; done"],
+                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                             start_new_session=True) if args.nice_neighbour else None
     lines = []
     try:
         if args.time_run:
@@ -177,8 +233,7 @@ def main() -> None:
                         outcome = trial(where, base, "HEAD", args, args.cache_dir, extra,
                                         keep_as)
                         outcomes[name].append(outcome)
-                        rows = ", ".join(f"{r['kernel']} @ {r['problem']} {r['verdict']} "
-                                         f"{r['ratio'] or 0:.3f}" for r in outcome["rows"])
+                        rows = ", ".join(_row_text(r) for r in outcome["rows"])
                         print(f"{name} trial {index + 1}: exit {outcome['exit']}: {rows} "
                               f"({outcome['seconds']:.0f} s)", file=sys.stderr, flush=True)
                         for r in outcome["rows"]:
@@ -192,6 +247,8 @@ def main() -> None:
     finally:
         if spinner is not None:
             spinner.kill()
+        if niced is not None:
+            os.killpg(niced.pid, signal.SIGKILL)  # the loop and the command it runs
     print("| trials | kind | exit 0 | exit 1 | rows called slower | planted row caught | "
           "other rows called slower | verdicts | mean wall s |")
     print("|---|---|---|---|---|---|---|---|---|")

@@ -144,7 +144,15 @@ class FakeBuild:
 def fake_workers(monkeypatch: pytest.MonkeyPatch) -> type[FakeWorker]:
     FakeWorker.log, FakeWorker.messages, FakeWorker.drift = [], [], [1.0]
     monkeypatch.setattr(continuous, "SideWorker", FakeWorker)
+    quiet(monkeypatch)
     return FakeWorker
+
+
+def quiet(monkeypatch: pytest.MonkeyPatch, free: float | None = None,
+          share: float = 0.0) -> None:
+    """The load meter reads ``free`` cores (default: all) and others at ``share``."""
+    monkeypatch.setattr(continuous.load, "free_cores",
+                        lambda cores, seconds=0.25: (cores if free is None else free, share))
 
 
 def gate(base_ms: float, head_ms: float, tmp_path: Path, **settings) -> continuous.Gate:
@@ -285,20 +293,26 @@ def test_a_row_whose_rounds_show_it_too_slow_stops_early(fake_workers, tmp_path,
     assert len(near.base.rounds) > 3 and near.needs_seconds is None  # 36 s is within 2x
 
 
-def test_rows_that_finish_early_leave_their_time_to_later_rows_up_to_twice_their_own(
+def test_rows_of_identical_code_are_settled_first_and_the_changed_rows_share_the_pool(
         fake_workers, tmp_path, monkeypatch) -> None:
-    """Each turn takes 0.1 s and HEAD swings ±25%, so a row of changed code stays unsure
-    and spends its whole budget; a row of identical code stops at its first look."""
+    """The selection's time is fixed up front (every row's own, pooled); rows of identical
+    code take their short check first, and each changed row then gets an equal share of
+    what is left. Each turn takes 0.1 s and HEAD's samples scatter by 2x, so a changed row
+    stays unsure and spends its whole share."""
     clock = [0.0]
     monkeypatch.setattr(continuous.time, "monotonic", lambda: clock[0])
     answer = FakeWorker.request
-    swing = iter([0.8, 1.25] * 1000)
-    hashes = {"base": "same", "head": "same"}
+    swing = iter(np.random.default_rng(1).lognormal(0.0, 0.7, 5000))
+    changed = {"cpu.seq_ikj", "cpu.seq_tiled"}
+    opened: list[str] = []
 
     def timed(self, message, timeout):
         reply = answer(self, message, timeout)
+        if message["op"] == "open" and self.name == "base":
+            opened.append(message["kernel"])
         if message["op"] == "open":
-            reply["code"] = {"hash": hashes[self.name]}
+            same = message["kernel"] not in changed
+            reply["code"] = {"hash": "same" if same else self.name}
         if message["op"] == "turn":
             clock[0] += 0.1
             if self.name == "head":
@@ -306,19 +320,126 @@ def test_rows_that_finish_early_leave_their_time_to_later_rows_up_to_twice_their
         return reply
 
     monkeypatch.setattr(FakeWorker, "request", timed)
+    ids = ["cpu.seq_ikj", "cpu.omp_naive", "cpu.seq_tiled", "cpu.omp_tiled"]
+    todo = [ContinuousRow(catalogue.get(k), PROBLEM) for k in ids]
     judge = gate(1.0, 1.0, tmp_path, max_seconds=6, max_rounds=400)
-    hashes["head"] = "changed"
-    alone = judge.measure(ContinuousRow(KERNEL, PROBLEM))
-    assert alone.verdict == "unsure" and alone.budget == 6  # nothing left before it
-    hashes["head"] = "same"
-    for _ in range(3):  # identical code: its first look, 12 rounds of 0.2 s
-        quick = judge.measure(ContinuousRow(KERNEL, PROBLEM))
-        assert quick.reason == "identical code" and quick.rounds_seconds < 2.5
-    hashes["head"] = "changed"
-    later = judge.measure(ContinuousRow(KERNEL, PROBLEM))
-    assert later.budget == 12  # three rows left 3.6 s each: capped at twice its own
-    assert later.rounds_seconds >= 12 > alone.rounds_seconds
-    assert judge.measure(ContinuousRow(KERNEL, PROBLEM)).budget < 12  # the later row spent it
+    done = list(judge.measure_all(todo))
+    assert [p.kernel.id for p in done] == ["cpu.omp_naive", "cpu.omp_tiled", "cpu.seq_ikj",
+                                           "cpu.seq_tiled"]
+    # Every row opened once first; the changed ones again (then on a fresh pair of workers)
+    assert [k for i, k in enumerate(opened) if i == 0 or opened[i - 1] != k] == \
+        [*ids, "cpu.seq_ikj", "cpu.seq_tiled"]
+    settled, first, second = done[:2], done[2], done[3]
+    for pair in settled:  # their first look: 12 rounds of 0.2 s
+        assert pair.reason == "identical code" and pair.settled_first
+        assert pair.rounds_seconds == pytest.approx(2.4)
+    left = 4 * 6 - 2 * 2.4
+    assert first.budget == pytest.approx(left / 2)
+    assert first.verdict == "unsure" and first.rounds_seconds >= first.budget
+    assert second.budget == pytest.approx(left - first.rounds_seconds)
+    assert not first.settled_first and first.worker_pairs == 2
+    assert judge.current is None
+    measured = first.verdict_row().measured
+    assert measured["budget"] == pytest.approx(first.budget, abs=0.01)
+    assert measured["rounds"] == len(first.base.rounds)
+    assert measured["seconds"] >= measured["rounds_seconds"] > 0
+
+
+def test_a_changed_row_decided_early_leaves_its_time_to_the_next(fake_workers, tmp_path,
+                                                                 monkeypatch) -> None:
+    clock = [0.0]
+    monkeypatch.setattr(continuous.time, "monotonic", lambda: clock[0])
+    answer = FakeWorker.request
+
+    def timed(self, message, timeout):
+        if message["op"] == "turn":
+            clock[0] += 0.1
+        return answer(self, message, timeout)
+
+    monkeypatch.setattr(FakeWorker, "request", timed)
+    todo = [ContinuousRow(KERNEL, PROBLEM), ContinuousRow(KERNEL, Problem(32, 32, 32))]
+    first, second = gate(1.0, 1.5, tmp_path, max_seconds=6).measure_all(todo)
+    assert first.verdict == "slower" and first.budget == pytest.approx(6)
+    assert second.budget == pytest.approx(12 - first.rounds_seconds)
+    assert second.budget > 6
+
+
+def test_on_a_busy_machine_c_rows_run_on_the_free_cores_threads_in_turns(
+        fake_workers, tmp_path, monkeypatch) -> None:
+    """One of two cores free: each side opens the kernel with 1 thread and the sides take
+    turns; the row's verdict record says what was done."""
+    monkeypatch.setattr(continuous.os, "sched_getaffinity", lambda pid: {0, 1})
+    quiet(monkeypatch, free=1.0, share=0.5)
+    sent = []
+    send = FakeWorker.send
+
+    def kept(self, message):
+        sent.append(message)
+        send(self, message)
+
+    monkeypatch.setattr(FakeWorker, "send", kept)
+    pair = gate(1.0, 1.5, tmp_path, max_seconds=60).measure(
+        ContinuousRow(catalogue.get("cpu.omp_tiled"), PROBLEM))
+    assert {m["options"]["threads"] for m in sent if m["op"] == "open"} == {1}
+    turns = [c for c in fake_workers.messages if c.endswith(" turn")]
+    assert turns[:4] == ["send turn", "receive turn"] * 2
+    assert pair.verdict == "slower" and not pair.together
+    assert pair.how() == "threads 2 → 1 (1.0 of 2 cores free)"
+    measured = pair.verdict_row().measured
+    assert measured["threads"] == 1 and measured["threads_asked"] is None
+    assert measured["mode"] == "turns" and measured["free_cores"] == 1.0
+
+
+def test_at_once_on_a_busy_machine_both_sides_share_each_window(fake_workers, tmp_path,
+                                                                 monkeypatch) -> None:
+    """``--on-busy-machine at-once``: both turns of a round are asked for before either
+    answer is awaited, in one window of time (no CPU pinned)."""
+    monkeypatch.setattr(continuous.os, "sched_getaffinity", lambda pid: {0, 1})
+    quiet(monkeypatch, free=1.0, share=0.5)
+    sent = []
+    send = FakeWorker.send
+
+    def kept(self, message):
+        sent.append(message)
+        send(self, message)
+
+    monkeypatch.setattr(FakeWorker, "send", kept)
+    pair = gate(1.0, 1.5, tmp_path, max_seconds=60, busy="at-once").measure(
+        ContinuousRow(catalogue.get("cpu.omp_tiled"), PROBLEM))
+    assert {m["options"]["threads"] for m in sent if m["op"] == "open"} == {1}
+    turns = [c for c in fake_workers.messages if c.endswith(" turn")]
+    assert turns[:4] == ["send turn", "send turn", "receive turn", "receive turn"]
+    windows = [m["window"] for m in sent if m["op"] == "turn"]
+    assert windows[0] == windows[1] and windows[2] == windows[3] != windows[0]
+    assert not any(entry.startswith("pin") for entry in fake_workers.log)
+    assert pair.verdict == "slower" and pair.together
+    assert pair.how() == "threads 2 → 1 (1.0 of 2 cores free), both sides at once"
+    assert pair.verdict_row().measured["mode"] == "at once"
+
+
+def test_on_a_quiet_machine_or_as_asked_rows_run_as_asked_in_turns(
+        fake_workers, tmp_path, monkeypatch) -> None:
+    monkeypatch.setattr(continuous.os, "sched_getaffinity", lambda pid: {0, 1})
+    for free, busy in ((1.97, "at-once"), (1.0, "as-asked")):
+        quiet(monkeypatch, free=free, share=1 - free / 2)
+        fake_workers.messages.clear()
+        pair = gate(1.0, 1.5, tmp_path, max_seconds=60, busy=busy).measure(
+            ContinuousRow(catalogue.get("cpu.omp_tiled"), PROBLEM))
+        turns = [c for c in fake_workers.messages if c.endswith(" turn")]
+        assert turns[:4] == ["send turn", "receive turn"] * 2
+        assert not pair.together and pair.how() == ""
+        assert pair.verdict_row().measured["mode"] == "turns"
+
+
+def test_rows_off_the_host_are_measured_in_turns_whatever_the_load(fake_workers, tmp_path,
+                                                                   monkeypatch) -> None:
+    def unread(cores, seconds=0.25):
+        raise AssertionError("the load is read for C rows only")
+
+    monkeypatch.setattr(continuous.load, "free_cores", unread)
+    pair = gate(1.0, 1.0, tmp_path, max_seconds=60, max_rounds=4).measure(
+        ContinuousRow(catalogue.get("cuda.01_naive"), PROBLEM))
+    assert pair.measurement is None and not pair.together
 
 
 def test_both_sides_open_at_once(fake_workers, tmp_path) -> None:
@@ -567,6 +688,39 @@ def test_the_gate_fails_on_a_slower_row_and_writes_its_files(fake_builds, tmp_pa
     base = results.load(tmp_path / "gate.base.json")["results"][0]
     # 1% drift a turn over the 36 turns of the first decisive look: the median near 1.2
     assert base["kernel_ms"]["median"] == pytest.approx(1.2, rel=0.1)
+
+
+def test_the_gate_says_how_a_busy_machine_was_measured_and_where_the_time_went(
+        fake_builds, monkeypatch, tmp_path, capsys) -> None:
+    """The table's last lines and the verdict file say what was done: the threads lowered
+    to the free cores, the rows of identical code settled first, each row's rounds and
+    seconds."""
+    monkeypatch.setattr(continuous.os, "sched_getaffinity", lambda pid: {0, 1})
+    quiet(monkeypatch, free=1.0, share=0.5)
+    answer = FakeWorker.request
+
+    def packed_unchanged(self, message, timeout):
+        reply = answer(self, message, timeout)
+        if message["op"] == "open" and message["kernel"] == "cpu.omp_packed":
+            reply["code"] = {"hash": "same"}
+        return reply
+
+    monkeypatch.setattr(FakeWorker, "request", packed_unchanged)
+    code = main(["continuous", "base-rev", "head-rev", "--kernel", "cpu.omp_tiled",
+                 "--kernel", "cpu.omp_packed", "--shape", "64", "--verdict-json",
+                 str(tmp_path / "v.json")])
+    captured = capsys.readouterr()
+    assert code == 1
+    out = " ".join(captured.out.split())
+    assert ("measured with threads 2 → 1 (1.0 of 2 cores free): cpu.omp_tiled @ 64x64x64, "
+            "cpu.omp_packed @ 64x64x64") in out  # the selection's order
+    assert "time: 1 rows settled first" in out and "cpu.omp_tiled @ 64x64x64 18 rounds" in out
+    assert "threads 2 → 1 (1.0 of 2 cores free)" in captured.err  # the progress lines
+    rows = {r["kernel"]: r for r in json.loads((tmp_path / "v.json").read_text())["rows"]}
+    assert rows["cpu.omp_packed"]["measured"]["settled_first"]
+    tiled = rows["cpu.omp_tiled"]["measured"]
+    assert tiled["threads"] == 1 and tiled["mode"] == "turns" and tiled["rounds"] == 18
+    assert not tiled["settled_first"] and tiled["budget"] > Settings().max_seconds
 
 
 def test_ctrl_c_keeps_the_finished_rounds(fake_builds, monkeypatch, tmp_path, capsys) -> None:

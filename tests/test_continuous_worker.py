@@ -48,6 +48,30 @@ def test_a_turn_counts_its_first_sample_in_its_time() -> None:
     assert len(worker.turn({"seconds": 0.1})["samples"]) >= 3
 
 
+def test_a_turn_in_a_shared_window_keeps_the_samples_that_end_within_it(monkeypatch) -> None:
+    """Both sides at once: a sample that runs past the window's end may have run alone
+    (the other side stopped), so it is left out; one is kept where none ends in time."""
+    clock = [100.0]
+
+    class StepSampler:  # each sample takes 1 s of a fake clock
+        def kernel_ms(self) -> float:
+            clock[0] += 1.0
+            return 1000.0
+
+        def close(self) -> None:
+            pass
+
+    worker = continuous_worker._Worker(runpy.run_path(identity.__file__),
+                                       runpy.run_path(load.__file__))
+    worker.sampler = StepSampler()  # type: ignore[assignment]
+    monkeypatch.setattr(continuous_worker.time, "monotonic", lambda: clock[0])
+    # from 100 until 103.5: samples end at 101, 102, 103 (kept) and 104 (left out)
+    answer = worker.turn({"seconds": 3.5, "window": [100.0, 103.5]})
+    assert answer["samples"] == [1000.0] * 3 and clock[0] == 104.0
+    answer = worker.turn({"seconds": 0.5, "window": [104.0, 104.5]})
+    assert answer["samples"] == [1000.0]  # the first, though it ends at 105
+
+
 def test_a_worker_whose_build_is_not_what_it_imports_refuses_every_open(tmp_path) -> None:
     """A build whose package went missing would measure the driver's own mmsuite under the
     revision's name: the worker sees where mmsuite came from and refuses."""

@@ -35,6 +35,7 @@ from .. import (
 )
 from ..backends import RunOptions, unavailable_reason
 from ..continuous import ORDERS, ContinuousRow, Settings
+from ..continuous_plan import BUSY_MODES, TimePool
 from .common import (
     UsageError,
     add_device_arguments,
@@ -83,8 +84,8 @@ def add_parser(sub) -> argparse.ArgumentParser:
     gate = p.add_argument_group("verdict")
     add_verdict_arguments(
         gate, defaults.threshold, defaults.confidence, defaults.max_seconds,
-        "seconds of rounds per row, both sides together; undecided rows take rounds until "
-        "then, and up to twice that from what earlier rows left unspent")
+        "seconds of rounds per row, both sides together, pooled: rows of identical code "
+        "are settled first, and the changed rows share what they leave")
     gate.add_argument("--round-time", type=positive_float, default=defaults.round_seconds,
                       metavar="S", help="each side's turn in a round, at least one sample "
                       "(default %(default)s)")
@@ -93,6 +94,13 @@ def add_parser(sub) -> argparse.ArgumentParser:
     gate.add_argument("--duet", action="store_true",
                       help="measure rows that run on one thread (sequential CPU rungs, or "
                       "any with --threads 1) on both sides at once, each on a CPU of its own")
+    gate.add_argument("--on-busy-machine", choices=BUSY_MODES, default=defaults.busy,
+                      metavar="MODE",
+                      help="where other processes leave fewer cores free than a C row's "
+                      "threads (read when the row starts): turns runs each side on the free "
+                      "cores' threads, in turns; at-once, the same with both sides at once; "
+                      "as-asked, --threads (or every CPU) in turns, whatever the load "
+                      "(default %(default)s)")
     gate.add_argument("--judge-identical", action="store_true",
                       help="judge rows whose code is identical on both sides by their times "
                       "too (by default they are 'same (identical code)')")
@@ -177,7 +185,7 @@ def run(args: argparse.Namespace, console: Console) -> int:
     settings = Settings(threshold=args.threshold, confidence=args.confidence,
                         max_seconds=args.max_time, round_seconds=args.round_time,
                         order=args.order, judge_identical=args.judge_identical,
-                        duet=args.duet)
+                        duet=args.duet, busy=args.on_busy_machine)
     if args.duet and continuous.duet_cpus() is None:
         raise UsageError("--duet needs two CPUs this process may run on")
     lock = _own_journal(args)
@@ -245,11 +253,15 @@ def _gate(args: argparse.Namespace, console: Console, cache: Path,
     todo = [ContinuousRow(k, p) for p in problems for k in runnable]
     identity = continuous_journal.gate_identity(base.commit, head.commit, settings,
                                                 worker_options, todo)
-    pairs, journal = _journaled(args, identity, gate)
+    pairs, journal, unspent = _journaled(args, identity)
+    # The selection's time, pooled; a resumed gate's rows spent theirs (the journal says
+    # how much of their own they left unspent).
+    pool = TimePool.for_rows(len(todo), settings.max_seconds)
+    pool.spend(len(pairs) * settings.max_seconds - unspent)
     _log(f"BASE {base.revision} = {base.short}, HEAD {head.revision} = {head.short}; "
          f"{len(runnable) * len(problems)} rows ({skipped} unavailable kernels left out), "
-         f"{settings.max_seconds:g} s each (up to twice that for a row, from what "
-         f"rows before it leave)")
+         f"{settings.max_seconds:g} s each, pooled: rows of identical code first, the "
+         f"changed rows share what they leave")
     if pairs:
         _log(f"resumed: {len(pairs)} of {len(todo)} rows finished before, the rest measured "
              f"now")
@@ -262,22 +274,30 @@ def _gate(args: argparse.Namespace, console: Console, cache: Path,
     previous = signal.signal(signal.SIGTERM, raise_terminated)
     try:
         try:
-            for index, pair in enumerate(todo[len(pairs):], len(pairs) + 1):
-                gate.measure(pair)
+            done = {continuous_journal.row_label(pair) for pair in pairs}
+            rest = [pair for pair in todo if continuous_journal.row_label(pair) not in done]
+            for index, pair in enumerate(gate.measure_all(rest, pool), len(pairs) + 1):
                 pairs.append(pair)
                 if journal is not None:  # kept the moment it is judged: a kill spares it
-                    continuous_journal.append(journal, pair, gate.unspent)
+                    unspent = len(pairs) * settings.max_seconds - pool.spent
+                    continuous_journal.append(journal, pair, unspent)
+                how = pair.how()
                 _log(f"[{index}/{len(todo)}] {pair.kernel.id} @ {pair.problem.shape_label}: "
                      f"{_verdict_text(pair)} {continuous.ratio_text(pair)} "
-                     f"[{continuous.interval_text(pair)}] ({pair.seconds:.1f} s)")
+                     f"[{continuous.interval_text(pair)}] ({_spent_text(pair)}"
+                     + (f"; {how}" if how else "") + ")")
         except continuous.BuildDamaged as exc:
             raise UsageError(f"{exc}: delete the build's folder, or give --cache-dir") \
                 from None
         except (KeyboardInterrupt, Terminated) as exc:
             interrupted = 143 if isinstance(exc, Terminated) else 130
-            under_way = todo[len(pairs)] if len(pairs) < len(todo) else None
-            if under_way is not None and under_way.base.rounds:
+            under_way = gate.current
+            if under_way is not None and under_way.base.rounds and \
+                    all(pair is not under_way for pair in pairs):
                 pairs.append(under_way)  # shown and saved as cut short, never journaled
+        # Rows of identical code were measured first: shown and saved in the selection's order
+        place = {continuous_journal.row_label(pair): index for index, pair in enumerate(todo)}
+        pairs.sort(key=lambda pair: place[continuous_journal.row_label(pair)])
         # From the last row on, a Ctrl-C (SIGTERM) waits for the table and the files.
         with deferred_signals() as deferred:
             gate.close()
@@ -310,11 +330,11 @@ def _gate(args: argparse.Namespace, console: Console, cache: Path,
 
 
 def _journaled(args: argparse.Namespace, identity: dict,
-               gate: continuous.Gate) -> tuple[list[ContinuousRow], results.Journal | None]:
-    """The rows a resumed journal holds (the gate's unspent time as it left it), and the
-    journal this gate appends to (none without --json)."""
+               ) -> tuple[list[ContinuousRow], results.Journal | None, float]:
+    """The rows a resumed journal holds, the journal this gate appends to (none without
+    --json), and the seconds of their own the resumed rows left unspent."""
     if args.json is None:
-        return [], None
+        return [], None, 0.0
     path = results.journal_path(args.json)
     done: list[tuple[ContinuousRow, float]] = []
     if args.resume:
@@ -322,19 +342,24 @@ def _journaled(args: argparse.Namespace, identity: dict,
             done = continuous_journal.read(path, identity)
         except continuous_journal.JournalError as exc:
             raise UsageError(f"--resume: {exc}") from None
-    if done:
-        gate.unspent = done[-1][1]
+    unspent = done[-1][1] if done else 0.0
     try:
         journal = continuous_journal.open_journal(path, identity, done)
     except OSError as exc:
         raise UsageError(results.write_error(exc)) from None
-    return [pair for pair, _ in done], journal
+    return [pair for pair, _ in done], journal, unspent
 
 
 def _verdict_text(pair: ContinuousRow) -> str:
     if pair.verdict == "same" and pair.reason == "identical code":
         return "same (identical code)"
     return pair.verdict
+
+
+def _spent_text(pair: ContinuousRow) -> str:
+    """``84 rounds in 14.2 s of 14.6``: the row's rounds, their seconds and its budget."""
+    rounds = min(len(pair.base.rounds), len(pair.head.rounds))
+    return f"{rounds} rounds in {pair.rounds_seconds:.1f} s of {pair.budget:.1f}"
 
 
 def render(pairs: list[ContinuousRow], settings: Settings, console: Console) -> None:
@@ -366,10 +391,32 @@ def render(pairs: list[ContinuousRow], settings: Settings, console: Console) -> 
         console.print(table)
     for number, note in enumerate(notes, 1):
         console.print(f"[{number}] {note}", highlight=False)
+    for line in how_lines(pairs):
+        console.print(line, highlight=False)
     unsure = [p for p in pairs if p.verdict == "unsure"]
     if unsure:
         console.print(f"{len(unsure)} of {len(pairs)} rows stayed unsure (see their reasons "
                       f"above); --strict makes that fail the gate", highlight=False)
+
+
+def how_lines(pairs: list[ContinuousRow]) -> list[str]:
+    """How the rows were measured where not as asked in turns (``measured with threads 2 → 1
+    (0.9 of 2 cores free): cpu.omp_tiled @ 768x768x768``), and where the time went: rows
+    settled first, the rounds and seconds of the others."""
+    groups: dict[str, list[str]] = {}
+    for pair in pairs:
+        how = pair.how()
+        if how:
+            groups.setdefault(how, []).append(f"{pair.kernel.id} @ {pair.problem.shape_label}")
+    lines = [f"measured with {how}: {', '.join(rows)}" for how, rows in groups.items()]
+    settled = [p for p in pairs if p.settled_first]
+    changed = [p for p in pairs if not p.settled_first]
+    if settled and changed:
+        spent = sum(p.rounds_seconds for p in settled)
+        lines.append(f"time: {len(settled)} rows settled first ({spent:.1f} s of rounds); "
+                     + ", ".join(f"{p.kernel.id} @ {p.problem.shape_label} "
+                                 f"{_spent_text(p)}" for p in changed))
+    return lines
 
 
 def _ms(value: float | None) -> str:
