@@ -58,14 +58,9 @@ saying what ``--max-time`` would decide it, rather than spending the budget for 
 
 from __future__ import annotations
 
-import json
 import math
 import os
 import random
-import select
-import signal
-import subprocess
-import sys
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass, field
@@ -73,7 +68,7 @@ from pathlib import Path
 
 import numpy as np
 
-from . import continuous_plan, continuous_worker, identity, load, plugins, verdicts
+from . import continuous_plan, load, verdicts
 from .backend_table import BACKENDS, HOST_BACKEND
 from .backends import cuda_timing
 from .builds import Build
@@ -81,6 +76,7 @@ from .catalogue import Kernel
 from .continuous_plan import RowPlan, TimePool
 from .load import DISTORTING_SHARE
 from .problem import Problem
+from .side_worker import BuildDamaged, SideWorker, WorkerLost
 from .stats import PairedRatio, min_paired_rounds, paired_ratio
 from .verdicts import DEFAULT_THRESHOLD, VerdictRow
 from .workers import default_timeout
@@ -156,89 +152,6 @@ class Settings:
         while len(counts) < MAX_LOOKS - 1 and math.ceil(counts[-1] * 1.5) <= self.max_rounds:
             counts.append(math.ceil(counts[-1] * 1.5))
         return counts
-
-
-class WorkerLost(RuntimeError):
-    """A side's worker died or stopped answering; the message says how."""
-
-
-class BuildDamaged(RuntimeError):
-    """A side's worker does not import its build's mmsuite: nothing it measured would be
-    that revision's, so the gate stops; the message names the damage."""
-
-
-class SideWorker:
-    """One revision's worker process, spoken to in JSON lines."""
-
-    def __init__(self, build: Build, log_path: Path) -> None:
-        self.build = build
-        self._log = open(log_path, "a")
-        here = Path(continuous_worker.__file__)
-        env = dict(os.environ)
-        env.pop("PYTHONSTARTUP", None)
-        # One OpenMP thread per CPU, the same in every worker: free threads that wander
-        # onto a busy neighbour's CPU doubled the spread of the rounds.
-        env.setdefault("OMP_PROC_BIND", "close")
-        env.setdefault("OMP_PLACES", "threads")
-        if build.plugin_paths:  # a revision of the user's plugins: its files, no other's
-            env[plugins.ENV_VAR] = os.pathsep.join(build.plugin_paths)
-        self.process = subprocess.Popen(
-            [sys.executable, "-c", continuous_worker.BOOT, str(build.site), str(here),
-             identity.__file__, load.__file__],
-            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self._log, text=True,
-            cwd=build.root, env=env, start_new_session=True)  # Ctrl-C is the driver's
-        # Both pipes exist: Popen was asked for them.
-        assert self.process.stdin is not None and self.process.stdout is not None
-        self._to_worker, self._from_worker = self.process.stdin, self.process.stdout
-
-    def request(self, message: dict, timeout: float) -> dict:
-        self.send(message)
-        return self.receive(timeout)
-
-    def send(self, message: dict) -> None:
-        try:
-            self._to_worker.write(json.dumps(message) + "\n")
-            self._to_worker.flush()
-        except BrokenPipeError:
-            raise WorkerLost(self._death()) from None
-
-    def receive(self, timeout: float) -> dict:
-        """The answer to the message sent last."""
-        ready, _, _ = select.select([self._from_worker], [], [], timeout)
-        if not ready:
-            self.kill()
-            raise WorkerLost(f"no answer in {timeout:.0f} s (killed)")
-        line = self._from_worker.readline()
-        if not line:
-            raise WorkerLost(self._death())
-        return json.loads(line)
-
-    def _death(self) -> str:
-        code = self.process.wait()
-        if code < 0:
-            return f"worker died of {signal.Signals(-code).name} (see {self._log.name})"
-        return f"worker exited with status {code} (see {self._log.name})"
-
-    def pin(self, cpus: set[int]) -> None:
-        """Run the worker's main thread, where it samples, on ``cpus`` only."""
-        try:
-            os.sched_setaffinity(self.process.pid, cpus)
-        except ProcessLookupError:
-            pass  # it died: its next request says how
-
-    def kill(self) -> None:
-        if self.process.poll() is None:
-            self.process.kill()
-        self.process.wait()
-
-    def close(self) -> None:
-        if self.process.poll() is None:
-            try:
-                self._to_worker.close()
-                self.process.wait(timeout=10)
-            except (OSError, subprocess.TimeoutExpired):
-                self.kill()
-        self._log.close()
 
 
 @dataclass

@@ -53,7 +53,8 @@ NOT_MEASURING = frozenset({
     "environment_table.py", "history.py", "compare.py", "verdicts.py",
     # the gate's driver and its builds (its workers measure through ``measure``), the
     # bisection that drives it, the regressions found in a history, the dispatcher's tuner
-    "continuous.py", "continuous_journal.py", "builds.py", "bisection.py", "regressions.py",
+    "continuous.py", "continuous_journal.py", "continuous_plan.py", "side_worker.py",
+    "builds.py", "bisection.py", "regressions.py",
     "changepoints.py",
     "tuner.py",
     # the pytest suite that checks plugin kernels, and the hints for missing extras
