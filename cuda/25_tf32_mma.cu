@@ -26,6 +26,7 @@
 // steps take 2 x 74 us of the 0.97 ms at 4096^3 (ncu); what bounds it is in
 // docs/kernel-log.md.
 #include "common.cuh"
+#include "pack_tile.cuh"
 
 #define TC_BM 128
 #define TC_BN 128
@@ -58,30 +59,16 @@ __device__ __forceinline__ float to_tf32(float x) {
 }
 
 // Rows r of an operand (M rows of A, N columns of B), k-contiguous and padded:
-// P[z][Rp][Kp] at W + offset.
-// Element (r, k) of matrix z sits at X[z * R * K + r * r_stride + k * k_stride].
-// A 32 x 32 tile goes through shared memory so that reads follow the source's
-// contiguous axis and writes follow k.
+// P[z][Rp][Kp] at W + offset, each 32 x 32 tile gathered through shared memory
+// (pack_tile.cuh).
 extern "C" __global__ void __launch_bounds__(256)
 mm_25_pack(const float* X, float* W, int offset, int R, int K, int Rp, int Kp, int r_stride,
            int k_stride) {
     __shared__ float tile[32][33];
+    pack_tile_load(tile, X, R, K, r_stride, k_stride);
     const int tx = threadIdx.x & 31, ty = threadIdx.x >> 5;
     const int r0 = blockIdx.y * 32, k0 = blockIdx.x * 32;
     const size_t z = blockIdx.z;
-    const float* x = X + z * (size_t)R * K;
-    if (r_stride == 1) {
-        for (int i = ty; i < 32; i += 8) {
-            const int r = r0 + tx, k = k0 + i;
-            tile[tx][i] = (r < R && k < K) ? x[r + (size_t)k * k_stride] : 0.0f;
-        }
-    } else {
-        for (int i = ty; i < 32; i += 8) {
-            const int r = r0 + i, k = k0 + tx;
-            tile[i][tx] = (r < R && k < K) ? x[(size_t)r * r_stride + k] : 0.0f;
-        }
-    }
-    __syncthreads();
     float* p = W + offset + z * (size_t)Rp * Kp;
     for (int i = ty; i < 32; i += 8) {
         const size_t at = (size_t)(r0 + i) * Kp + k0 + tx;

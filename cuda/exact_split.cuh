@@ -11,6 +11,8 @@
 // the last block to finish clears the flag for the next sample.
 #pragma once
 
+#include "pack_tile.cuh"
+
 // x rounded to the nearest BF16 (its bits), and a BF16's value.
 __device__ __forceinline__ unsigned short bf16_rn(float x) {
     unsigned short h;
@@ -50,31 +52,17 @@ struct AccFlags {
 };
 
 // mm_26_split: rows r of an operand (M rows of A, N columns of B) split into three BF16
-// parts, each
-// k-contiguous and zero-padded: P[part][z][Rp][Kp] at (bf16*)(W + offset), parts
-// part_stride BF16 elements apart; an inexact split raises the sample's flag. Element (r, k) of matrix z sits at
-// X[z * R * K + r * r_stride + k * k_stride]. A 32 x 32 tile goes through shared memory
-// so that reads follow the source's contiguous axis and writes follow k.
+// parts, each k-contiguous and zero-padded: P[part][z][Rp][Kp] at (bf16*)(W + offset), parts
+// part_stride BF16 elements apart; an inexact split raises the sample's flag. The tile
+// is gathered as rung 25's pack gathers it (pack_tile.cuh).
 extern "C" __global__ void __launch_bounds__(256)
 mm_26_split(const float* X, float* W, int offset, int part_stride, int R, int K, int Rp,
             int Kp, int r_stride, int k_stride, int flag_offset) {
     __shared__ float tile[32][33];
+    pack_tile_load(tile, X, R, K, r_stride, k_stride);
     const int tx = threadIdx.x & 31, ty = threadIdx.x >> 5;
     const int r0 = blockIdx.y * 32, k0 = blockIdx.x * 32;
     const size_t z = blockIdx.z;
-    const float* x = X + z * (size_t)R * K;
-    if (r_stride == 1) {
-        for (int i = ty; i < 32; i += 8) {
-            const int r = r0 + tx, k = k0 + i;
-            tile[tx][i] = (r < R && k < K) ? x[r + (size_t)k * k_stride] : 0.0f;
-        }
-    } else {
-        for (int i = ty; i < 32; i += 8) {
-            const int r = r0 + i, k = k0 + tx;
-            tile[i][tx] = (r < R && k < K) ? x[(size_t)r * r_stride + k] : 0.0f;
-        }
-    }
-    __syncthreads();
     unsigned short* p = reinterpret_cast<unsigned short*>(W + offset) + z * (size_t)Rp * Kp;
     for (int i = ty; i < 32; i += 8) {
         const size_t at = (size_t)(r0 + i) * Kp + k0 + tx;
