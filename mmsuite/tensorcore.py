@@ -41,7 +41,6 @@ TILE_K = 32
 THREADS = 256
 PACK_THREADS = 256
 PACK_TILE = 32
-SOURCE_25 = "cuda/25_tf32_mma.cu"
 SOURCE_26 = "cuda/26_fp32_accurate.cu"
 PACK_ENTRY = "mm_25_pack"
 SPLIT_ENTRY = "mm_26_split"

@@ -16,6 +16,7 @@ from mmsuite.cli import main
 from mmsuite.continuous import ContinuousRow, Settings
 from mmsuite.problem import Problem
 from mmsuite.stats import PairedRatio
+from tests.test_plugins import GOOD_C
 
 KERNEL = catalogue.get("cpu.seq_ikj")
 COMMITS = [f"{i:040x}" for i in range(1, 9)]  # eight commits after GOOD
@@ -172,18 +173,6 @@ def test_bad_input_is_one_line(history, tmp_path, capsys) -> None:
 
 
 # ------------------------------------------------------------------ a user's plugin repository
-PLUGIN_C = """\
-#include "mm.h"
-void mine_gemm(MM_ARGS) {
-    for (long p = 0; p < batch; ++p)
-        for (long i = 0; i < m; ++i)
-            for (long j = 0; j < n; ++j) {
-                float acc = 0.0f;
-                for (long q = 0; q < k; ++q) acc += MM_A(p)[i * k + q] * MM_B(p)[q * n + j];
-                MM_C(p)[i * n + j] = mm_epilogue(acc, alpha, beta, &MM_C(p)[i * n + j]);
-            }
-}
-"""
 
 
 @pytest.fixture
@@ -207,7 +196,7 @@ def plugin_history(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
     (repo / "kernels.py").write_text(
         'import mmsuite\nmmsuite.register(id="mine.gemm", backend="cpu", source="gemm.c", '
         'entry="mine_gemm")\n')
-    source = PLUGIN_C
+    source = GOOD_C
     git("init", "-q")
     hashes = []
     for number in range(9):

@@ -146,10 +146,11 @@ def test_saved_files_follow_their_commits_order_in_git(tmp_path: Path) -> None:
     assert without_git.commits == commits[::-1]
 
 
-def test_commits_of_one_second_keep_git_order(tmp_path: Path) -> None:
-    repo = tmp_path / "repo"
+def commits_of_one_second(repo: Path, count: int) -> list[str]:
+    """A new repository of ``count`` empty commits all made in one second (their dates cannot
+    order them), oldest first."""
     repo.mkdir()
-    stamp = "1700000000 +0000"  # every commit in the same second: the date cannot order them
+    stamp = "1700000000 +0000"
     env = {"GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@example.org",
            "GIT_COMMITTER_NAME": "t", "GIT_COMMITTER_EMAIL": "t@example.org",
            "GIT_COMMITTER_DATE": stamp, "GIT_AUTHOR_DATE": stamp, "PATH": "/usr/bin:/bin"}
@@ -160,9 +161,15 @@ def test_commits_of_one_second_keep_git_order(tmp_path: Path) -> None:
 
     git("init", "-q")
     commits = []
-    for number in range(6):
+    for number in range(count):
         git("commit", "-q", "--allow-empty", "-m", f"c{number}")
         commits.append(git("rev-parse", "HEAD"))
+    return commits
+
+
+def test_commits_of_one_second_keep_git_order(tmp_path: Path) -> None:
+    repo = tmp_path / "repo"
+    commits = commits_of_one_second(repo, 6)
     dates = regressions.commit_dates([*commits, "f" * 40], repo)
     assert sorted(dates, key=dates.__getitem__) == commits  # an unknown commit: no date
     short = regressions.commit_dates([c[:12] for c in commits], repo)
@@ -243,21 +250,7 @@ def test_asv_commits_of_one_second_follow_git(tmp_path: Path, capsys) -> None:
     """asv records each commit's date to the second: a series of commits made at once share
     it, and only the repository knows their order."""
     repo = tmp_path / "repo"
-    repo.mkdir()
-    stamp = "1700000000 +0000"
-    env = {"GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@example.org",
-           "GIT_COMMITTER_NAME": "t", "GIT_COMMITTER_EMAIL": "t@example.org",
-           "GIT_COMMITTER_DATE": stamp, "GIT_AUTHOR_DATE": stamp, "PATH": "/usr/bin:/bin"}
-
-    def git(*args: str) -> str:
-        return subprocess.run(["git", "-C", str(repo), *args], check=True, text=True,
-                              capture_output=True, env=env).stdout.strip()
-
-    git("init", "-q")
-    commits = []
-    for number in range(12):
-        git("commit", "-q", "--allow-empty", "-m", f"c{number}")
-        commits.append(git("rev-parse", "HEAD"))
+    commits = commits_of_one_second(repo, 12)
     assert sorted(commits) != commits  # else the hashes alone would order them
     root = tmp_path / "results"
     write_asv(root, commits, [datetime.fromtimestamp(1700000000, timezone.utc)] * 12,

@@ -42,6 +42,19 @@ class UsageError(Exception):
     """A bad argument: reported as one line, exit status 2."""
 
 
+def lock_results(path: Path) -> tuple[results.Lock, Path, int]:
+    """--json's lock, taken for the command's life (another writer holding it: one line),
+    the journal beside the file, and how many rows that journal holds of a command cut
+    short."""
+    lock = results.Lock(path)
+    try:
+        lock.acquire()
+    except results.ResultsLocked as exc:
+        raise UsageError(str(exc)) from None
+    journal = results.journal_path(path)
+    return lock, journal, results.unfinished_rows(journal)
+
+
 def warn(message: str) -> None:
     """``mmsuite: warning: message`` on stderr: on a terminal wrapped between words to its
     width (the terminal itself would cut words), in a log or a pipe one line to grep."""

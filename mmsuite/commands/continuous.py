@@ -46,6 +46,7 @@ from .common import (
     check_omp_env,
     check_output_file,
     check_selectors,
+    lock_results,
     output_file,
     positive_float,
     problems_from_args,
@@ -206,13 +207,7 @@ def _own_journal(args: argparse.Namespace) -> results.Lock | None:
             raise UsageError("--resume finishes the gate whose journal is beside --json FILE: "
                              "give the --json of the gate that was cut short")
         return None
-    lock = results.Lock(args.json)
-    try:
-        lock.acquire()
-    except results.ResultsLocked as exc:
-        raise UsageError(str(exc)) from None
-    journal = results.journal_path(args.json)
-    left = results.unfinished_rows(journal)
+    lock, journal, left = lock_results(args.json)
     if args.resume and not journal.exists():
         lock.release()
         raise UsageError(f"--resume: no journal at {journal}: no gate writing {args.json} "

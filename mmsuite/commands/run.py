@@ -31,6 +31,7 @@ from .common import (
     check_output_folder,
     check_selectors,
     device_list,
+    lock_results,
     non_negative_float,
     non_negative_int,
     output_file,
@@ -220,13 +221,7 @@ def _own_results(context: RunContext) -> results.Lock | None:
     interrupted run left unless this run resumes it: its rows are never wiped."""
     if context.json is None:
         return None
-    lock = results.Lock(context.json)
-    try:
-        lock.acquire()
-    except results.ResultsLocked as exc:
-        raise UsageError(str(exc)) from None
-    journal = results.journal_path(context.json)
-    left = results.unfinished_rows(journal)
+    lock, journal, left = lock_results(context.json)
     resumes_it = context.resume is not None and context.resume in (context.json, journal)
     if left and not resumes_it:
         lock.release()
