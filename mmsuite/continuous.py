@@ -58,6 +58,7 @@ saying what ``--max-time`` would decide it, rather than spending the budget for 
 
 from __future__ import annotations
 
+import functools
 import math
 import os
 import random
@@ -90,6 +91,9 @@ HOPELESS_AFTER_ROUNDS = 3
 #: Rounds a worker pair needs before its own ratio must point the way of a slower or faster
 #: call.
 AGREEING_PAIR_ROUNDS = 8
+#: Where a row is timed by CPU time, a mean share of the wall time on the CPU below this
+#: says the clock mattered (the kernel was preempted), and the row says so.
+PREEMPTED_SHARE = 0.95
 
 
 @dataclass(frozen=True)
@@ -163,6 +167,8 @@ class ContinuousSide:
     rounds: list[float] = field(default_factory=list)  # median of each turn, ms
     samples: list[list[float]] = field(default_factory=list)
     shares: list[float] = field(default_factory=list)  # others' share of the CPU per turn
+    #: per turn, the mean of its samples' CPU time over wall time (continuous_worker)
+    on_cpu: list[float] = field(default_factory=list)
     #: What throttled the GPU in each turn NVML could read (backends.cuda_timing.throttled)
     throttles: list[list[str]] = field(default_factory=list)
     code: dict = field(default_factory=dict)
@@ -202,6 +208,8 @@ class ContinuousRow:
     #: its threads and mode where it runs on the host's C ladder (continuous_plan.choose)
     measurement: RowPlan | None = None
     settled_first: bool = False  # needed no more than a short check: measured first
+    #: "cpu" where each sample is the time its one host thread ran (ON_CPU_CLOCK), else "wall"
+    clock: str = "wall"
 
     @property
     def identical(self) -> bool:
@@ -234,6 +242,12 @@ class ContinuousRow:
         return float(np.mean(shares)) if shares else None
 
     @property
+    def on_cpu_share(self) -> float | None:
+        """The mean share of its samples' wall time that the workers' threads ran."""
+        shares = self.base.on_cpu + self.head.on_cpu
+        return float(np.mean(shares)) if shares else None
+
+    @property
     def together(self) -> bool:
         """Whether both sides took their turns at once, unpinned."""
         return self.measurement is not None and self.measurement.together
@@ -241,9 +255,12 @@ class ContinuousRow:
     def how(self) -> str:
         """How the row was measured, in words: ``threads 2 → 1 (0.9 of 2 cores free), both
         sides at once``, ``duet`` (pinned), or "" where in turns, as asked."""
-        if self.duet:
-            return "duet, each side on a CPU of its own"
-        return self.measurement.note() if self.measurement is not None else ""
+        parts = ["duet, each side on a CPU of its own"] if self.duet else \
+            [self.measurement.note()] if self.measurement is not None else []
+        share = self.on_cpu_share
+        if self.clock == "cpu" and share is not None and share < PREEMPTED_SHARE:
+            parts.append("CPU time (the kernel waited on others' time slices)")
+        return ", ".join(part for part in parts if part)
 
     def spent(self) -> dict:
         """What the row was given and spent, and how it was measured, for the records."""
@@ -251,7 +268,8 @@ class ContinuousRow:
                   "seconds": round(self.seconds, 2),
                   "rounds_seconds": round(self.rounds_seconds, 2),
                   "budget": round(self.budget, 2), "settled_first": self.settled_first,
-                  "mode": "duet" if self.duet else "turns"}
+                  "mode": "duet" if self.duet else "turns", "clock": self.clock,
+                  "on_cpu": None if self.on_cpu_share is None else round(self.on_cpu_share, 3)}
         if self.measurement is not None:
             record.update(self.measurement.record())
         return record
@@ -356,6 +374,19 @@ def duet_cpus() -> tuple[int, int] | None:
         return None
     cpus = sorted(os.sched_getaffinity(0))
     return (cpus[0], cpus[1]) if len(cpus) >= 2 else None
+
+
+def on_cpu_times(samples: list[float], on_cpu: list[float]) -> list[float]:
+    """The time a one-thread kernel ran in each sample: its wall time times the share of it
+    the worker's thread was on a CPU (at most all of it).
+
+    On a shared core the scheduler hands out time slices of a few ms, and a sample's wall
+    time holds the slices the kernel waited for as well as the ones it ran: on a 2-core
+    machine with one core spun and a test suite at nice 19 in a session of its own (which
+    the kernel's autogroup scheduling gives a whole share, nice or not), 768^3 on one
+    thread took 18 or 36 ms a sample as the scheduler placed the worker, and the spread of
+    log(HEAD/BASE) between consecutive samples was 0.22; of the time it ran, 0.09."""
+    return [ms * min(1.0, share) for ms, share in zip(samples, on_cpu)]
 
 
 def runs_on_one_thread(kernel: Kernel, threads: int | None) -> bool:
@@ -467,16 +498,16 @@ class Gate:
         once: unpinned on a busy machine, or in duet, the order saying which side gets
         which CPU."""
         order = self._order(len(pair.base.rounds))
+        turned = functools.partial(self._turned, pair.clock)
         if pair.together:
-            self._ask_both(pair, self._window_message(pair), timeout, order, self._turned)
+            self._ask_both(pair, self._window_message(pair), timeout, order, turned)
             return
         if not pair.duet:
             for side in order:
                 self._turn(pair, side, timeout)
             return
         assert self.duet_cpus is not None  # pair.duet is set only where there are two
-        self._ask_both(pair, self._turn_message, timeout, order, self._turned,
-                       cpus=self.duet_cpus)
+        self._ask_both(pair, self._turn_message, timeout, order, turned, cpus=self.duet_cpus)
 
     @property
     def _turn_message(self) -> dict:
@@ -505,12 +536,19 @@ class Gate:
         except WorkerLost as exc:
             self._lost(target, exc)
             return
-        self._turned(target, answer)
+        self._turned(pair.clock, target, answer)
 
     @staticmethod
-    def _turned(target: ContinuousSide, answer: dict) -> None:
-        target.samples.append(answer["samples"])
-        target.rounds.append(float(np.median(answer["samples"])))
+    def _turned(clock: str, target: ContinuousSide, answer: dict) -> None:
+        """Record a side's turn: its samples, and as its round their median, each sample
+        taken by ``clock`` (``on_cpu_times``)."""
+        samples, on_cpu = answer["samples"], answer.get("on_cpu")
+        target.samples.append(samples)
+        if on_cpu is not None and len(on_cpu) == len(samples):
+            target.on_cpu.append(float(np.mean(np.minimum(on_cpu, 1.0))))
+            if clock == "cpu":
+                samples = on_cpu_times(samples, on_cpu)
+        target.rounds.append(float(np.median(samples)))
         share = (answer.get("host_load") or {}).get("others_share")
         if share is not None:
             target.shares.append(float(share))
@@ -604,17 +642,20 @@ class Gate:
     def _plan(self, pair: ContinuousRow) -> None:
         """How the row is measured: in pinned duet where asked for (``--duet``); for the
         other rows of the host's C ladder, the load meter's reading decides the threads
-        and whether both sides run at once (``continuous_plan.choose``)."""
+        and whether both sides run at once (``continuous_plan.choose``); a row left on one
+        host thread is timed by the time that thread ran (``on_cpu_times``)."""
         kernel = pair.kernel
         pair.duet = self.in_duet(kernel)
         pair.measurement = None
-        if kernel.backend != HOST_BACKEND.name or pair.duet:
-            return
-        cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") \
-            else os.cpu_count() or 1
-        reading = load.free_cores(cpus) if self.settings.busy != "as-asked" else None
-        pair.measurement = continuous_plan.choose(kernel.threaded, self.options.get("threads"),
-                                                  cpus, reading, self.settings.busy)
+        threads = self.options.get("threads")
+        if kernel.backend == HOST_BACKEND.name and not pair.duet:
+            cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") \
+                else os.cpu_count() or 1
+            reading = load.free_cores(cpus) if self.settings.busy != "as-asked" else None
+            pair.measurement = continuous_plan.choose(kernel.threaded, threads, cpus, reading,
+                                                      self.settings.busy)
+            threads = pair.measurement.threads
+        pair.clock = "cpu" if runs_on_one_thread(kernel, threads) else "wall"
 
     def _time_alone(self, pair: ContinuousRow, side: str, timeout: float) -> None:
         """Turns of the one side that opened a row the other could not: its results file

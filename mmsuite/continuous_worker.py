@@ -12,9 +12,11 @@ that an older revision can be measured the same way. The worker speaks JSON line
            or {"status": "damaged", "reason": ...}: the mmsuite imported is not the
               build's (its ``site`` is damaged); the driver stops, naming it
     {"op": "turn", "seconds": S}
-        -> {"samples": [ms, ...], "host_load": {...}}: samples for at least S seconds,
-           and for a GPU row {"gpu": {"before": ..., "after": ...}}: NVML's state at
-           both ends of the turn
+        -> {"samples": [ms, ...], "on_cpu": [share, ...], "host_load": {...}}: samples
+           for at least S seconds; with each, the CPU time this process took during it
+           over its wall time (1.0 for one thread that was never preempted); and for a
+           GPU row {"gpu": {"before": ..., "after": ...}}: NVML's state at both ends of
+           the turn
     {"op": "turn", "seconds": S, "window": [FROM, UNTIL]}: both sides at once, in a
            window of ``time.monotonic()`` (one clock for every process on Linux): from
            FROM, the samples that end by UNTIL (at least one), so that every sample kept
@@ -132,9 +134,10 @@ class _Worker:
         if shared is not None:
             time.sleep(max(0.0, shared[0] - time.monotonic()))
         window = self.load["LoadWindow"].start()
-        samples = _shared(sampler, shared[1]) if shared is not None else \
+        timed = _shared(sampler, shared[1]) if shared is not None else \
             _timed(sampler, request["seconds"])
-        answer = {"samples": samples, "host_load": window.finish()}
+        answer = {"samples": [ms for ms, _ in timed], "on_cpu": [share for _, share in timed],
+                  "host_load": window.finish()}
         if read_gpu is not None:
             answer["gpu"] = _jsonable({"before": gpu_before, "after": read_gpu()})
         return answer
@@ -146,29 +149,39 @@ class _Worker:
         return {"status": "closed"}
 
 
-def _timed(sampler: KernelSampler, seconds: float) -> list[float]:
+def _sample(sampler: KernelSampler) -> tuple[float, float]:
+    """One sample, ms, and the CPU time this process took during it over its wall time.
+    On a shared core the second says how much of the sample the kernel's thread waited
+    for another process's time slices."""
+    cpu, wall = time.process_time(), time.perf_counter()
+    ms = sampler.kernel_ms()
+    wall = time.perf_counter() - wall
+    return ms, (time.process_time() - cpu) / wall if wall > 0 else 1.0
+
+
+def _timed(sampler: KernelSampler, seconds: float) -> list[tuple[float, float]]:
     """Samples for at least ``seconds``, the first one counted in them: a kernel slower
     than the turn takes one."""
     started = time.perf_counter()
-    samples = [sampler.kernel_ms()]
+    samples = [_sample(sampler)]
     while time.perf_counter() - started < seconds:
-        samples.append(sampler.kernel_ms())
+        samples.append(_sample(sampler))
     return samples
 
 
-def _shared(sampler: KernelSampler, until: float) -> list[float]:
+def _shared(sampler: KernelSampler, until: float) -> list[tuple[float, float]]:
     """The samples that end by ``until`` (``time.monotonic()``), or the first one where none
     does. A sample that runs past it is left out: the other side may have stopped by then,
     leaving the machine to this one, which would pull a slower side's times towards the
     faster's."""
-    samples = [sampler.kernel_ms()]
+    samples = [_sample(sampler)]
     if time.monotonic() > until:
         return samples
     while True:
-        ms = sampler.kernel_ms()
+        sample = _sample(sampler)
         if time.monotonic() > until:
             return samples
-        samples.append(ms)
+        samples.append(sample)
 
 
 def main() -> None:
