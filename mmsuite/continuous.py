@@ -31,7 +31,9 @@ rounds beyond its looks.
 Where other processes leave fewer cores free than a C row's threads (the load meter,
 read as the row starts), each side runs on the free cores' threads, in turns, or with
 ``--on-busy-machine at-once`` both sides at once, unpinned, in one window of time (see
-:mod:`mmsuite.continuous_plan`); what was done is recorded with the row.
+:mod:`mmsuite.continuous_plan`); what was done is recorded with the row. A row left on
+one host thread is timed by the time that thread ran, not by the wall clock, which
+also holds the time slices it waited for (:func:`on_cpu_times`).
 
 A worker process carried a bias of its own that no number of its rounds averaged away:
 two processes of identical code, measured in turns, differed by up to ±11% for minutes

@@ -577,6 +577,55 @@ def test_a_biased_worker_pair_cannot_call_a_row_slower(fake_workers, tmp_path,
     assert first < 1.0 < 1.25 < second and len(pair.base.rounds) == 80
 
 
+def test_a_sample_on_one_thread_counts_the_time_its_thread_ran() -> None:
+    assert continuous.on_cpu_times([20.0, 40.0, 10.0], [1.0, 0.5, 1.3]) == [20.0, 20.0, 10.0]
+
+
+def preempted(monkeypatch: pytest.MonkeyPatch, shares: dict[str, float]) -> None:
+    """Each side's worker ran ``shares`` of its samples' wall time, which is stretched to
+    match: the kernel itself takes its ``ms`` on the CPU."""
+    answer = FakeWorker.request
+
+    def stretched(self, message, timeout):
+        reply = answer(self, message, timeout)
+        if message["op"] == "turn":
+            share = shares[self.name]
+            reply["samples"] = [ms / share for ms in reply["samples"]]
+            reply["on_cpu"] = [share] * len(reply["samples"])
+        return reply
+
+    monkeypatch.setattr(FakeWorker, "request", stretched)
+
+
+def test_a_row_on_one_host_thread_is_timed_by_cpu_time_and_says_so(fake_workers, tmp_path,
+                                                                 monkeypatch) -> None:
+    """HEAD's worker shares its core with a neighbour and runs half the wall time: by the
+    wall clock it is twice as slow, by the time its thread ran it is the same."""
+    preempted(monkeypatch, {"base": 1.0, "head": 0.5})
+    pair = gate(1.0, 1.0, tmp_path, max_seconds=60).measure(ContinuousRow(KERNEL, PROBLEM))
+    assert pair.clock == "cpu" and pair.verdict == "same"
+    assert pair.head.samples[0][0] == pytest.approx(2 * pair.head.rounds[0])
+    assert pair.spent()["clock"] == "cpu" and pair.spent()["on_cpu"] == pytest.approx(0.75)
+    assert "CPU time" in pair.how()
+
+
+def test_a_threaded_row_keeps_the_wall_clock(fake_workers, tmp_path, monkeypatch) -> None:
+    """On two threads a preempted thread holds the other up at every barrier: the time
+    the kernel took is the wall time."""
+    preempted(monkeypatch, {"base": 1.0, "head": 0.5})
+    pair = gate(1.0, 1.0, tmp_path, max_seconds=60).measure(
+        ContinuousRow(catalogue.get("cpu.omp_tiled"), PROBLEM))
+    assert pair.clock == "wall" and pair.verdict == "slower"
+    assert "CPU time" not in pair.how()
+
+
+def test_a_row_never_preempted_does_not_mention_the_clock(fake_workers, tmp_path,
+                                                        monkeypatch) -> None:
+    preempted(monkeypatch, {"base": 1.0, "head": 1.0})
+    pair = gate(1.0, 1.0, tmp_path, max_seconds=60).measure(ContinuousRow(KERNEL, PROBLEM))
+    assert pair.clock == "cpu" and pair.how() == ""
+
+
 def test_a_worker_that_dies_makes_an_error_row(fake_workers, tmp_path, monkeypatch) -> None:
     answer = FakeWorker.request
 

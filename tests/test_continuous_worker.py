@@ -48,6 +48,36 @@ def test_a_turn_counts_its_first_sample_in_its_time() -> None:
     assert len(worker.turn({"seconds": 0.1})["samples"]) >= 3
 
 
+def test_each_sample_says_how_much_of_its_wall_time_the_worker_ran() -> None:
+    """A kernel that computes runs (near) all of its sample; one that waits, none of it."""
+    import time
+
+    class Sampler:
+        def __init__(self, busy: bool) -> None:
+            self.busy = busy
+
+        def kernel_ms(self) -> float:
+            until = time.perf_counter() + 0.02
+            while time.perf_counter() < until:
+                if not self.busy:
+                    time.sleep(until - time.perf_counter())
+            return 20.0
+
+        def close(self) -> None:
+            pass
+
+    worker = continuous_worker._Worker(runpy.run_path(identity.__file__),
+                                       runpy.run_path(load.__file__))
+    shares = {}
+    for busy in (True, False):
+        worker.sampler = Sampler(busy)  # type: ignore[assignment]
+        answer = worker.turn({"seconds": 0.05})
+        assert len(answer["on_cpu"]) == len(answer["samples"])
+        shares[busy] = max(answer["on_cpu"])
+    # a neighbour may take most of the busy one's time, but not all of it
+    assert shares[False] < 0.1 and 2 * shares[False] < shares[True] <= 1.1
+
+
 def test_a_turn_in_a_shared_window_keeps_the_samples_that_end_within_it(monkeypatch) -> None:
     """Both sides at once: a sample that runs past the window's end may have run alone
     (the other side stopped), so it is left out; one is kept where none ends in time."""
