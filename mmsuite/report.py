@@ -155,8 +155,8 @@ def table_rows(records: list[dict]) -> list[dict]:
             del against["pct_ref"]  # the reference is 100% of itself, whatever the load
         row["unsure"] = {key for key, other in against.items() if row[key] is not None and (
             row["contended"] or (other in ok_rows and contended(ok_rows[other])))}
-        if row["contended"] and row["pct_peak"] is not None:
-            row["unsure"].add("pct_peak")
+        if row["contended"]:  # shares of the device's limits, taken of such a time
+            row["unsure"].update(key for key in ("pct_peak", "pct_roof") if row[key] is not None)
         profile = (r.get("info") or {}).get("profile") or {}
         row["regs"], row["local"] = profile.get("registers"), profile.get("local_bytes")
         shared = [profile.get(key) for key in ("static_shared_bytes", "dynamic_shared_bytes")]

@@ -364,9 +364,11 @@ def _contended_ladder() -> list[dict]:
 
 
 def test_a_contended_row_and_every_ratio_built_on_its_time_are_marked() -> None:
-    rows = {r["kernel"]: r for r in table_rows(_contended_ladder())}
+    ladder = _contended_ladder()
+    ladder[2]["pct_roof"] = 40.0  # the share of the roof, as mmsuite.roof records it
+    rows = {r["kernel"]: r for r in table_rows(ladder)}
     assert rows["cpu.seq_ikj"]["contended"]
-    assert rows["cpu.seq_ikj"]["unsure"] >= {"x_base", "x_parent", "pct_ref"}
+    assert rows["cpu.seq_ikj"]["unsure"] >= {"x_base", "x_parent", "pct_ref", "pct_roof"}
     # Quiet itself, but its speedup over the parent divides by the contended time.
     assert not rows["cpu.seq_tiled"]["contended"]
     assert rows["cpu.seq_tiled"]["unsure"] == {"x_parent"}
