@@ -210,7 +210,8 @@ class ContinuousRow:
     #: its threads and mode where it runs on the host's C ladder (continuous_plan.choose)
     measurement: RowPlan | None = None
     settled_first: bool = False  # needed no more than a short check: measured first
-    #: "cpu" where each sample is the time its one host thread ran (ON_CPU_CLOCK), else "wall"
+    #: "thread" where each sample is the time its one host thread ran (on_cpu_times), else
+    #: "wall"
     clock: str = "wall"
 
     @property
@@ -260,7 +261,7 @@ class ContinuousRow:
         parts = ["duet, each side on a CPU of its own"] if self.duet else \
             [self.measurement.note()] if self.measurement is not None else []
         share = self.on_cpu_share
-        if self.clock == "cpu" and share is not None and share < PREEMPTED_SHARE:
+        if self.clock == "thread" and share is not None and share < PREEMPTED_SHARE:
             parts.append("CPU time (the kernel waited on others' time slices)")
         return ", ".join(part for part in parts if part)
 
@@ -548,7 +549,7 @@ class Gate:
         target.samples.append(samples)
         if on_cpu is not None and len(on_cpu) == len(samples):
             target.on_cpu.append(float(np.mean(np.minimum(on_cpu, 1.0))))
-            if clock == "cpu":
+            if clock == "thread":
                 samples = on_cpu_times(samples, on_cpu)
         target.rounds.append(float(np.median(samples)))
         share = (answer.get("host_load") or {}).get("others_share")
@@ -657,7 +658,7 @@ class Gate:
             pair.measurement = continuous_plan.choose(kernel.threaded, threads, cpus, reading,
                                                       self.settings.busy)
             threads = pair.measurement.threads
-        pair.clock = "cpu" if runs_on_one_thread(kernel, threads) else "wall"
+        pair.clock = "thread" if runs_on_one_thread(kernel, threads) else "wall"
 
     def _time_alone(self, pair: ContinuousRow, side: str, timeout: float) -> None:
         """Turns of the one side that opened a row the other could not: its results file
