@@ -51,9 +51,12 @@ NOT_MEASURING = frozenset({
     # results read back, presented and compared
     "runs.py", "report.py", "report_html.py", "charts.py", "results_csv.py",
     "environment_table.py", "history.py", "compare.py", "verdicts.py",
-    # the gate's driver and its builds (its workers measure through ``measure``), the
-    # bisection that drives it, the regressions found in a history, the dispatcher's tuner
+    # the gate's driver and its builds (its workers measure through ``measure``; the
+    # worker's own file is always the driver's, for both sides, so a revision's copy never
+    # runs), the bisection that drives it, the regressions found in a history, the
+    # dispatcher's tuner
     "continuous.py", "continuous_journal.py", "continuous_plan.py", "side_worker.py",
+    "continuous_worker.py",
     "builds.py", "bisection.py", "regressions.py",
     "changepoints.py",
     "tuner.py",
