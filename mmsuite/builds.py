@@ -197,12 +197,11 @@ def build(repo: Path, revision: str, cache: Path, log=None) -> Build:
     return result
 
 
-def export_plugins(repo: Path, revision: str, cache: Path, relpaths: list[str],
-                   site: Path) -> Build:
+def export_plugins(repo: Path, revision: str, cache: Path, relpaths: list[str]) -> Build:
     """The revision of a user's repository holding plugin files ``relpaths``, exported
-    (committed files only) into ``<cache>/plugins/<commit>/src``; its kernels run on the
-    mmsuite whose import folder is ``site``. Nothing is built here: a plugin's C kernel is
-    built by its worker, cached by content."""
+    (committed files only) into ``<cache>/plugins/<commit>/src``; its kernels run on this
+    mmsuite, on both sides of a gate. Nothing is built here: a plugin's C kernel is built
+    by its worker, cached by content."""
     commit = resolve(repo, revision)
     root = cache / "plugins" / commit
     root.mkdir(parents=True, exist_ok=True)
@@ -216,7 +215,7 @@ def export_plugins(repo: Path, revision: str, cache: Path, relpaths: list[str],
     if missing:
         raise RevisionError(f"{revision} ({commit[:10]}) has no plugin file {missing[0]} "
                             "(give --plugin relative to --repo, and commit it)")
-    return Build(revision, commit, root, site_dir=site,
+    return Build(revision, commit, root, site_dir=Path(__file__).resolve().parent.parent,
                  plugin_paths=tuple(str(root / "src" / p) for p in relpaths))
 
 

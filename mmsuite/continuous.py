@@ -71,7 +71,7 @@ from pathlib import Path
 
 import numpy as np
 
-from . import continuous_plan, load, verdicts
+from . import continuous_plan, host, load, verdicts
 from .backend_table import BACKENDS, HOST_BACKEND
 from .backends import cuda_timing
 from .builds import Build
@@ -220,17 +220,25 @@ class ContinuousRow:
         return base is not None and base == head
 
     @property
+    def label(self) -> str:
+        """``cpu.omp_tiled @ 768x768x768``: how the row is named in messages and journals."""
+        return f"{self.kernel.id} @ {self.problem.shape_label}"
+
+    @property
+    def paired_rounds(self) -> int:
+        """The rounds both sides finished."""
+        return min(len(self.base.rounds), len(self.head.rounds))
+
+    @property
     def worker_pairs(self) -> int:
         """How many pairs of worker processes its rounds came from: a pair opened but cut
         off (Ctrl-C) before its first round gave none."""
-        rounds = min(len(self.base.rounds), len(self.head.rounds))
-        return sum(1 for start in self.worker_pair_starts if start < rounds)
+        return sum(1 for start in self.worker_pair_starts if start < self.paired_rounds)
 
     def worker_pair_ratios(self) -> list[float]:
         """HEAD / BASE from each worker pair's own rounds alone (the median of its
         per-round ratios), for pairs with at least ``AGREEING_PAIR_ROUNDS`` rounds."""
-        rounds = min(len(self.base.rounds), len(self.head.rounds))
-        ends = [*self.worker_pair_starts[1:], rounds]
+        ends = [*self.worker_pair_starts[1:], self.paired_rounds]
         ratios = []
         for start, end in zip(self.worker_pair_starts, ends):
             if end - start >= AGREEING_PAIR_ROUNDS:
@@ -267,7 +275,7 @@ class ContinuousRow:
 
     def spent(self) -> dict:
         """What the row was given and spent, and how it was measured, for the records."""
-        record = {"rounds": min(len(self.base.rounds), len(self.head.rounds)),
+        record = {"rounds": self.paired_rounds,
                   "seconds": round(self.seconds, 2),
                   "rounds_seconds": round(self.rounds_seconds, 2),
                   "budget": round(self.budget, 2), "settled_first": self.settled_first,
@@ -652,8 +660,7 @@ class Gate:
         pair.measurement = None
         threads = self.options.get("threads")
         if kernel.backend == HOST_BACKEND.name and not pair.duet:
-            cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") \
-                else os.cpu_count() or 1
+            cpus = host.allowed_cpus()
             reading = load.free_cores(cpus) if self.settings.busy != "as-asked" else None
             pair.measurement = continuous_plan.choose(kernel.threaded, threads, cpus, reading,
                                                       self.settings.busy)
@@ -738,7 +745,7 @@ class Gate:
         """Look at a row: an early look, or its last (a verdict an early look gave stands
         there too: the last interval, at a lower confidence, lies within it)."""
         settings = self.settings
-        rounds = min(len(pair.base.rounds), len(pair.head.rounds))
+        rounds = pair.paired_rounds
         if rounds:
             pair.estimate = paired_ratio(
                 pair.base.rounds[:rounds], pair.head.rounds[:rounds],

@@ -33,11 +33,6 @@ class JournalError(ValueError):
     """A journal that cannot be resumed here: the message says why, in one line."""
 
 
-def row_label(pair: ContinuousRow) -> str:
-    """How a row is named in the journal's header and in messages."""
-    return f"{pair.kernel.id} @ {pair.problem.shape_label}"
-
-
 def gate_identity(
     base_commit: str, head_commit: str, settings: Settings, options: dict, rows: list[ContinuousRow]
 ) -> dict:
@@ -47,7 +42,7 @@ def gate_identity(
         "head": head_commit,
         "settings": asdict(settings),
         "options": dict(options),
-        "rows": [row_label(p) for p in rows],
+        "rows": [p.label for p in rows],
     }
 
 

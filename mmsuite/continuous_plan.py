@@ -29,7 +29,7 @@ import math
 import time
 from dataclasses import dataclass
 
-from .load import DISTORTING_SHARE
+from .load import too_few_free
 
 #: What ``continuous`` does where fewer cores are free than a C row's threads
 #: (``--on-busy-machine``): each side on the free cores' threads, in turns (the default)
@@ -136,7 +136,7 @@ def choose(
     sides at once."""
     free, share = reading if reading is not None else (None, None)
     wanted = wanted_threads(threaded, asked, cpus)
-    busy = free is not None and free < wanted * (1.0 - DISTORTING_SHARE)
+    busy = free is not None and too_few_free(wanted, free)
     if mode == "as-asked" or not busy or free is None:
         return RowPlan(asked, asked, cpus, free, share)
     threads = min(wanted, max(1, math.floor(free + 1.0 - FREE_CORE)))

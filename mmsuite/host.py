@@ -11,6 +11,14 @@ from pathlib import Path
 CPU_MODEL = "cpu"
 
 
+def allowed_cpus() -> int:
+    """The CPUs this process may run on (its affinity mask), which can be fewer than the
+    machine's."""
+    if hasattr(os, "sched_getaffinity"):
+        return len(os.sched_getaffinity(0))
+    return os.cpu_count() or 1
+
+
 def cpu_model() -> str:
     try:
         for line in Path("/proc/cpuinfo").read_text().splitlines():

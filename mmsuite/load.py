@@ -153,10 +153,16 @@ def free_cores(cores: int, seconds: float = 0.25) -> tuple[float, float] | None:
     return None if share is None else (cores * (1.0 - share), share)
 
 
+def too_few_free(threads: int, free: float) -> bool:
+    """Whether others leave fewer cores ``free`` than ``threads`` need: each launch then
+    waits on its slowest thread's time slices."""
+    return free < threads * (1.0 - DISTORTING_SHARE)
+
+
 def busy_cores_warning(threads: int, cores: int, free: float, share: float) -> str | None:
-    """One line when fewer cores are free than the ``threads`` a run asks for: each launch
-    then waits on its slowest thread's time slices; None when enough are free."""
-    if free >= threads * (1.0 - DISTORTING_SHARE):
+    """One line when fewer cores are free than the ``threads`` a run asks for
+    (``too_few_free``); None when enough are free."""
+    if not too_few_free(threads, free):
         return None
     return (f"other processes are using {share:.0%} of this machine's CPU: about {free:.1f} "
             f"of its {cores} cores are free for {threads} threads, so threaded rows will "

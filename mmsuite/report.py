@@ -442,6 +442,11 @@ TERMINAL_ROWS = 200
 ALL_ROWS_HINT = "--all-rows prints every table; report --out DIR writes them all (Markdown, CSV)"
 
 
+def row_limit(all_rows: bool) -> int | None:
+    """The rows a terminal is shown: every one with ``--all-rows``, else ``TERMINAL_ROWS``."""
+    return None if all_rows else TERMINAL_ROWS
+
+
 def within_terminal(groups: list[list[dict]], limit: int | None) -> list[list[dict]]:
     """The groups (tables) a terminal shows: whole tables, in order, until ``limit`` rows
     (the first always); every one where ``limit`` is None."""

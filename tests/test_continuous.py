@@ -106,6 +106,7 @@ class FakeWorker:
 
     log: list[str] = []
     messages: list[str] = []  # "send OP" and "receive OP", in the order they happened
+    sent: list[dict] = []  # every message sent, whole
     drift = [1.0]
 
     def __init__(self, build, log_path) -> None:
@@ -122,14 +123,15 @@ class FakeWorker:
 
     def send(self, message: dict) -> None:
         FakeWorker.messages.append(f"send {message['op']}")
-        self.sent = message
+        FakeWorker.sent.append(message)
+        self.last = message
 
     def pin(self, cpus: set[int]) -> None:
         FakeWorker.log.append(f"pin {self.name} {sorted(cpus)}")
 
     def receive(self, timeout: float) -> dict:
-        FakeWorker.messages.append(f"receive {self.sent['op']}")
-        return self.request(self.sent, timeout)
+        FakeWorker.messages.append(f"receive {self.last['op']}")
+        return self.request(self.last, timeout)
 
     def close(self) -> None:
         pass
@@ -142,7 +144,7 @@ class FakeBuild:
 
 @pytest.fixture
 def fake_workers(monkeypatch: pytest.MonkeyPatch) -> type[FakeWorker]:
-    FakeWorker.log, FakeWorker.messages, FakeWorker.drift = [], [], [1.0]
+    FakeWorker.log, FakeWorker.messages, FakeWorker.sent, FakeWorker.drift = [], [], [], [1.0]
     monkeypatch.setattr(continuous, "SideWorker", FakeWorker)
     quiet(monkeypatch)
     return FakeWorker
@@ -153,6 +155,21 @@ def quiet(monkeypatch: pytest.MonkeyPatch, free: float | None = None,
     """The load meter reads ``free`` cores (default: all) and others at ``share``."""
     monkeypatch.setattr(continuous.load, "free_cores",
                         lambda cores, seconds=0.25: (cores if free is None else free, share))
+
+
+def turns_take(monkeypatch: pytest.MonkeyPatch, seconds: float) -> list[float]:
+    """The gate's clock, advanced by ``seconds`` with every turn a fake worker takes."""
+    clock = [0.0]
+    monkeypatch.setattr(continuous.time, "monotonic", lambda: clock[0])
+    answer = FakeWorker.request
+
+    def timed(self, message, timeout):
+        if message["op"] == "turn":
+            clock[0] += seconds
+        return answer(self, message, timeout)
+
+    monkeypatch.setattr(FakeWorker, "request", timed)
+    return clock
 
 
 def gate(base_ms: float, head_ms: float, tmp_path: Path, **settings) -> continuous.Gate:
@@ -274,16 +291,7 @@ def test_a_row_whose_rounds_show_it_too_slow_stops_early(fake_workers, tmp_path,
                                                          monkeypatch) -> None:
     """Where the open gives no launch time (an older revision), the first rounds do, once
     they show a verdict would take more than twice the budget."""
-    clock = [0.0]
-    monkeypatch.setattr(continuous.time, "monotonic", lambda: clock[0])
-    answer = FakeWorker.request
-
-    def slow_turn(self, message, timeout):
-        if message["op"] == "turn":
-            clock[0] += 1.0  # each turn takes a second: 36 s for 18 rounds
-        return answer(self, message, timeout)
-
-    monkeypatch.setattr(FakeWorker, "request", slow_turn)
+    turns_take(monkeypatch, 1.0)  # 36 s for 18 rounds
     pair = gate(1.0, 1.5, tmp_path, max_seconds=6).measure(ContinuousRow(KERNEL, PROBLEM))
     assert len(pair.base.rounds) == continuous.HOPELESS_AFTER_ROUNDS
     assert pair.verdict == "unsure"
@@ -347,16 +355,7 @@ def test_rows_of_identical_code_are_settled_first_and_the_changed_rows_share_the
 
 def test_a_changed_row_decided_early_leaves_its_time_to_the_next(fake_workers, tmp_path,
                                                                  monkeypatch) -> None:
-    clock = [0.0]
-    monkeypatch.setattr(continuous.time, "monotonic", lambda: clock[0])
-    answer = FakeWorker.request
-
-    def timed(self, message, timeout):
-        if message["op"] == "turn":
-            clock[0] += 0.1
-        return answer(self, message, timeout)
-
-    monkeypatch.setattr(FakeWorker, "request", timed)
+    turns_take(monkeypatch, 0.1)
     todo = [ContinuousRow(KERNEL, PROBLEM), ContinuousRow(KERNEL, Problem(32, 32, 32))]
     first, second = gate(1.0, 1.5, tmp_path, max_seconds=6).measure_all(todo)
     assert first.verdict == "slower" and first.budget == pytest.approx(6)
@@ -370,17 +369,9 @@ def test_on_a_busy_machine_c_rows_run_on_the_free_cores_threads_in_turns(
     turns; the row's verdict record says what was done."""
     monkeypatch.setattr(continuous.os, "sched_getaffinity", lambda pid: {0, 1})
     quiet(monkeypatch, free=1.0, share=0.5)
-    sent = []
-    send = FakeWorker.send
-
-    def kept(self, message):
-        sent.append(message)
-        send(self, message)
-
-    monkeypatch.setattr(FakeWorker, "send", kept)
     pair = gate(1.0, 1.5, tmp_path, max_seconds=60).measure(
         ContinuousRow(catalogue.get("cpu.omp_tiled"), PROBLEM))
-    assert {m["options"]["threads"] for m in sent if m["op"] == "open"} == {1}
+    assert {m["options"]["threads"] for m in fake_workers.sent if m["op"] == "open"} == {1}
     turns = [c for c in fake_workers.messages if c.endswith(" turn")]
     assert turns[:4] == ["send turn", "receive turn"] * 2
     assert pair.verdict == "slower" and not pair.together
@@ -396,20 +387,12 @@ def test_at_once_on_a_busy_machine_both_sides_share_each_window(fake_workers, tm
     answer is awaited, in one window of time (no CPU pinned)."""
     monkeypatch.setattr(continuous.os, "sched_getaffinity", lambda pid: {0, 1})
     quiet(monkeypatch, free=1.0, share=0.5)
-    sent = []
-    send = FakeWorker.send
-
-    def kept(self, message):
-        sent.append(message)
-        send(self, message)
-
-    monkeypatch.setattr(FakeWorker, "send", kept)
     pair = gate(1.0, 1.5, tmp_path, max_seconds=60, busy="at-once").measure(
         ContinuousRow(catalogue.get("cpu.omp_tiled"), PROBLEM))
-    assert {m["options"]["threads"] for m in sent if m["op"] == "open"} == {1}
+    assert {m["options"]["threads"] for m in fake_workers.sent if m["op"] == "open"} == {1}
     turns = [c for c in fake_workers.messages if c.endswith(" turn")]
     assert turns[:4] == ["send turn", "send turn", "receive turn", "receive turn"]
-    windows = [m["window"] for m in sent if m["op"] == "turn"]
+    windows = [m["window"] for m in fake_workers.sent if m["op"] == "turn"]
     assert windows[0] == windows[1] and windows[2] == windows[3] != windows[0]
     assert not any(entry.startswith("pin") for entry in fake_workers.log)
     assert pair.verdict == "slower" and pair.together
@@ -709,7 +692,12 @@ def test_head_against_itself_end_to_end(tmp_path, capsys) -> None:
 
 @pytest.fixture
 def fake_builds(monkeypatch: pytest.MonkeyPatch, fake_workers, tmp_path: Path):
-    """The CLI over fake builds (BASE 1.0 ms, HEAD 1.3 ms a sample) and fake workers."""
+    return patch_fake_builds(monkeypatch, tmp_path)
+
+
+def patch_fake_builds(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> dict[str, float]:
+    """The CLI over fake builds (BASE 1.0 ms, HEAD 1.3 ms a sample), fake workers and a
+    quiet load meter."""
     speeds = {"base-rev": 1.0, "head-rev": 1.3}
 
     def build(repo, revision, cache, log=None):
@@ -717,6 +705,8 @@ def fake_builds(monkeypatch: pytest.MonkeyPatch, fake_workers, tmp_path: Path):
         fake.root, fake.commit, fake.short = tmp_path, revision * 2, revision
         return fake
 
+    monkeypatch.setattr(continuous, "SideWorker", FakeWorker)
+    quiet(monkeypatch)
     monkeypatch.setattr(builds, "build", build)
     monkeypatch.setattr(builds, "resolve", lambda repo, revision: revision)
     monkeypatch.setattr(builds, "uncommitted_changes", lambda repo: [])

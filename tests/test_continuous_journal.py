@@ -16,7 +16,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from mmsuite import continuous, continuous_journal, results
+from mmsuite import continuous_journal, results
 from mmsuite.cli import main
 from mmsuite.continuous import ContinuousRow, ContinuousSide, Settings
 from tests.test_continuous import (  # noqa: F401  (fixtures, used by name)
@@ -27,6 +27,7 @@ from tests.test_continuous import (  # noqa: F401  (fixtures, used by name)
     fake_workers,
     gate,
     halves,
+    patch_fake_builds,
     rounds,
 )
 
@@ -154,7 +155,7 @@ def test_ctrl_c_keeps_the_journal_and_resume_measures_only_the_rest(
     assert results.unfinished_rows(journal) == 1  # the row cut short is not journaled
     # The same command without --resume would wipe the finished row: refused.
     monkeypatch.undo()
-    fake_builds_again(monkeypatch, tmp_path)
+    patch_fake_builds(monkeypatch, tmp_path)
     assert main([*GATE, "--json", str(out)]) == 2
     line = capsys.readouterr().err.strip()
     assert line == (
@@ -172,24 +173,6 @@ def test_ctrl_c_keeps_the_journal_and_resume_measures_only_the_rest(
     assert not journal.exists()
 
 
-def fake_builds_again(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
-    """The fake_builds fixture's patches, after a monkeypatch.undo()."""
-    from mmsuite import builds
-    from tests.test_continuous import FakeBuild
-
-    speeds = {"base-rev": 1.0, "head-rev": 1.3}
-
-    def build(repo, revision, cache, log=None):
-        fake = FakeBuild(revision, speeds[revision])
-        fake.root, fake.commit, fake.short = tmp_path, revision * 2, revision
-        return fake
-
-    monkeypatch.setattr(continuous, "SideWorker", FakeWorker)
-    monkeypatch.setattr(builds, "build", build)
-    monkeypatch.setattr(builds, "resolve", lambda repo, revision: revision)
-    monkeypatch.setattr(builds, "uncommitted_changes", lambda repo: [])
-
-
 @pytest.mark.parametrize(
     "change, said",
     [
@@ -205,7 +188,7 @@ def test_resume_refuses_the_journal_of_another_gate(
     interrupt_in_row(monkeypatch, 2)
     assert main([*GATE, "--json", str(out)]) == 130
     monkeypatch.undo()
-    fake_builds_again(monkeypatch, tmp_path)
+    patch_fake_builds(monkeypatch, tmp_path)
     capsys.readouterr()
     assert main([*GATE, *change, "--json", str(out), "--resume"]) == 2
     err = capsys.readouterr().err.strip()

@@ -12,9 +12,24 @@ from mmsuite.backend_table import BACKENDS
 from mmsuite.problem import Problem
 
 
-def test_an_open_row_is_identified_by_the_drivers_readers() -> None:
+def worker_with(sampler=None, damage: str = "") -> continuous_worker._Worker:
+    """A worker as the driver starts it (its identity and load helpers given by path),
+    sampling ``sampler`` where given."""
     worker = continuous_worker._Worker(runpy.run_path(identity.__file__),
-                                       runpy.run_path(load.__file__))
+                                       runpy.run_path(load.__file__), damage)
+    worker.sampler = sampler
+    return worker
+
+
+class FakeSampler:
+    """What a turn needs of a sampler besides its samples."""
+
+    def close(self) -> None:
+        pass
+
+
+def test_an_open_row_is_identified_by_the_drivers_readers() -> None:
+    worker = worker_with()
     kernel = catalogue.get("cpu.seq_naive")
     try:
         answer = worker.open({"kernel": kernel.id, "problem": Problem(35, 79, 19).to_dict(),
@@ -33,17 +48,12 @@ def test_a_turn_counts_its_first_sample_in_its_time() -> None:
     would otherwise cost twice what they must."""
     import time
 
-    class SlowSampler:
+    class SlowSampler(FakeSampler):
         def kernel_ms(self) -> float:
             time.sleep(0.03)
             return 30.0
 
-        def close(self) -> None:
-            pass
-
-    worker = continuous_worker._Worker(runpy.run_path(identity.__file__),
-                                       runpy.run_path(load.__file__))
-    worker.sampler = SlowSampler()  # type: ignore[assignment]
+    worker = worker_with(SlowSampler())
     assert worker.turn({"seconds": 0.01})["samples"] == [30.0]
     assert len(worker.turn({"seconds": 0.1})["samples"]) >= 3
 
@@ -52,7 +62,7 @@ def test_each_sample_says_how_much_of_its_wall_time_the_worker_ran() -> None:
     """A kernel that computes runs (near) all of its sample; one that waits, none of it."""
     import time
 
-    class Sampler:
+    class Sampler(FakeSampler):
         def __init__(self, busy: bool) -> None:
             self.busy = busy
 
@@ -63,11 +73,7 @@ def test_each_sample_says_how_much_of_its_wall_time_the_worker_ran() -> None:
                     time.sleep(until - time.perf_counter())
             return 20.0
 
-        def close(self) -> None:
-            pass
-
-    worker = continuous_worker._Worker(runpy.run_path(identity.__file__),
-                                       runpy.run_path(load.__file__))
+    worker = worker_with()
     shares = {}
     for busy in (True, False):
         worker.sampler = Sampler(busy)  # type: ignore[assignment]
@@ -83,17 +89,12 @@ def test_a_turn_in_a_shared_window_keeps_the_samples_that_end_within_it(monkeypa
     (the other side stopped), so it is left out; one is kept where none ends in time."""
     clock = [100.0]
 
-    class StepSampler:  # each sample takes 1 s of a fake clock
+    class StepSampler(FakeSampler):  # each sample takes 1 s of a fake clock
         def kernel_ms(self) -> float:
             clock[0] += 1.0
             return 1000.0
 
-        def close(self) -> None:
-            pass
-
-    worker = continuous_worker._Worker(runpy.run_path(identity.__file__),
-                                       runpy.run_path(load.__file__))
-    worker.sampler = StepSampler()  # type: ignore[assignment]
+    worker = worker_with(StepSampler())
     monkeypatch.setattr(continuous_worker.time, "monotonic", lambda: clock[0])
     # from 100 until 103.5: samples end at 101, 102, 103 (kept) and 104 (left out)
     answer = worker.turn({"seconds": 3.5, "window": [100.0, 103.5]})
@@ -111,8 +112,7 @@ def test_a_worker_whose_build_is_not_what_it_imports_refuses_every_open(tmp_path
     assert continuous_worker.foreign_import(own_site) == ""
     reason = continuous_worker.foreign_import(str(tmp_path / "site"))
     assert reason.startswith("the worker imports mmsuite from ") and str(tmp_path) in reason
-    worker = continuous_worker._Worker(runpy.run_path(identity.__file__),
-                                       runpy.run_path(load.__file__), reason)
+    worker = worker_with(damage=reason)
     answer = worker.open({"kernel": "cpu.seq_naive", "problem": Problem(8, 8, 8).to_dict(),
                           "options": {}, "code": {}})
     assert answer == {"status": "damaged", "reason": reason}
@@ -124,18 +124,13 @@ def test_a_gpu_turn_reports_nvml_at_both_ends() -> None:
     that the driver sees whether the GPU was throttled while it sampled."""
     reads = iter([{"throttle_reasons": []}, {"throttle_reasons": ["sw_power_cap"]}])
 
-    class GpuSampler:
+    class GpuSampler(FakeSampler):
         session = type("Session", (), {"device_state": staticmethod(lambda: next(reads))})()
 
         def kernel_ms(self) -> float:
             return 1.0
 
-        def close(self) -> None:
-            pass
-
-    worker = continuous_worker._Worker(runpy.run_path(identity.__file__),
-                                       runpy.run_path(load.__file__))
-    worker.sampler = GpuSampler()  # type: ignore[assignment]
+    worker = worker_with(GpuSampler())
     answer = worker.turn({"seconds": 0.0})
     assert answer["gpu"] == {"before": {"throttle_reasons": []},
                              "after": {"throttle_reasons": ["sw_power_cap"]}}

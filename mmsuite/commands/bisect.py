@@ -26,6 +26,7 @@ from .common import (
     add_device_arguments,
     add_problem_arguments,
     add_verdict_arguments,
+    plugin_relpaths,
     problems_from_args,
 )
 
@@ -65,30 +66,15 @@ def _log(text: str) -> None:
     print(f"mmsuite: {text}", file=sys.stderr, flush=True)
 
 
-def _plugin_relpaths(args: argparse.Namespace) -> list[str]:
-    relpaths = [str(p) for p in args.plugin]
-    if any(Path(p).is_absolute() for p in relpaths):
-        raise UsageError("--plugin with bisect names a file of --repo's commits: give its "
-                         "path relative to the repository's root")
-    return relpaths
-
-
-def _export(args: argparse.Namespace, revision: str, cache: Path,
-            relpaths: list[str]) -> builds.Build:
-    """A commit of the user's plugin repository, exported; run on this mmsuite."""
-    site = Path(plugins.__file__).resolve().parent.parent
-    return builds.export_plugins(args.repo, revision, cache, relpaths, site)
-
-
 def run(args: argparse.Namespace, console: Console) -> int:
     problems = problems_from_args(args)
     if len(problems) != 1:
         raise UsageError("bisect follows one problem: give one --shape")
-    relpaths = _plugin_relpaths(args)
+    relpaths = plugin_relpaths(args, "bisect", "commits")
     cache = args.cache_dir or builds.default_cache()
     if relpaths:  # BAD's plugins name the kernel here; each side's worker loads its own
         try:
-            plugins.use(_export(args, args.bad, cache, relpaths).plugin_paths)
+            plugins.use(builds.export_plugins(args.repo, args.bad, cache, relpaths).plugin_paths)
         except (builds.RevisionError, builds.BuildError) as exc:
             raise UsageError(f"BAD: {exc}") from None
         plugins.load_configured()
@@ -120,7 +106,7 @@ def run(args: argparse.Namespace, console: Console) -> int:
         built = []
         for commit in (good, candidate):
             try:
-                built.append(_export(args, commit, cache, relpaths) if relpaths
+                built.append(builds.export_plugins(args.repo, commit, cache, relpaths) if relpaths
                              else builds.build(args.repo, commit, cache, log=_log))
             except (builds.BuildError, builds.RevisionError) as exc:
                 raise UsageError(str(exc)) from None

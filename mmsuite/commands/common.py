@@ -34,8 +34,26 @@ from ..problem import (
     preset,
     preset_deprecation,
 )
+from ..report import TERMINAL_ROWS
 
 FLOAT32_TINY = float(np.finfo(np.float32).tiny)  # the smallest normal float32
+
+
+def add_all_rows_argument(group: argparse._ActionsContainer) -> None:
+    """``--all-rows``, for the commands that print tables of a whole results file."""
+    group.add_argument("--all-rows", action="store_true",
+                       help=f"print every table (by default the tables stop after about "
+                       f"{TERMINAL_ROWS} rows and the rest are counted)")
+
+
+def plugin_relpaths(args: argparse.Namespace, command: str, revisions: str) -> list[str]:
+    """``--plugin``'s files, which ``command`` reads from each of --repo's ``revisions``:
+    paths relative to the repository's root (UsageError for an absolute one)."""
+    relpaths = [str(p) for p in args.plugin or ()]
+    if any(Path(p).is_absolute() for p in relpaths):
+        raise UsageError(f"--plugin with {command} names a file of --repo's {revisions}: "
+                         "give its path relative to the repository's root")
+    return relpaths
 
 
 class UsageError(Exception):

@@ -8,7 +8,7 @@ from pathlib import Path
 
 from .. import results
 from ..compare import DEFAULT_ALPHA, DEFAULT_THRESHOLD, compare, render_markdown, render_rich
-from ..report import TERMINAL_ROWS
+from ..report import TERMINAL_ROWS, row_limit
 from ..verdicts import write_junit, write_verdict_json
 from .common import (
     UsageError,
@@ -66,7 +66,7 @@ def run(args: argparse.Namespace, console) -> int:
     except ValueError as exc:  # an unreadable or damaged file, named in the message
         raise UsageError(str(exc)) from None
     render_rich(result, args.threshold, console,
-                limit=None if args.all_rows else TERMINAL_ROWS)
+                limit=row_limit(args.all_rows))
     if args.markdown is not None:
         results.write_atomically(args.markdown, render_markdown(result, args.threshold))
         console.print(f"Markdown written to {args.markdown}")

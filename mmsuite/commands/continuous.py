@@ -48,6 +48,7 @@ from .common import (
     check_selectors,
     lock_results,
     output_file,
+    plugin_relpaths,
     positive_float,
     problems_from_args,
     select_kernels,
@@ -138,15 +139,11 @@ def _log(text: str) -> None:
 def _plugin_revisions(args: argparse.Namespace, cache: Path) -> dict[str, builds.Build]:
     """BASE and HEAD of the user's plugin repository, exported; HEAD's plugins loaded here,
     where the rows are chosen (each side's worker loads its own)."""
-    relpaths = [str(p) for p in args.plugin]
-    if any(Path(p).is_absolute() for p in relpaths):
-        raise UsageError("--plugin with continuous names a file of --repo's revisions: give "
-                         "its path relative to the repository's root")
-    site = Path(plugins.__file__).resolve().parent.parent  # this mmsuite, on both sides
+    relpaths = plugin_relpaths(args, "continuous", "revisions")
     exported = {}
     for side, revision in (("BASE", args.base), ("HEAD", args.head)):
         try:
-            exported[side] = builds.export_plugins(args.repo, revision, cache, relpaths, site)
+            exported[side] = builds.export_plugins(args.repo, revision, cache, relpaths)
         except builds.RevisionError as exc:
             raise UsageError(f"{side}: {exc}") from None
     plugins.use(exported["HEAD"].plugin_paths)
@@ -269,15 +266,15 @@ def _gate(args: argparse.Namespace, console: Console, cache: Path,
     previous = signal.signal(signal.SIGTERM, raise_terminated)
     try:
         try:
-            done = {continuous_journal.row_label(pair) for pair in pairs}
-            rest = [pair for pair in todo if continuous_journal.row_label(pair) not in done]
+            done = {pair.label for pair in pairs}
+            rest = [pair for pair in todo if pair.label not in done]
             for index, pair in enumerate(gate.measure_all(rest, pool), len(pairs) + 1):
                 pairs.append(pair)
                 if journal is not None:  # kept the moment it is judged: a kill spares it
                     unspent = len(pairs) * settings.max_seconds - pool.spent
                     continuous_journal.append(journal, pair, unspent)
                 how = pair.how()
-                _log(f"[{index}/{len(todo)}] {pair.kernel.id} @ {pair.problem.shape_label}: "
+                _log(f"[{index}/{len(todo)}] {pair.label}: "
                      f"{_verdict_text(pair)} {continuous.ratio_text(pair)} "
                      f"[{continuous.interval_text(pair)}] ({_spent_text(pair)}"
                      + (f"; {how}" if how else "") + ")")
@@ -291,8 +288,8 @@ def _gate(args: argparse.Namespace, console: Console, cache: Path,
                     all(pair is not under_way for pair in pairs):
                 pairs.append(under_way)  # shown and saved as cut short, never journaled
         # Rows of identical code were measured first: shown and saved in the selection's order
-        place = {continuous_journal.row_label(pair): index for index, pair in enumerate(todo)}
-        pairs.sort(key=lambda pair: place[continuous_journal.row_label(pair)])
+        place = {pair.label: index for index, pair in enumerate(todo)}
+        pairs.sort(key=lambda pair: place[pair.label])
         # From the last row on, a Ctrl-C (SIGTERM) waits for the table and the files.
         with deferred_signals() as deferred:
             gate.close()
@@ -353,8 +350,7 @@ def _verdict_text(pair: ContinuousRow) -> str:
 
 def _spent_text(pair: ContinuousRow) -> str:
     """``84 rounds in 14.2 s of 14.6``: the row's rounds, their seconds and its budget."""
-    rounds = min(len(pair.base.rounds), len(pair.head.rounds))
-    return f"{rounds} rounds in {pair.rounds_seconds:.1f} s of {pair.budget:.1f}"
+    return f"{pair.paired_rounds} rounds in {pair.rounds_seconds:.1f} s of {pair.budget:.1f}"
 
 
 def render(pairs: list[ContinuousRow], settings: Settings, console: Console) -> None:
@@ -378,7 +374,7 @@ def render(pairs: list[ContinuousRow], settings: Settings, console: Console) -> 
             marker = ""
             if pair.verdict != "same" or pair.reason != "identical code" and not \
                     pair.reason.startswith("whole interval within"):
-                notes.append(f"{pair.kernel.id} @ {pair.problem.shape_label}: {pair.reason}")
+                notes.append(f"{pair.label}: {pair.reason}")
                 marker = f" [{len(notes)}]"
             table.add_row(pair.kernel.id, _ms(pair.base.median_ms), _ms(pair.head.median_ms),
                           continuous.ratio_text(pair), continuous.interval_text(pair),
@@ -402,15 +398,14 @@ def how_lines(pairs: list[ContinuousRow]) -> list[str]:
     for pair in pairs:
         how = pair.how()
         if how:
-            groups.setdefault(how, []).append(f"{pair.kernel.id} @ {pair.problem.shape_label}")
+            groups.setdefault(how, []).append(pair.label)
     lines = [f"measured with {how}: {', '.join(rows)}" for how, rows in groups.items()]
     settled = [p for p in pairs if p.settled_first]
     changed = [p for p in pairs if not p.settled_first]
     if settled and changed:
         spent = sum(p.rounds_seconds for p in settled)
         lines.append(f"time: {len(settled)} rows settled first ({spent:.1f} s of rounds); "
-                     + ", ".join(f"{p.kernel.id} @ {p.problem.shape_label} "
-                                 f"{_spent_text(p)}" for p in changed))
+                     + ", ".join(f"{p.label} {_spent_text(p)}" for p in changed))
     return lines
 
 

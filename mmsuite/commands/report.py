@@ -10,7 +10,7 @@ from pathlib import Path
 from rich.console import Console
 
 from .. import load, report, results
-from .common import UsageError, check_output_folder, deprecated, warn
+from .common import UsageError, add_all_rows_argument, check_output_folder, deprecated, warn
 
 
 def add_parser(sub) -> argparse.ArgumentParser:
@@ -25,9 +25,7 @@ def add_parser(sub) -> argparse.ArgumentParser:
     p.add_argument("--asv", type=Path, metavar="DIR",
                           help="add each kernel's history from this asv results directory")
     p.add_argument("--wide", action="store_true", help="print every column")
-    p.add_argument("--all-rows", action="store_true",
-                   help=f"print every table (by default the tables stop after about "
-                   f"{report.TERMINAL_ROWS} rows and the rest are counted)")
+    add_all_rows_argument(p)
     p.add_argument("--print-markdown", action="store_true",
                    help="print the tables as Markdown (run's --markdown FILE writes them)")
     p.add_argument("--markdown", dest="print_markdown", help=argparse.SUPPRESS,
@@ -69,7 +67,7 @@ def run(args: argparse.Namespace, console: Console) -> int:
         from .. import report_html
 
         report_html.render_terminal(args.results, console, wide=args.wide,
-                                    limit=None if args.all_rows else report.TERMINAL_ROWS)
+                                    limit=report.row_limit(args.all_rows))
     if args.plots:
         from .. import charts  # matplotlib loads only when plots are asked for
 

@@ -4,7 +4,6 @@ table and save the results."""
 from __future__ import annotations
 
 import argparse
-import os
 import signal
 import sys
 from collections import defaultdict
@@ -18,11 +17,13 @@ from ..backend_table import BACKENDS, HOST
 from ..backends import RunOptions, get_backend, unavailable_reason
 from ..catalogue import Kernel
 from ..catalogue import kernels as catalogue_kernels
+from ..host import allowed_cpus
 from ..measure import CLI_SAMPLING, CPU_NOISE_TARGET, DEFAULT_WARMUP, Sampling
 from ..problem import Problem
 from ..sweep import RunContext, SweepHooks, SweepRow, row_key, sweep
 from .common import (
     UsageError,
+    add_all_rows_argument,
     add_device_arguments,
     add_problem_arguments,
     add_selection_arguments,
@@ -101,9 +102,7 @@ def add_parser(sub) -> argparse.ArgumentParser:
                      help="write the HTML/Markdown/CSV report here (and results.json)")
     out.add_argument("--wide", action="store_true",
                      help="print every column, reasons inline (the default table fits 80 columns)")
-    out.add_argument("--all-rows", action="store_true",
-                     help=f"print every table (by default the tables stop after about "
-                     f"{report.TERMINAL_ROWS} rows and the rest are counted)")
+    add_all_rows_argument(out)
 
     return p
 
@@ -153,14 +152,6 @@ def _nothing_can_run(kernels: list[Kernel], options: RunOptions) -> str:
             return ""
         reasons.setdefault(reason, kernel.id)
     return "; ".join(f"{kernel}: {reason}" for reason, kernel in reasons.items())
-
-
-def allowed_cpus() -> int:
-    """The CPUs this process may run on (its affinity mask), which can be fewer than the
-    machine's."""
-    if hasattr(os, "sched_getaffinity"):
-        return len(os.sched_getaffinity(0))
-    return os.cpu_count() or 1
 
 
 def threads_note(records: list[dict], asked: int | None) -> str | None:
@@ -435,7 +426,7 @@ def _report_and_save(context: RunContext, console: Console, swept: _Swept,
     if distorted:  # above the table, where the distorted figures are read
         warn(distorted)
     report.render_rich(table_records, console, wide=context.wide,
-                       limit=None if context.all_rows else report.TERMINAL_ROWS)
+                       limit=report.row_limit(context.all_rows))
     for note in table_notes:
         console.print(note, style="dim")
     for warning in environment.warnings(env):
