@@ -63,6 +63,11 @@ class Series:
     points: list[Point] = field(default_factory=list)
     failed: list[tuple[str, datetime]] = field(default_factory=list)
 
+    def sort(self) -> None:
+        """Points and failed commits in time order: by date, then by commit."""
+        self.points.sort(key=lambda p: (p.date, p.commit))
+        self.failed.sort(key=lambda f: (f[1], f[0]))
+
     @property
     def params(self) -> dict[str, str]:
         """Parameter name -> value, e.g. {"kernel": "cpu.seq_naive", "size": "512"}."""
@@ -193,8 +198,7 @@ def load_history(results_dir: str | Path, machine: str | None = None,
             _add_result(history, meta.get(name, {}), name, params,
                         result.get_result_value(name, params), machine_name, env, commit, date)
     for series in history.values():
-        series.points.sort(key=lambda p: (p.date, p.commit))
-        series.failed.sort(key=lambda f: (f[1], f[0]))
+        series.sort()
     return history
 
 

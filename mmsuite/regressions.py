@@ -205,13 +205,10 @@ def in_git_order(history: History, repo: Path | None) -> None:
     commits = {p.commit for s in history.values() for p in s.points}
     commits |= {c for s in history.values() for c, _ in s.failed}
     dates = commit_dates(commits, repo)
-    if not dates:
-        return
     for series in history.values():
-        series.points = sorted((replace(p, date=dates.get(p.commit, p.date))
-                                for p in series.points), key=lambda p: (p.date, p.commit))
-        series.failed = sorted(((c, dates.get(c, d)) for c, d in series.failed),
-                               key=lambda f: (f[1], f[0]))
+        series.points = [replace(p, date=dates.get(p.commit, p.date)) for p in series.points]
+        series.failed = [(c, dates.get(c, d)) for c, d in series.failed]
+        series.sort()
 
 
 def load_saved(paths: Iterable[Path], repo: Path | None = None) -> History:
@@ -231,15 +228,11 @@ def load_saved(paths: Iterable[Path], repo: Path | None = None) -> History:
             raise results.ResultsError(f"{path} records no git commit: its place in the "
                                        "history is unknown")
         documents.append((commit, environment, document["results"]))
-    dates = commit_dates((c for c, _, _ in documents), repo)
     history: History = {}
     for commit, environment, records in documents:
-        date = dates.get(commit) or _created(environment)
         for record in records:
-            _add_saved(history, record, environment, commit, date)
-    for series in history.values():
-        series.points.sort(key=lambda p: (p.date, p.commit))
-        series.failed.sort(key=lambda f: (f[1], f[0]))
+            _add_saved(history, record, environment, commit, _created(environment))
+    in_git_order(history, repo)
     return history
 
 
