@@ -401,9 +401,14 @@ def on_cpu_times(samples: list[float], on_cpu: list[float]) -> list[float]:
 
 
 def runs_on_one_thread(kernel: Kernel, threads: int | None) -> bool:
-    """Whether a row keeps one host CPU busy: a rung of the host's own backend (the C
-    ladder) that is sequential, or run with one thread."""
-    return kernel.backend == HOST_BACKEND.name and (not kernel.threaded or threads == 1)
+    """Whether a row keeps one host CPU busy: a kernel of the host's backend run with one
+    thread, or a sequential rung of the C ladder. A Python plugin's callable (and numpy's
+    reference) runs on numpy's BLAS, which takes every CPU unless told one thread, whatever
+    the kernel declares."""
+    if kernel.backend != HOST_BACKEND.name:
+        return False
+    on_blas = kernel.function is not None or bool(kernel.reference)
+    return threads == 1 or not (kernel.threaded or on_blas)
 
 
 class Gate:

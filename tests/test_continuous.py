@@ -5,6 +5,7 @@ scripts/gate_trials.py, not here."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import shutil
@@ -442,6 +443,10 @@ def test_rows_on_one_thread_are_the_sequential_cpu_rungs_or_any_cpu_rung_on_one_
     assert not one_thread(catalogue.get("cpu.omp_tiled"), 2)
     assert not one_thread(catalogue.get("cpu.blas"), None)
     assert not one_thread(catalogue.get("cuda.01_naive"), 1)
+    # A plugin's Python callable declares no threads, but numpy's BLAS takes every CPU.
+    callable_kernel = dataclasses.replace(catalogue.get("cpu.seq_ikj"), id="mine.np",
+                                          function=lambda alpha, a, b, beta, c: None)
+    assert not one_thread(callable_kernel, None) and one_thread(callable_kernel, 1)
 
 
 def test_duet_measures_both_sides_at_once_on_cpus_drawn_per_round(fake_workers, tmp_path,
