@@ -51,7 +51,7 @@ from .backend_table import GPU_BACKENDS
 from .backends import RunOptions
 from .catalogue import Kernel
 from .problem import Problem
-from .sweep import Ladder, RunContext, SweepHooks, SweepRow
+from .sweep import NO_HOOKS, Ladder, RunContext, SweepHooks, SweepRow
 
 GPU = "GPU"
 HOST = "HOST"
@@ -511,7 +511,7 @@ class Cluster:
                 print(f"mmsuite: warning: {warning}", file=sys.stderr)
 
     def sweep(self, context: RunContext, *, resume: Iterable[dict] = (),
-              hooks: SweepHooks | None = None,
+              hooks: SweepHooks = NO_HOOKS,
               job: workers.JobFn | None = None) -> list[SweepRow]:
         """``mmsuite.sweep.sweep`` of ``context`` on the cluster: the same rows, in ladder
         order.
@@ -527,10 +527,7 @@ class Cluster:
         from distributed import wait
 
         options, run_kwargs, timeout = context.options, context.run_kwargs, context.timeout
-        hooks = hooks or SweepHooks()
-        ladder = Ladder(context.kernels, context.problems, resume=resume,
-                        retry_crashed=context.retry_crashed, on_row=hooks.on_row,
-                        on_start=hooks.on_start, on_plan=hooks.on_plan)
+        ladder = Ladder.of(context, resume, hooks)
         sweep_id = uuid.uuid4().hex
         offered = self.resources()
         pending: dict[Any, tuple[JobSpec, Kernel]] = {}

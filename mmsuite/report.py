@@ -462,13 +462,13 @@ def within_terminal(groups: list[list[dict]], limit: int | None) -> list[list[di
     return shown
 
 
-def left_out_line(groups: list[list[dict]], shown: int, what: str = "problems") -> str:
+def left_out_line(groups: list[list[dict]], shown: int) -> str:
     """The line under a terminal's tables that counts what they leave out ("" if none)."""
     rest = groups[shown:]
     if not rest:
         return ""
     rows = sum(len(g) for g in rest)
-    return (f"... and {len(rest)} more {what} ({rows} rows) not shown, of {len(groups)}: "
+    return (f"... and {len(rest)} more problems ({rows} rows) not shown, of {len(groups)}: "
             f"{ALL_ROWS_HINT}")
 
 

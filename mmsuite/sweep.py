@@ -96,6 +96,10 @@ class SweepHooks:
     on_plan: Callable[[int], None] | None = None
 
 
+#: A sweep that tells its caller nothing as it goes: the default, here and on a cluster.
+NO_HOOKS = SweepHooks()
+
+
 @dataclass(frozen=True)
 class Lanes:
     """Where a sweep's jobs run and what they run: the kernels of the ``isolated`` backends
@@ -187,6 +191,15 @@ class Ladder:
         self._on_row, self._on_start, self._on_plan = on_row, on_start, on_plan
         self._lock = threading.Lock()  # rows arrive from several device threads
 
+    @classmethod
+    def of(cls, context: RunContext, resume: Iterable[dict] = (),
+           hooks: SweepHooks = NO_HOOKS) -> Ladder:
+        """The ladder of ``context``'s kernels and problems, sparing what ``resume`` holds
+        (with ``context.retry_crashed``) and telling ``hooks``."""
+        return cls(context.kernels, context.problems, resume=resume,
+                   retry_crashed=context.retry_crashed, on_row=hooks.on_row,
+                   on_start=hooks.on_start, on_plan=hooks.on_plan)
+
     def plan(self, unavailable: Callable[[Kernel], str]) -> list[PendingRow]:
         """Finish the kept and unavailable rows; the pairs left to run, in ladder order.
         ``unavailable(kernel)``: why its pairs cannot run here, or an empty string."""
@@ -231,7 +244,7 @@ class Ladder:
 
 
 def sweep(context: RunContext, *, resume: Iterable[dict] = (),
-          hooks: SweepHooks = SweepHooks(), lanes: Lanes = Lanes()) -> list[SweepRow]:
+          hooks: SweepHooks = NO_HOOKS, lanes: Lanes = Lanes()) -> list[SweepRow]:
     """Run every kernel of ``context`` on every problem and return the rows in ladder order.
 
     ``resume`` (the records of an earlier run, and ``context.retry_crashed``: what they
@@ -239,9 +252,7 @@ def sweep(context: RunContext, *, resume: Iterable[dict] = (),
     when its kernel cannot run with ``context.options``; ``lanes`` says where each runs.
     """
     options, run_kwargs, timeout = context.options, context.run_kwargs, context.timeout
-    ladder = Ladder(context.kernels, context.problems, resume=resume,
-                    retry_crashed=context.retry_crashed, on_row=hooks.on_row,
-                    on_start=hooks.on_start, on_plan=hooks.on_plan)
+    ladder = Ladder.of(context, resume, hooks)
     isolated, job = lanes.isolated, lanes.job
     in_process = IN_PROCESS if lanes.in_process is None else lanes.in_process
     host_jobs: list[workers.Job] = []  # in this process

@@ -26,7 +26,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -109,13 +109,19 @@ def _interruptible() -> None:
     signal.signal(signal.SIGINT, signal.SIG_DFL)
 
 
-def one_line(done: subprocess.CompletedProcess, status: int = 2, says: str = "") -> str:
-    """The command failed with ``status`` and one line on stderr, no traceback."""
+def _exited_cleanly(done: subprocess.CompletedProcess, status: int) -> str:
+    """The command ended with ``status`` and no traceback; its stderr, stripped."""
     err = done.stderr.strip()
     if "Traceback" in err or "internal error" in err:
         raise Bad(f"traceback (exit {done.returncode}): {err.splitlines()[-1][:90]}")
     if done.returncode != status:
         raise Bad(f"exit {done.returncode}, not {status}: {err[-120:]}")
+    return err
+
+
+def one_line(done: subprocess.CompletedProcess, status: int = 2, says: str = "") -> str:
+    """The command failed with ``status`` and one line on stderr, no traceback."""
+    err = _exited_cleanly(done, status)
     lines = err.splitlines()
     if len(lines) != 1 or not lines[0].startswith("mmsuite: error: "):
         raise Bad(f"{len(lines)} lines on stderr: {err[:120]!r}")
@@ -127,11 +133,7 @@ def one_line(done: subprocess.CompletedProcess, status: int = 2, says: str = "")
 def last_line(done: subprocess.CompletedProcess, status: int = 2, says: str = "") -> str:
     """For a command that reports progress on stderr: it failed with ``status``, its last
     line is the one error line, and no traceback."""
-    err = done.stderr.strip()
-    if "Traceback" in err or "internal error" in err:
-        raise Bad(f"traceback (exit {done.returncode}): {err.splitlines()[-1][:90]}")
-    if done.returncode != status:
-        raise Bad(f"exit {done.returncode}, not {status}: {err[-120:]}")
+    err = _exited_cleanly(done, status)
     errors = [ln for ln in err.splitlines() if ln.startswith("mmsuite: error: ")]
     if len(errors) != 1 or (says and says not in errors[0]):
         raise Bad(f"{len(errors)} error lines: {err[-160:]!r}")
@@ -160,6 +162,18 @@ def by_test(node: str) -> str:
     if done.returncode != 0 or " passed" not in last:
         raise Bad(f"tests/{node}: {last}")
     return f"by its test: {node.split('::')[-1][:60]} ({last})"
+
+
+def staged_by_test(name: str, defect: str, node: str, dask: bool = False) -> None:
+    """Registers the case ``name`` as the scenario the test ``node`` stages (one that needs
+    the cluster extra when ``dask``)."""
+
+    def check(tmp: Path) -> str:
+        if dask:
+            _needs_dask()
+        return by_test(node)
+
+    case(name, defect)(check)
 
 
 def results_file(
@@ -220,22 +234,41 @@ def gate_cache() -> Path:
     return _CACHE[0]
 
 
-def gate_args(*extra: str, kernels: list[str] = GATE_KERNELS) -> list[str]:
+def head_commit() -> str:
+    """This checkout's HEAD, the commit a gate of HEAD builds."""
+    return subprocess.run(
+        ["git", "-C", str(ROOT), "rev-parse", "HEAD"], capture_output=True, text=True
+    ).stdout.strip()
+
+
+def gate_of(
+    *extra: str,
+    repo: Path = ROOT,
+    cache: Path | None = None,
+    kernels: Sequence[str] = ("cpu.seq_ikj",),
+) -> list[str]:
+    """``continuous HEAD HEAD`` of ``repo`` (into ``cache``, else the default cache) for
+    ``kernels``, then ``extra``."""
     return [
         "continuous",
         "HEAD",
         "HEAD",
         "--repo",
-        str(ROOT),
-        "--cache-dir",
-        str(gate_cache()),
+        str(repo),
+        *(["--cache-dir", str(cache)] if cache is not None else []),
         *[a for k in kernels for a in ("--kernel", k)],
-        "--shape",
-        "40,48",
-        "--max-time",
-        "2",
         *extra,
     ]
+
+
+def gate_args(*extra: str, kernels: list[str] = GATE_KERNELS) -> list[str]:
+    """The battery's gate of HEAD: built once into :func:`gate_cache`, two small shapes."""
+    return gate_of(
+        "--shape", "40,48", "--max-time", "2", *extra, cache=gate_cache(), kernels=kernels
+    )
+
+
+SMALL_RUN = ("run", "--kernel", "cpu.seq_ikj", "--shape", "16")  # one kernel, one small shape
 
 
 def journal_rows(path: Path) -> int:
@@ -262,9 +295,7 @@ def wait_until(
 def damaged_cache(tmp: Path) -> str:
     first = mm(*gate_args(kernels=["cpu.seq_ikj"]), "--shape", "32")
     no_traceback(first)
-    commit = subprocess.run(
-        ["git", "-C", str(ROOT), "rev-parse", "HEAD"], capture_output=True, text=True
-    ).stdout.strip()
+    commit = head_commit()
     shutil.rmtree(gate_cache() / commit / "site")
     again = mm(*gate_args(kernels=["cpu.seq_ikj"]), "--shape", "32")
     no_traceback(again)
@@ -365,43 +396,39 @@ def worker_other_host(tmp: Path) -> str:
 
 
 # ------------------------------------------------------------------ 3: matched by code
-@case("run --cluster: a worker of other measuring code is refused, naming both", "3")
-def other_code(tmp: Path) -> str:
-    _needs_dask()
-    return by_test(
-        "test_cluster.py::test_a_worker_with_other_measuring_code_is_refused_naming_both"
-    )
+staged_by_test(
+    "run --cluster: a worker of other measuring code is refused, naming both",
+    "3",
+    "test_cluster.py::test_a_worker_with_other_measuring_code_is_refused_naming_both",
+    dask=True,
+)
 
 
 # ------------------------------------------------------------------ 4: BASE as measured
-@case("continuous: a kernel that breaks in HEAD keeps BASE's timed row", "4")
-def base_as_measured(tmp: Path) -> str:
-    return by_test(
-        "test_continuous.py::"
-        "test_a_kernel_that_breaks_in_head_keeps_bases_timed_row_so_compare_agrees"
-    )
+staged_by_test(
+    "continuous: a kernel that breaks in HEAD keeps BASE's timed row",
+    "4",
+    "test_continuous.py::"
+    "test_a_kernel_that_breaks_in_head_keeps_bases_timed_row_so_compare_agrees",
+)
 
 
 # ------------------------------------------------------------------ 5: derived paths
 @case("run --json /proc/x", "5")
 def json_proc(tmp: Path) -> str:
-    return one_line(mm("run", "--kernel", "cpu.seq_ikj", "--shape", "16", "--json", "/proc/x.json"))
+    return one_line(mm(*SMALL_RUN, "--json", "/proc/x.json"))
 
 
 @case("run --json X with a directory at X.json.lock", "5")
 def lock_dir(tmp: Path) -> str:
     (tmp / "x.json.lock").mkdir()
-    return one_line(
-        mm("run", "--kernel", "cpu.seq_ikj", "--shape", "16", "--json", str(tmp / "x.json"))
-    )
+    return one_line(mm(*SMALL_RUN, "--json", str(tmp / "x.json")))
 
 
 @case("run --json X with a symlink at X.json.lock", "5")
 def lock_link(tmp: Path) -> str:
     (tmp / "x.json.lock").symlink_to(tmp / "elsewhere")
-    done = one_line(
-        mm("run", "--kernel", "cpu.seq_ikj", "--shape", "16", "--json", str(tmp / "x.json"))
-    )
+    done = one_line(mm(*SMALL_RUN, "--json", str(tmp / "x.json")))
     if (tmp / "elsewhere").exists():
         raise Bad("the link was followed")
     return done
@@ -432,26 +459,26 @@ def history_proc(tmp: Path) -> str:
     return one_line(done)
 
 
-@case("run --json on a full disk before the first row", "5")
-def full_disk(tmp: Path) -> str:
-    return by_test("test_cli_results.py::test_a_full_disk_is_one_line_naming_the_path")
-
-
-@case("run --json past a file size limit (ulimit -f)", "5")
-def file_size_limit(tmp: Path) -> str:
-    return by_test(
-        "test_cli_results.py::"
-        "test_a_file_size_limit_is_one_line_after_the_table_with_the_journal_kept"
-    )
+staged_by_test(
+    "run --json on a full disk before the first row",
+    "5",
+    "test_cli_results.py::test_a_full_disk_is_one_line_naming_the_path",
+)
+staged_by_test(
+    "run --json past a file size limit (ulimit -f)",
+    "5",
+    "test_cli_results.py::"
+    "test_a_file_size_limit_is_one_line_after_the_table_with_the_journal_kept",
+)
 
 
 # ------------------------------------------------------------------ 6: scheduler lost
-@case("run --cluster: the scheduler lost mid-sweep keeps the finished rows", "6")
-def scheduler_lost(tmp: Path) -> str:
-    _needs_dask()
-    return by_test(
-        "test_cluster.py::test_run_shows_and_saves_the_rows_finished_before_the_scheduler_was_lost"
-    )
+staged_by_test(
+    "run --cluster: the scheduler lost mid-sweep keeps the finished rows",
+    "6",
+    "test_cluster.py::test_run_shows_and_saves_the_rows_finished_before_the_scheduler_was_lost",
+    dask=True,
+)
 
 
 # ------------------------------------------------------------------ 7: the gate's journal
@@ -516,12 +543,12 @@ def gate_other_journal(tmp: Path) -> str:
     )
 
 
-@case("continuous: Ctrl-C just after the last row still shows and saves every row", "7")
-def gate_after_last_row(tmp: Path) -> str:
-    return by_test(
-        "test_continuous_journal.py::"
-        "test_ctrl_c_just_after_the_last_row_still_shows_and_saves_every_row"
-    )
+staged_by_test(
+    "continuous: Ctrl-C just after the last row still shows and saves every row",
+    "7",
+    "test_continuous_journal.py::"
+    "test_ctrl_c_just_after_the_last_row_still_shows_and_saves_every_row",
+)
 
 
 # ------------------------------------------------------------------ 8: the schema
@@ -552,39 +579,13 @@ for _label, _change in SCHEMA.items():
 # ------------------------------------------------------------------ 9: the gate's checks
 @case("continuous: a problem beyond host memory is refused", "9")
 def gate_memory(tmp: Path) -> str:
-    return one_line(
-        mm(
-            "continuous",
-            "HEAD",
-            "HEAD",
-            "--repo",
-            str(ROOT),
-            "--cache-dir",
-            str(tmp / "cache"),
-            "--kernel",
-            "cpu.seq_ikj",
-            "--shape",
-            "100000",
-        ),
-        says="needs about",
-    )
+    return one_line(mm(*gate_of("--shape", "100000", cache=tmp / "cache")), says="needs about")
 
 
 @case("continuous: OMP_NUM_THREADS=64000 is refused", "9")
 def gate_omp(tmp: Path) -> str:
     return one_line(
-        mm(
-            "continuous",
-            "HEAD",
-            "HEAD",
-            "--repo",
-            str(ROOT),
-            "--cache-dir",
-            str(tmp / "cache"),
-            "--kernel",
-            "cpu.seq_ikj",
-            env=env_with(OMP_NUM_THREADS="64000"),
-        ),
+        mm(*gate_of(cache=tmp / "cache"), env=env_with(OMP_NUM_THREADS="64000")),
         says="OMP_NUM_THREADS",
     )
 
@@ -601,9 +602,7 @@ for _label, _text in ADDRESSES.items():
         _needs_dask()
         target = tmp / "scheduler.json"
         target.write_text(text)
-        return one_line(
-            mm("run", "--kernel", "cpu.seq_ikj", "--shape", "16", "--cluster", str(target))
-        )
+        return one_line(mm(*SMALL_RUN, "--cluster", str(target)))
 
     case(f"run --cluster with {_label}", "10")(_file_case)
 
@@ -611,9 +610,7 @@ for _address in ("foo://bar:1", "tcp://[::1"):
 
     def _address_case(tmp: Path, address=_address) -> str:
         _needs_dask()
-        return one_line(
-            mm("run", "--kernel", "cpu.seq_ikj", "--shape", "16", "--cluster", address, timeout=120)
-        )
+        return one_line(mm(*SMALL_RUN, "--cluster", address, timeout=120))
 
     case(f"run --cluster {_address}", "10")(_address_case)
 
@@ -641,53 +638,18 @@ def abs_link(tmp: Path) -> str:
     repo = _repo(
         tmp, lambda r: (r / "setup.py").write_text("") or (r / "link").symlink_to("/etc/passwd")
     )
-    return last_line(
-        mm(
-            "continuous",
-            "HEAD",
-            "HEAD",
-            "--repo",
-            str(repo),
-            "--cache-dir",
-            str(tmp / "cache"),
-            "--kernel",
-            "cpu.seq_ikj",
-        )
-    )
+    return last_line(mm(*gate_of(repo=repo, cache=tmp / "cache")))
 
 
 @case("continuous of an empty tree", "11")
 def empty_tree(tmp: Path) -> str:
     repo = _repo(tmp, lambda r: None)
-    return last_line(
-        mm(
-            "continuous",
-            "HEAD",
-            "HEAD",
-            "--repo",
-            str(repo),
-            "--cache-dir",
-            str(tmp / "cache"),
-            "--kernel",
-            "cpu.seq_ikj",
-        )
-    )
+    return last_line(mm(*gate_of(repo=repo, cache=tmp / "cache")))
 
 
 @case("continuous with an unwritable default cache", "11")
 def unwritable_cache(tmp: Path) -> str:
-    return one_line(
-        mm(
-            "continuous",
-            "HEAD",
-            "HEAD",
-            "--repo",
-            str(ROOT),
-            "--kernel",
-            "cpu.seq_ikj",
-            env=env_with(XDG_CACHE_HOME="/proc/nope"),
-        )
-    )
+    return one_line(mm(*gate_of(), env=env_with(XDG_CACHE_HOME="/proc/nope")))
 
 
 # ------------------------------------------------------------------ 12: report at scale
@@ -773,20 +735,7 @@ def gate_json_dir(tmp: Path) -> str:
 def gate_same_file(tmp: Path) -> str:
     same = tmp / "x.json"
     return one_line(
-        mm(
-            "continuous",
-            "HEAD",
-            "HEAD",
-            "--repo",
-            str(ROOT),
-            "--kernel",
-            "cpu.seq_ikj",
-            "--json",
-            str(same),
-            "--junit",
-            str(same),
-        ),
-        says="name the same file",
+        mm(*gate_of("--json", str(same), "--junit", str(same))), says="name the same file"
     )
 
 
@@ -812,12 +761,12 @@ def worker_same_name(tmp: Path) -> str:
         _stop(scheduler)
 
 
-@case("kill -9 of the only host worker: rows are errors, not unavailable", "minor")
-def last_worker_killed(tmp: Path) -> str:
-    _needs_dask()
-    return by_test(
-        "test_cluster.py::test_jobs_whose_last_worker_left_mid_sweep_are_errors_not_unavailable"
-    )
+staged_by_test(
+    "kill -9 of the only host worker: rows are errors, not unavailable",
+    "minor",
+    "test_cluster.py::test_jobs_whose_last_worker_left_mid_sweep_are_errors_not_unavailable",
+    dask=True,
+)
 
 
 @case("terminal escape sequences in kernel names never reach the terminal", "minor")
@@ -836,27 +785,12 @@ def escapes(tmp: Path) -> str:
 
 @case("a symlink planted in a shared --cache-dir is not followed", "minor")
 def cache_link(tmp: Path) -> str:
-    commit = subprocess.run(
-        ["git", "-C", str(ROOT), "rev-parse", "HEAD"], capture_output=True, text=True
-    ).stdout.strip()
+    commit = head_commit()
     cache, target = tmp / "cache", tmp / "theirs"
     cache.mkdir()
     target.mkdir()
     (cache / commit).symlink_to(target)
-    done = one_line(
-        mm(
-            "continuous",
-            "HEAD",
-            "HEAD",
-            "--repo",
-            str(ROOT),
-            "--cache-dir",
-            str(cache),
-            "--kernel",
-            "cpu.seq_ikj",
-        ),
-        says="link",
-    )
+    done = one_line(mm(*gate_of(cache=cache)), says="link")
     if any(target.iterdir()):
         raise Bad("the build wrote through the link")
     return done
@@ -865,21 +799,7 @@ def cache_link(tmp: Path) -> str:
 @case("SIGKILL during a build leaves no pip or gcc behind", "minor")
 def build_orphans(tmp: Path) -> str:
     cache = tmp / "fresh-cache"
-    gate = start(
-        "continuous",
-        "HEAD",
-        "HEAD",
-        "--repo",
-        str(ROOT),
-        "--cache-dir",
-        str(cache),
-        "--kernel",
-        "cpu.seq_ikj",
-        "--shape",
-        "32",
-        cwd=tmp,
-        log=tmp / "gate.log",
-    )
+    gate = start(*gate_of("--shape", "32", cache=cache), cwd=tmp, log=tmp / "gate.log")
 
     def compiling() -> bool:
         return any("cc1" in p or "gcc" in p for p in _build_processes(tmp))
@@ -921,12 +841,7 @@ def _build_processes(tmp: Path) -> list[str]:
 
 @case("continuous --resume without --json", "minor")
 def resume_without_json(tmp: Path) -> str:
-    return one_line(
-        mm(
-            "continuous", "HEAD", "HEAD", "--repo", str(ROOT), "--kernel", "cpu.seq_ikj", "--resume"
-        ),
-        says="--resume",
-    )
+    return one_line(mm(*gate_of("--resume")), says="--resume")
 
 
 @case("CUDA: a GPU worker's rows and a GPU gate", "minor")

@@ -9,11 +9,12 @@ from collections.abc import Iterator
 
 
 class Terminated(BaseException):
-    """SIGTERM: ends a command like Ctrl-C, with what it finished saved (exit 143)."""
+    """SIGTERM: ends a command like Ctrl-C (run and continuous save what they finished,
+    exit 143; worker stops the workers it started)."""
 
 
 def raise_terminated(signum: int, frame: object) -> None:
-    """The SIGTERM handler of a command that saves what it finished."""
+    """The SIGTERM handler of a command that SIGTERM ends like Ctrl-C."""
     raise Terminated()
 
 

@@ -27,6 +27,7 @@ from rich.console import Console
 
 from .. import cluster
 from .common import UsageError
+from .signals import Terminated, raise_terminated
 
 #: How long the scheduler may take to answer before the command gives up.
 PROBE_TIMEOUT_S = cluster.CONNECT_TIMEOUT_S
@@ -184,14 +185,6 @@ WORKER_CONFIG = {
 }
 
 
-class _Stop(BaseException):
-    """SIGTERM: stop the workers like Ctrl-C."""
-
-
-def _on_sigterm(signum: int, frame: object) -> None:
-    raise _Stop()
-
-
 def run(args: argparse.Namespace, console: Console) -> int:
     try:
         import distributed  # noqa: F401
@@ -215,7 +208,7 @@ def run(args: argparse.Namespace, console: Console) -> int:
     where = listen_options(address, args.listen_address, args.interface)
     base = {**os.environ, **WORKER_CONFIG}
     children: list[tuple[cluster.WorkerPlan, subprocess.Popen]] = []
-    previous = signal.signal(signal.SIGTERM, _on_sigterm)
+    previous = signal.signal(signal.SIGTERM, raise_terminated)
     try:
         for plan in plans:
             # A session of its own: stopping a worker reaches its nanny, the worker and
@@ -237,7 +230,7 @@ def run(args: argparse.Namespace, console: Console) -> int:
                           "the others", file=sys.stderr)
                     return 1
             time.sleep(0.5)
-    except (KeyboardInterrupt, _Stop):
+    except (KeyboardInterrupt, Terminated):  # SIGTERM stops the workers like Ctrl-C
         return 0
     finally:
         signal.signal(signal.SIGTERM, previous)
