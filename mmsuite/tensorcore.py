@@ -146,7 +146,8 @@ class TensorPlan:
 
     @property
     def flag_offset(self) -> int:
-        """Where rung 29's two flag words sit (after the parts)."""
+        """Where the split's two flag words sit (rungs 26 and 29), after the parts; for
+        rungs 25 and 28, where the parts end."""
         if not self.b_packed:
             return self.b_offset
         return self.b_offset + _align(self.parts * self.part_floats(self.np_))
