@@ -216,5 +216,5 @@ extern "C" __global__ void __launch_bounds__(TC_THREADS, TF32_MINB)
 mm_25_tf32_mma(int M, int N, int Kp, float alpha, float beta, float* C, float* W, int a_offset,
                int b_offset, int Mp, int Np, int kt_per_slice, int slices) {
     tc_gemm<TF32_STAGES>(M, N, Kp, alpha, beta, C, W, a_offset, b_offset, Mp, Np,
-                            kt_per_slice, slices);
+                         kt_per_slice, slices);
 }

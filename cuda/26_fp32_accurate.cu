@@ -32,7 +32,6 @@
 #include "25_tf32_mma.cu"
 #include "exact_split.cuh"
 
-#define SPLIT_PARTS 3
 #ifndef ACCURATE_STAGES
 #define ACCURATE_STAGES 2
 #endif

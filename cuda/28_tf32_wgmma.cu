@@ -46,7 +46,7 @@
 #define WG_GROUP_M 8  // row tiles a group of blocks in launch order covers (0: no grouping)
 #endif
 #define WG_THREADS 384                     // producer + two consumer warpgroups
-#define WG_A_TILE (WG_BM * WG_BK * 4)      // bytes of one part of A's tile
+#define WG_A_TILE (WG_BM * WG_BK * 4)      // bytes of A's tile
 #define WG_PRODUCER_REGS 40
 #define WG_CONSUMER_REGS 232
 

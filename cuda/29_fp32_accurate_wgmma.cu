@@ -24,7 +24,6 @@
 #include "28_tf32_wgmma.cu"
 #include "exact_split.cuh"
 
-#define ACC_PARTS 3
 #define ACC_BK 64  // 64 BF16 = 128 bytes: one row of the 128-byte swizzle
 #define ACC_BN 128
 #ifndef ACC_STAGES
@@ -60,11 +59,11 @@ __device__ __forceinline__ void wg_mma_bf16_n128(float (&d)[64], unsigned long l
 }
 
 extern "C" __global__ void __launch_bounds__(WG_THREADS, 1)
-mm_29_fp32_accurate_wgmma(const __grid_constant__ WgMaps<ACC_PARTS> maps, int M, int N, int K,
+mm_29_fp32_accurate_wgmma(const __grid_constant__ WgMaps<SPLIT_PARTS> maps, int M, int N, int K,
                           int Kp, float alpha, float beta, const float* A, const float* B,
                           float* C, float* W, int kt_per_slice, int slices, int flag_offset) {
-    constexpr int STAGE = ACC_PARTS * 2 * ACC_TILE;  // bytes: A's and B's parts
-    constexpr int R = ACC_BN / 2;                     // accumulators per thread
+    constexpr int STAGE = SPLIT_PARTS * 2 * ACC_TILE;  // bytes: A's and B's parts
+    constexpr int R = ACC_BN / 2;                       // accumulators per thread
     __shared__ __align__(8) unsigned long long full_bar[ACC_STAGES], empty_bar[ACC_STAGES];
     const unsigned base = (wg_smem(wg_dynamic) + 1023u) & ~1023u;
     // Read by every thread before the barrier below, which the block's count comes after.
@@ -74,8 +73,8 @@ mm_29_fp32_accurate_wgmma(const __grid_constant__ WgMaps<ACC_PARTS> maps, int M,
     if (simt) tile.tiles = 0;  // nothing for the tensor pipeline to do
     wg_init_barriers<ACC_STAGES>(full_bar, empty_bar);
     if (threadIdx.x < 128) {
-        wg_produce<ACC_PARTS, ACC_TILE, ACC_TILE, ACC_BK, ACC_STAGES>(maps.map, base, tile,
-                                                                     full_bar, empty_bar);
+        wg_produce<SPLIT_PARTS, ACC_TILE, ACC_TILE, ACC_BK, ACC_STAGES>(maps.map, base, tile,
+                                                                       full_bar, empty_bar);
         return;
     }
     asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;\n" ::"n"(WG_CONSUMER_REGS));
@@ -91,11 +90,11 @@ mm_29_fp32_accurate_wgmma(const __grid_constant__ WgMaps<ACC_PARTS> maps, int M,
         wg_bar_wait(wg_smem(&full_bar[s]), (t / ACC_STAGES) & 1);
         const unsigned stage = base + s * STAGE;
         // Part p of A (this consumer's 64 rows) and of B; k16 steps are 32 bytes apart.
-        unsigned a[ACC_PARTS], b[ACC_PARTS];
+        unsigned a[SPLIT_PARTS], b[SPLIT_PARTS];
 #pragma unroll
-        for (int p = 0; p < ACC_PARTS; ++p) {
+        for (int p = 0; p < SPLIT_PARTS; ++p) {
             a[p] = stage + p * ACC_TILE + consumer * 64 * ACC_BK * 2;
-            b[p] = stage + ACC_PARTS * ACC_TILE + p * ACC_TILE;
+            b[p] = stage + SPLIT_PARTS * ACC_TILE + p * ACC_TILE;
         }
 #pragma unroll
         for (int half = 0; half < 2; ++half) {

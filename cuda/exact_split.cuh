@@ -13,6 +13,9 @@
 
 #include "pack_tile.cuh"
 
+// The BF16 parts of each operand (SPLIT_PARTS in mmsuite/tensorcore.py too).
+#define SPLIT_PARTS 3
+
 // x rounded to the nearest BF16 (its bits), and a BF16's value.
 __device__ __forceinline__ unsigned short bf16_rn(float x) {
     unsigned short h;
@@ -29,7 +32,7 @@ __device__ __forceinline__ float bf16_value(unsigned short h) {
 // returns false and the GEMM takes its FP32 SIMT path. An x that rounds up past BF16's
 // largest finite value is truncated instead (x - x0 is still exact). A non-finite x is
 // x0 alone.
-__device__ __forceinline__ bool bf16_split(float x, unsigned short (&part)[3]) {
+__device__ __forceinline__ bool bf16_split(float x, unsigned short (&part)[SPLIT_PARTS]) {
     if (!isfinite(x)) {
         part[0] = bf16_rn(x);
         part[1] = part[2] = 0;
@@ -66,10 +69,10 @@ mm_26_split(const float* X, float* W, int offset, int part_stride, int R, int K,
     unsigned short* p = reinterpret_cast<unsigned short*>(W + offset) + z * (size_t)Rp * Kp;
     for (int i = ty; i < 32; i += 8) {
         const size_t at = (size_t)(r0 + i) * Kp + k0 + tx;
-        unsigned short part[3];
+        unsigned short part[SPLIT_PARTS];
         const bool exact = bf16_split(tile[i][tx], part);
 #pragma unroll
-        for (int q = 0; q < 3; ++q) p[q * (size_t)part_stride + at] = part[q];
+        for (int q = 0; q < SPLIT_PARTS; ++q) p[q * (size_t)part_stride + at] = part[q];
         if (!__all_sync(0xffffffffu, exact) && tx == 0)
             atomicOr(&reinterpret_cast<AccFlags*>(W + flag_offset)->inexact, 1);
     }

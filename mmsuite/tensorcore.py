@@ -31,7 +31,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from .cuda_dispatch import planners
-from .launch import CudaPlan, CudaStep, DeviceFacts, TensorMap, TensorMaps
+from .launch import TENSOR_MAP_BYTES, CudaPlan, CudaStep, DeviceFacts, TensorMap, TensorMaps
 
 if TYPE_CHECKING:
     from .layout import GemmCall
@@ -73,9 +73,16 @@ def _align(x: int) -> int:
     return _ceil(x, _ALIGN) * _ALIGN
 
 
+def _tile_k(parts: int) -> int:
+    """K of a tile: ``SPLIT_TILE_K`` BF16 for the split (rungs 26 and 29), else ``TILE_K``."""
+    return SPLIT_TILE_K if parts == SPLIT_PARTS else TILE_K
+
+
 @dataclass(frozen=True)
 class TensorPlan:
-    """Sizes of one problem on the tensor tiles: padded sizes, slices and workspace offsets."""
+    """Sizes of one problem on the tensor tiles: padded sizes, slices and workspace offsets.
+    ``parts`` is 1 (TF32 values in FP32) or ``SPLIT_PARTS`` (the BF16 split); the tile's K
+    and the packed parts' type follow from it."""
 
     m: int
     n: int
@@ -86,12 +93,24 @@ class TensorPlan:
     kt_per_slice: int
     tile_n: int = TILE_MN
     b_packed: bool = True  # else B is read in place
-    tile_k: int = TILE_K
-    element_bytes: int = 4  # of the packed parts: FP32 (TF32 values) or BF16
+
+    @property
+    def split(self) -> bool:
+        """Whether the operands are split into BF16 parts (rungs 26 and 29)."""
+        return self.parts == SPLIT_PARTS
+
+    @property
+    def tile_k(self) -> int:
+        return _tile_k(self.parts)
 
     @property
     def dtype(self) -> str:
-        return "bfloat16" if self.element_bytes == 2 else "float32"
+        """Of the packed parts: FP32 (TF32 values) or BF16."""
+        return "bfloat16" if self.split else "float32"
+
+    @property
+    def element_bytes(self) -> int:
+        return TENSOR_MAP_BYTES[self.dtype]
 
     @property
     def mp(self) -> int:
@@ -127,14 +146,15 @@ class TensorPlan:
 
     @property
     def flag_offset(self) -> int:
-        """Where rung 29's two flag words sit (after the parts)."""
+        """Where the split's two flag words sit (rungs 26 and 29), after the parts; for
+        rungs 25 and 28, where the parts end."""
         if not self.b_packed:
             return self.b_offset
         return self.b_offset + _align(self.parts * self.part_floats(self.np_))
 
     @property
     def workspace(self) -> int:
-        return self.flag_offset + (_ALIGN if self.parts == SPLIT_PARTS else 0)
+        return self.flag_offset + (_ALIGN if self.split else 0)
 
     @property
     def smem(self) -> int:
@@ -162,11 +182,9 @@ def slices_for(m: int, n: int, k: int, batch: int, sm_count: int,
 
 
 def tensor_plan(m: int, n: int, k: int, batch: int, parts: int, sm_count: int,
-                tile_n: int = TILE_MN, b_packed: bool = True, tile_k: int = TILE_K,
-                element_bytes: int = 4) -> TensorPlan:
-    slices, per = slices_for(m, n, k, batch, sm_count, tile_n, tile_k)
-    plan = TensorPlan(m, n, k, batch, parts, slices, per, tile_n, b_packed, tile_k,
-                      element_bytes)
+                tile_n: int = TILE_MN, b_packed: bool = True) -> TensorPlan:
+    slices, per = slices_for(m, n, k, batch, sm_count, tile_n, _tile_k(parts))
+    plan = TensorPlan(m, n, k, batch, parts, slices, per, tile_n, b_packed)
     # The kernels take offsets and part strides as 32-bit integers.
     if max(plan.workspace, plan.part_elements(max(plan.mp, plan.np_))) > _INT32_MAX:
         raise ValueError(f"{batch}x{m}x{n}x{k} needs a workspace of {plan.workspace} floats, "
@@ -183,21 +201,19 @@ def _operand(plan: TensorPlan, operand: str) -> tuple[int, int, int, int, int]:
 
 
 def _pack(plan: TensorPlan, operand: str, arch: str = "") -> CudaStep:
-    """mm_25_pack of A or B into the workspace (the rung's own source, which includes it)."""
+    """mm_25_pack of A or B into the workspace; for the split (rungs 26 and 29) mm_26_split,
+    into its three BF16 parts, which raises the flag where a split is inexact. Both are the
+    rung's own source (mm_26_split through cuda/exact_split.cuh)."""
     rows, rows_p, offset, r_stride, k_stride = _operand(plan, operand)
     grid = (plan.kp // PACK_TILE, rows_p // PACK_TILE, plan.batch)
-    return CudaStep(grid, (PACK_THREADS,), PACK_ENTRY, None, arch=arch, args=(
-        operand, "work", offset, rows, plan.k, rows_p, plan.kp, r_stride, k_stride))
-
-
-def _split(plan: TensorPlan, operand: str, arch: str = "") -> CudaStep:
-    """mm_26_split of A or B into its three BF16 parts in the workspace (the rung's own
-    source, which includes cuda/exact_split.cuh)."""
-    rows, rows_p, offset, r_stride, k_stride = _operand(plan, operand)
-    grid = (plan.kp // PACK_TILE, rows_p // PACK_TILE, plan.batch)
-    return CudaStep(grid, (PACK_THREADS,), SPLIT_ENTRY, None, arch=arch, args=(
-        operand, "work", offset, plan.part_elements(rows_p), rows, plan.k, rows_p, plan.kp,
-        r_stride, k_stride, plan.flag_offset))
+    if plan.split:
+        entry, args = SPLIT_ENTRY, (operand, "work", offset, plan.part_elements(rows_p), rows,
+                                    plan.k, rows_p, plan.kp, r_stride, k_stride,
+                                    plan.flag_offset)
+    else:
+        entry, args = PACK_ENTRY, (operand, "work", offset, rows, plan.k, rows_p, plan.kp,
+                                   r_stride, k_stride)
+    return CudaStep(grid, (PACK_THREADS,), entry, None, arch=arch, args=args)
 
 
 def _check_grid(grid: tuple[int, int, int]) -> None:
@@ -220,13 +236,12 @@ def _steps(plan: TensorPlan) -> tuple[CudaStep, ...]:
     rung 21's."""
     grid = (plan.mp // TILE_MN, plan.np_ // TILE_MN, plan.batch * plan.slices)
     _check_grid(grid)
-    if plan.parts == SPLIT_PARTS:  # A and B themselves too, for the FP32 SIMT path
-        steps = [_split(plan, "a"), _split(plan, "b")]
+    steps = [_pack(plan, "a"), _pack(plan, "b")]
+    if plan.split:  # A and B themselves too, for the FP32 SIMT path
         args: tuple = ("m", "n", "k", plan.kp, "alpha", "beta", "a", "b", "c", "work",
                        plan.a_offset, plan.b_offset, plan.mp, plan.np_, plan.kt_per_slice,
                        plan.slices, plan.flag_offset)
     else:
-        steps = [_pack(plan, "a"), _pack(plan, "b")]
         args = ("m", "n", plan.kp, "alpha", "beta", "c", "work", plan.a_offset, plan.b_offset,
                 plan.mp, plan.np_, plan.kt_per_slice, plan.slices)
     steps.append(CudaStep(grid, (THREADS,), None, None, smem=plan.smem, args=args))
@@ -252,14 +267,11 @@ def _wgmma_maps(plan: TensorPlan) -> TensorMaps:
 def _wgmma_steps(plan: TensorPlan) -> tuple[CudaStep, ...]:
     """Rungs 28 and 29: the packs (rung 29: the splits), the wgmma kernel (sm_90a) on tensor
     maps, the reduction."""
-    if plan.parts == SPLIT_PARTS:
-        steps = [_split(plan, "a", WGMMA_ARCH), _split(plan, "b", WGMMA_ARCH)]
-    else:
-        steps = [_pack(plan, "a", WGMMA_ARCH)] + ([_pack(plan, "b", WGMMA_ARCH)]
-                                                  if plan.b_packed else [])
+    steps = [_pack(plan, "a", WGMMA_ARCH)] + ([_pack(plan, "b", WGMMA_ARCH)]
+                                              if plan.b_packed else [])
     grid = (plan.mp // TILE_MN, _ceil(plan.n, plan.tile_n), plan.batch * plan.slices)
     _check_grid(grid)
-    if plan.parts == SPLIT_PARTS:  # A and B themselves too, for the FP32 SIMT path
+    if plan.split:  # A and B themselves too, for the FP32 SIMT path
         args: tuple = (_wgmma_maps(plan), "m", "n", "k", plan.kp, "alpha", "beta", "a", "b",
                        "c", "work", plan.kt_per_slice, plan.slices, plan.flag_offset)
     else:
@@ -297,8 +309,7 @@ def plan_accurate(call: GemmCall, device: DeviceFacts, override: object = None, 
         simt = planners.plan_adaptive(call, device)
         return CudaPlan(simt.steps, simt.workspace,
                         {**dict(simt.info), "tensorcore": {"path": "fp32 simt (rung 22)"}})
-    plan = tensor_plan(call.m, call.n, call.k, call.batch, SPLIT_PARTS, device.sms,
-                       tile_k=SPLIT_TILE_K, element_bytes=2)
+    plan = tensor_plan(call.m, call.n, call.k, call.batch, SPLIT_PARTS, device.sms)
     return CudaPlan(_steps(plan), plan.workspace, _info(plan, "tensor"))
 
 
@@ -325,7 +336,7 @@ def plan_accurate_wgmma(call: GemmCall, device: DeviceFacts, override: object = 
         return CudaPlan(simt.steps, simt.workspace,
                         {**dict(simt.info), "tensorcore": {"path": "fp32 simt (rung 22)"}})
     plan = tensor_plan(call.m, call.n, call.k, call.batch, SPLIT_PARTS, device.sms,
-                       WGMMA_TILE_N[SPLIT_PARTS], tile_k=SPLIT_TILE_K, element_bytes=2)
+                       WGMMA_TILE_N[SPLIT_PARTS])
     return CudaPlan(_wgmma_steps(plan), plan.workspace, _info(plan, "wgmma"))
 
 
