@@ -206,13 +206,13 @@ def _pack(plan: TensorPlan, operand: str, arch: str = "") -> CudaStep:
     rung's own source (mm_26_split through cuda/exact_split.cuh)."""
     rows, rows_p, offset, r_stride, k_stride = _operand(plan, operand)
     grid = (plan.kp // PACK_TILE, rows_p // PACK_TILE, plan.batch)
+    shape = (rows, plan.k, rows_p, plan.kp, r_stride, k_stride)
     if plan.split:
-        entry, args = SPLIT_ENTRY, (operand, "work", offset, plan.part_elements(rows_p), rows,
-                                    plan.k, rows_p, plan.kp, r_stride, k_stride,
-                                    plan.flag_offset)
+        entry = SPLIT_ENTRY
+        args: tuple = (operand, "work", offset, plan.part_elements(rows_p), *shape,
+                       plan.flag_offset)
     else:
-        entry, args = PACK_ENTRY, (operand, "work", offset, rows, plan.k, rows_p, plan.kp,
-                                   r_stride, k_stride)
+        entry, args = PACK_ENTRY, (operand, "work", offset, *shape)
     return CudaStep(grid, (PACK_THREADS,), entry, None, arch=arch, args=args)
 
 
